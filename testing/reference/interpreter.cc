@@ -1,0 +1,228 @@
+// The reference interpreter: walks nodes in order, calls each op's kernel,
+// frees every value after its last use.
+#include "testing/reference/interpreter.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/status_macros.h"
+#include "testing/reference/op_registry.h"
+
+namespace kiln::reference {
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::Tensor;
+using ir::ValueId;
+
+// Values of one graph during one run, with a link to the enclosing scope so
+// subgraph captures resolve by name.
+class Scope {
+ public:
+  Scope(const Graph& graph, const Scope* parent)
+      : graph_(graph), parent_(parent), values_(graph.num_values()) {}
+
+  const Tensor* Get(ValueId id) const {
+    if (values_[id].has_value()) return &*values_[id];
+    if (const Tensor* c = graph_.constant(id)) return c;
+    return nullptr;
+  }
+  void Set(ValueId id, Tensor t) { values_[id] = std::move(t); }
+  void Free(ValueId id) { values_[id].reset(); }
+
+  // The tensor named `name` here or in an enclosing scope.
+  const Tensor* Lookup(const std::string& name) const {
+    if (std::optional<ValueId> id = graph_.FindValue(name)) {
+      if (const Tensor* t = Get(*id)) return t;
+    }
+    return parent_ ? parent_->Lookup(name) : nullptr;
+  }
+
+ private:
+  const Graph& graph_;
+  const Scope* parent_;
+  std::vector<std::optional<Tensor>> values_;
+};
+
+absl::Status CheckDeclaredType(const Graph& graph, const Node& node,
+                               ValueId id, const Tensor& t) {
+  const ir::Value& v = graph.value(id);
+  if (v.dtype != ir::DType::kInvalid && v.dtype != t.dtype()) {
+    return kiln::InternalError(node.Describe(), " produced ", t.TypeString(),
+                               " for '", v.name, "' declared ",
+                               ir::DTypeName(v.dtype));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
+                                               absl::Span<const Tensor> inputs,
+                                               const Scope* parent) {
+  if (inputs.size() != graph.inputs().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph '", graph.name(), "' takes ", graph.inputs().size(),
+                     " inputs, got ", inputs.size()));
+  }
+  Scope scope(graph, parent);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    scope.Set(graph.inputs()[i], inputs[i]);
+  }
+  for (const Graph::Capture& c : graph.captures()) {
+    const Tensor* outer = parent ? parent->Lookup(c.outer_name) : nullptr;
+    if (outer == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph '", graph.name(), "' captures '", c.outer_name,
+                       "', which no enclosing graph defines"));
+    }
+    scope.Set(c.inner, *outer);
+  }
+
+  // Last use of each value, so intermediates are freed early. Subgraphs may
+  // read any enclosing value by name, so nodes with subgraphs pin everything.
+  std::vector<int> last_use(graph.num_values(), -1);
+  const int num_nodes = static_cast<int>(graph.nodes().size());
+  for (int n = 0; n < num_nodes; ++n) {
+    for (ValueId in : graph.nodes()[n].inputs) {
+      if (in != ir::kNoValue) last_use[in] = n;
+    }
+    for (const auto& [key, attr] : graph.nodes()[n].attrs) {
+      if (std::holds_alternative<std::shared_ptr<const Graph>>(attr)) {
+        std::fill(last_use.begin(), last_use.end(), num_nodes);
+      }
+    }
+  }
+  for (ValueId out : graph.outputs()) last_use[out] = num_nodes;
+  if (parent != nullptr) {  // nested subgraphs may capture anything here
+    std::fill(last_use.begin(), last_use.end(), num_nodes);
+  }
+
+  const OpRegistry& registry = OpRegistry::Default();
+  for (int n = 0; n < num_nodes; ++n) {
+    const Node& node = graph.nodes()[n];
+    auto where = [&] {
+      return absl::StrCat("node #", n, " '", node.name, "' (", node.op, ")");
+    };
+    const OpKernel* kernel =
+        node.domain.empty() || node.domain == "ai.onnx"
+            ? registry.Find(node.op)
+            : nullptr;
+    if (kernel == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat(where(), ": op '", node.domain.empty() ? "" : node.domain,
+                       node.domain.empty() ? "" : ".", node.op,
+                       "' has no reference kernel"));
+    }
+    OpContext ctx{node, graph, graph.opset(), {}, {}};
+    for (ValueId in : node.inputs) {
+      if (in == ir::kNoValue) {
+        ctx.inputs.push_back(nullptr);
+        continue;
+      }
+      const Tensor* t = scope.Get(in);
+      if (t == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": input '", graph.value(in).name,
+                         "' has no value (not produced before use)"));
+      }
+      ctx.inputs.push_back(t);
+    }
+    ctx.run_subgraph = [&scope](const Graph& sub,
+                                absl::Span<const Tensor> sub_inputs) {
+      return RunInScope(sub, sub_inputs, &scope);
+    };
+    absl::StatusOr<std::vector<Tensor>> outs = (*kernel)(ctx);
+    if (!outs.ok()) {
+      absl::Status s = outs.status();
+      return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
+    }
+    if (outs->size() > node.outputs.size()) {
+      return kiln::InternalError(where(), " kernel returned ", outs->size(),
+                                 " outputs, node has ", node.outputs.size());
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      ValueId out = node.outputs[i];
+      if (out == ir::kNoValue) continue;
+      if (i >= outs->size()) {
+        return kiln::InternalError(where(), " kernel did not produce output ",
+                                   i, " ('", graph.value(out).name, "')");
+      }
+      KILN_RETURN_IF_ERROR(CheckDeclaredType(graph, node, out, (*outs)[i]));
+      scope.Set(out, std::move((*outs)[i]));
+    }
+    for (ValueId in : node.inputs) {
+      if (in != ir::kNoValue && last_use[in] == n) scope.Free(in);
+    }
+  }
+
+  std::vector<Tensor> results;
+  results.reserve(graph.outputs().size());
+  for (ValueId out : graph.outputs()) {
+    const Tensor* t = scope.Get(out);
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph output '", graph.value(out).name, "' is never produced"));
+    }
+    results.push_back(*t);
+  }
+  return results;
+}
+
+void CollectUnsupported(const Graph& graph, const OpRegistry& registry,
+                        std::set<std::string>* out) {
+  for (const Node& node : graph.nodes()) {
+    bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
+    if (!default_domain || registry.Find(node.op) == nullptr) {
+      out->insert(default_domain ? node.op
+                                 : absl::StrCat(node.domain, ".", node.op));
+    }
+    for (const auto& [key, attr] : node.attrs) {
+      if (auto* sub = std::get_if<std::shared_ptr<const Graph>>(&attr)) {
+        CollectUnsupported(**sub, registry, out);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<const Tensor*> OpContext::Input(int i) const {
+  if (!has_input(i)) return Error("missing input ", i);
+  return inputs[i];
+}
+
+std::vector<std::string> OpRegistry::SupportedOps() const {
+  std::vector<std::string> ops;
+  for (const auto& [op, kernel] : kernels_) ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+const OpRegistry& OpRegistry::Default() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry;
+    RegisterElementwiseOps(r);
+    RegisterReductionOps(r);
+    RegisterNnOps(r);
+    RegisterShapeOps(r);
+    RegisterSequenceOps(r);
+    return r;
+  }();
+  return *registry;
+}
+
+absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
+                                        absl::Span<const Tensor> inputs) {
+  return RunInScope(graph, inputs, nullptr);
+}
+
+std::vector<std::string> UnsupportedOps(const Graph& graph) {
+  std::set<std::string> ops;
+  CollectUnsupported(graph, OpRegistry::Default(), &ops);
+  return {ops.begin(), ops.end()};
+}
+
+}  // namespace kiln::reference

@@ -1,0 +1,83 @@
+// File: testing/reference/op_registry.h — how reference kernels plug in.
+// Each ops_*.cc file defines kernels for one family of ops and a
+// Register*Ops(OpRegistry*) function; interpreter.cc calls them all.
+//
+//   absl::StatusOr<std::vector<Tensor>> Relu(OpContext& ctx) { ... }
+//   void RegisterElementwiseOps(OpRegistry* r) { r->Register("Relu", Relu); }
+#ifndef KILN_TESTING_REFERENCE_OP_REGISTRY_H_
+#define KILN_TESTING_REFERENCE_OP_REGISTRY_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ir/graph/graph.h"
+
+namespace kiln::reference {
+
+using ir::Tensor;
+
+// What a kernel sees: its node, its inputs (nullptr for an omitted optional
+// input) and a way to run subgraphs (If) in the current scope.
+struct OpContext {
+  const ir::Node& node;
+  const ir::Graph& graph;       // the graph the node belongs to
+  int64_t opset;                // default-domain opset version of the model
+  std::vector<const Tensor*> inputs;
+  // Runs a subgraph attribute with the given formal inputs; its captures are
+  // resolved in the scope of this node.
+  std::function<absl::StatusOr<std::vector<Tensor>>(
+      const ir::Graph& subgraph, absl::Span<const Tensor> inputs)>
+      run_subgraph;
+
+  int num_inputs() const { return static_cast<int>(inputs.size()); }
+  bool has_input(int i) const {
+    return i < num_inputs() && inputs[i] != nullptr;
+  }
+  // Input i, or InvalidArgument naming the node if it is missing.
+  absl::StatusOr<const Tensor*> Input(int i) const;
+  // Number of outputs the node declares (including omitted optional ones).
+  int num_outputs() const { return static_cast<int>(node.outputs.size()); }
+  // An InvalidArgument error prefixed with the node's description.
+  template <typename... Args>
+  absl::Status Error(const Args&... args) const {
+    return absl::InvalidArgumentError(absl::StrCat(node.Describe(), ": ", args...));
+  }
+};
+
+// Returns the node's outputs in order. Kernels may return fewer tensors than
+// the node declares only when the missing trailing outputs are omitted.
+using OpKernel = std::function<absl::StatusOr<std::vector<Tensor>>(OpContext&)>;
+
+class OpRegistry {
+ public:
+  void Register(std::string op, OpKernel kernel) {
+    kernels_[std::move(op)] = std::move(kernel);
+  }
+  // nullptr if the op has no kernel.
+  const OpKernel* Find(absl::string_view op) const {
+    auto it = kernels_.find(op);
+    return it == kernels_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> SupportedOps() const;
+
+  // The registry with every reference kernel.
+  static const OpRegistry& Default();
+
+ private:
+  absl::flat_hash_map<std::string, OpKernel> kernels_;
+};
+
+// One per ops_*.cc file.
+void RegisterElementwiseOps(OpRegistry* registry);  // unary, binary, logic, Cast, Where, ...
+void RegisterReductionOps(OpRegistry* registry);    // Reduce*, ArgMax/Min, Softmax, norms, CumSum, TopK
+void RegisterNnOps(OpRegistry* registry);           // Conv, ConvTranspose, Gemm, MatMul, Einsum, BatchNorm, pools, Resize
+void RegisterShapeOps(OpRegistry* registry);        // Reshape, Transpose, Slice, Gather, Concat, Pad, ...
+void RegisterSequenceOps(OpRegistry* registry);     // LSTM, GRU, If
+
+}  // namespace kiln::reference
+
+#endif  // KILN_TESTING_REFERENCE_OP_REGISTRY_H_

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# File: tools/bootstrap.sh — installs everything kiln's build, tests and tools
+# need on a fresh Debian 12 machine. Idempotent: a no-op when all is present.
+#
+#   tools/bootstrap.sh            # build + test dependencies
+#   KILN_BOOTSTRAP_ZOO=1 tools/bootstrap.sh   # also PyTorch for zoo export
+set -euo pipefail
+
+PKGS=(
+  bazel-bootstrap bazel-platforms bazel-rules-java g++ python3
+  libdnnl-dev libhwy-dev libabsl-dev
+  libprotobuf-dev protobuf-compiler
+  libonnx-dev libonnx-testdata
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then
+  PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if (( ${#missing[@]} )); then
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  echo "bootstrap: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "bootstrap: all packages present" >&2
+fi
