@@ -1,0 +1,64 @@
+// File: frontend/onnx/importer.h — loads an ONNX model (file or bytes) with
+// Debian's libonnx (checker, shape inference) and imports it into ir::Graph
+// with static shapes.
+//
+//   frontend::ImportOptions opts;
+//   opts.input_shapes["input"] = {1, 3, 224, 224};
+//   KILN_ASSIGN_OR_RETURN(frontend::ImportResult r,
+//                         frontend::ImportModelFile("model.onnx", opts));
+//   for (const std::string& w : r.warnings) std::cerr << w << "\n";
+//
+// Every failure is an absl::Status naming the file, and where it applies the
+// node (name and index) and op. Nothing from the model is trusted: truncated
+// bytes, bad attributes, huge dims all give errors, never a crash.
+#ifndef KILN_FRONTEND_ONNX_IMPORTER_H_
+#define KILN_FRONTEND_ONNX_IMPORTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/graph/graph.h"
+
+namespace kiln::frontend {
+
+struct ImportOptions {
+  // Binds graph inputs' dynamic dims: input name -> full static shape. Any
+  // dynamic dim not bound here becomes 1 (listed in ImportResult::warnings).
+  absl::flat_hash_map<std::string, ir::Shape> input_shapes;
+  // Largest tensor (initializer, Constant, or inferred value) accepted.
+  int64_t max_tensor_bytes = int64_t{16} << 30;
+  // Folder that external data (`data_location: EXTERNAL`) resolves against;
+  // ImportModelFile defaults it to the model file's folder.
+  std::string base_dir;
+};
+
+struct ImportResult {
+  ir::Graph graph;
+  // Human-readable notes: dims bound to 1, checker complaints tolerated, ...
+  std::vector<std::string> warnings;
+};
+
+absl::StatusOr<ImportResult> ImportModelFile(const std::string& path,
+                                             const ImportOptions& options = {});
+
+// `source_name` names the bytes in error messages (a path, "<memory>").
+absl::StatusOr<ImportResult> ImportModelBytes(
+    absl::string_view bytes, const ImportOptions& options = {},
+    absl::string_view source_name = "<memory>");
+
+// Reads a serialized onnx.TensorProto file (test_data_set_N/input_K.pb).
+absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path);
+// Reads a serialized TensorProto from bytes.
+absl::StatusOr<ir::Tensor> ParseTensorBytes(absl::string_view bytes,
+                                            absl::string_view source_name);
+// Serializes a tensor as an onnx.TensorProto (for `kilnc run --save`, tests).
+absl::StatusOr<std::string> SerializeTensor(const ir::Tensor& tensor,
+                                            absl::string_view name);
+
+}  // namespace kiln::frontend
+
+#endif  // KILN_FRONTEND_ONNX_IMPORTER_H_
