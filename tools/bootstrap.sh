@@ -17,6 +17,12 @@ if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then
   PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
 fi
 
+# NEON: generated code is cross-built for aarch64 and its tests run under
+# qemu-user (isa/neon). Highway's arm64 headers come from the arm64 package.
+if [[ "$(dpkg --print-architecture)" == "amd64" ]]; then
+  PKGS+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64)
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
@@ -29,6 +35,10 @@ if (( ${#missing[@]} )); then
   if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
   echo "bootstrap: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  if [[ "$(dpkg --print-architecture)" == "amd64" ]] &&
+     ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+  fi
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else

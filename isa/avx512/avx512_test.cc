@@ -1,0 +1,54 @@
+// Tests for the avx512 VecISA module: registration, host detection checked
+// against an independent source (GCC's cpuid builtins / the build target),
+// and that the module's flags make Highway select the module's target.
+#include <gtest/gtest.h>
+
+#include "isa/isa.h"
+#include "isa/static_target.h"
+
+namespace kiln::isa {
+namespace {
+
+bool HostReallyHas() {
+  return
+#if defined(__x86_64__)
+    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+#else
+    false
+#endif
+      ;
+}
+
+TEST(avx512Isa, IsRegistered) {
+  const VecIsa* isa = FindIsa("avx512");
+  ASSERT_NE(isa, nullptr);
+  EXPECT_EQ(isa->name, "avx512");
+  EXPECT_GT(isa->vector_bytes, 0);
+  EXPECT_NE(isa->hwy_target, 0);
+}
+
+TEST(avx512Isa, HostDetectionMatchesCpuid) {
+  const VecIsa* isa = FindIsa("avx512");
+  ASSERT_NE(isa, nullptr);
+  EXPECT_EQ(isa->host_supports(), HostReallyHas());
+  absl::StatusOr<const VecIsa*> selected = SelectIsa("avx512");
+  EXPECT_EQ(selected.ok(), HostReallyHas()) << selected.status();
+  if (!selected.ok()) {
+    EXPECT_NE(selected.status().message().find("not supported by this CPU"),
+              std::string::npos);
+  }
+}
+
+TEST(avx512Isa, FlagsSelectTheHighwayTarget) {
+  const VecIsa* isa = FindIsa("avx512");
+  ASSERT_NE(isa, nullptr);
+  absl::StatusOr<int64_t> target = StaticHwyTarget(*isa);
+  if (absl::IsNotFound(target.status())) {
+    GTEST_SKIP() << "SKIPPED: " << target.status().message();
+  }
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(*target, isa->hwy_target);
+}
+
+}  // namespace
+}  // namespace kiln::isa

@@ -1,0 +1,46 @@
+// Tests for the scalar VecISA module: registration, host detection checked
+// against an independent source (GCC's cpuid builtins / the build target),
+// and that the module's flags make Highway select the module's target.
+#include <gtest/gtest.h>
+
+#include "isa/isa.h"
+#include "isa/static_target.h"
+
+namespace kiln::isa {
+namespace {
+
+bool HostReallyHas() { return true; }
+
+TEST(scalarIsa, IsRegistered) {
+  const VecIsa* isa = FindIsa("scalar");
+  ASSERT_NE(isa, nullptr);
+  EXPECT_EQ(isa->name, "scalar");
+  EXPECT_GT(isa->vector_bytes, 0);
+  EXPECT_NE(isa->hwy_target, 0);
+}
+
+TEST(scalarIsa, HostDetectionMatchesCpuid) {
+  const VecIsa* isa = FindIsa("scalar");
+  ASSERT_NE(isa, nullptr);
+  EXPECT_EQ(isa->host_supports(), HostReallyHas());
+  absl::StatusOr<const VecIsa*> selected = SelectIsa("scalar");
+  EXPECT_EQ(selected.ok(), HostReallyHas()) << selected.status();
+  if (!selected.ok()) {
+    EXPECT_NE(selected.status().message().find("not supported by this CPU"),
+              std::string::npos);
+  }
+}
+
+TEST(scalarIsa, FlagsSelectTheHighwayTarget) {
+  const VecIsa* isa = FindIsa("scalar");
+  ASSERT_NE(isa, nullptr);
+  absl::StatusOr<int64_t> target = StaticHwyTarget(*isa);
+  if (absl::IsNotFound(target.status())) {
+    GTEST_SKIP() << "SKIPPED: " << target.status().message();
+  }
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(*target, isa->hwy_target);
+}
+
+}  // namespace
+}  // namespace kiln::isa

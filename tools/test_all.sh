@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# File: tools/test_all.sh — sets up a fresh Debian 12 machine (tools/bootstrap.sh)
+# and runs every kiln test, then prints one summary line "N passed, N failed".
+#   tools/test_all.sh                 # all tests
+#   tools/test_all.sh --config=asan   # all tests under address+UB sanitizers
+set -uo pipefail
+cd "$(dirname "$0")/.."
+tools/bootstrap.sh || exit 1
+log=$(mktemp)
+bazel test "$@" //... 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+# Bazel's summary lines look like "//pkg:target   PASSED in 0.3s".
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log")
+skipped=$(grep -cE '^//[^ ]+ +SKIPPED' "$log")
+rm -f "$log"
+if [[ $rc -ne 0 && $failed -eq 0 ]]; then failed=1; fi  # build or setup error
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
+exit $rc
