@@ -1,0 +1,524 @@
+// The ONNX model loader: parse, validate versions and ops, inline external
+// data, bind dynamic input dims, run libonnx's checker and shape inference,
+// then import the graph. libonnx's exceptions stop here.
+#include "frontend/onnx/importer.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <new>
+#include <set>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "frontend/onnx/graph_importer.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "ir/status_macros.h"
+#include "onnx/checker.h"
+#include "onnx/defs/schema.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace kiln::frontend {
+namespace {
+
+using onnx_internal::DescribeNode;
+
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 10;
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 18;
+constexpr char kMlDomain[] = "ai.onnx.ml";
+
+bool IsDefaultDomain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+absl::Status WithSource(const absl::Status& s, absl::string_view source) {
+  return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
+}
+
+// One line: libonnx appends "\n\n==> Context: ..." to its messages.
+std::string OneLine(const char* what) {
+  return absl::StrReplaceAll(what, {{"\n\n==> ", "; "}, {"\n", " "}});
+}
+
+// Calls `fn` on every graph of the model: the main graph and, recursively,
+// every GRAPH / GRAPHS attribute.
+void ForEachGraph(onnx::GraphProto* g,
+                  const std::function<void(onnx::GraphProto*)>& fn) {
+  fn(g);
+  for (onnx::NodeProto& node : *g->mutable_node()) {
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.has_g()) ForEachGraph(a.mutable_g(), fn);
+      for (onnx::GraphProto& sub : *a.mutable_graphs()) ForEachGraph(&sub, fn);
+    }
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError(
+        "no such file (or not a regular file)");
+  }
+  if (st.st_size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        st.st_size, " bytes; protobuf files are limited to 2 GiB (store weights as "
+        "external data)"));
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"),
+                                          &std::fclose);
+  if (f == nullptr) {
+    return absl::NotFoundError("cannot open");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  if (!bytes.empty() &&
+      std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    return absl::DataLossError("read failed");
+  }
+  return bytes;
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Domain -> version, with "ai.onnx" folded into "" (in the model too).
+absl::StatusOr<std::map<std::string, int64_t>> NormalizeOpsets(
+    onnx::ModelProto* model) {
+  std::map<std::string, int64_t> opsets;
+  for (const onnx::OperatorSetIdProto& op : model->opset_import()) {
+    const std::string domain = IsDefaultDomain(op.domain()) ? "" : op.domain();
+    auto [it, inserted] = opsets.emplace(domain, op.version());
+    if (!inserted && it->second != op.version()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "opset imports for domain '", domain, "' disagree (versions ",
+          it->second, " and ", op.version(), ")"));
+    }
+  }
+  model->clear_opset_import();
+  for (const auto& [domain, version] : opsets) {
+    onnx::OperatorSetIdProto* op = model->add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
+  auto it = opsets.find("");
+  if (it == opsets.end()) {
+    return absl::InvalidArgumentError(
+        "the model has no opset import for the default ONNX domain");
+  }
+  if (it->second < kMinOpset || it->second > kMaxOpset) {
+    return absl::UnimplementedError(absl::StrCat(
+        "default-domain opset ", it->second, " is not supported (kiln reads "
+        "opsets ", kMinOpset, " to ", kMaxOpset, ")"));
+  }
+  ForEachGraph(model->mutable_graph(), [](onnx::GraphProto* g) {
+    for (onnx::NodeProto& node : *g->mutable_node()) {
+      if (node.domain() == "ai.onnx") node.clear_domain();
+    }
+  });
+  return opsets;
+}
+
+// Ops that libonnx's schema registry does not know for the model's opsets,
+// in every graph; custom domains count as unknown.
+void CollectUnknownOps(const onnx::GraphProto& g,
+                       const std::map<std::string, int64_t>& opsets,
+                       const std::string& where,
+                       std::vector<std::string>* unknown,
+                       std::set<std::string>* used_domains) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    const std::string desc = absl::StrCat(DescribeNode(node, i), where);
+    used_domains->insert(node.domain());
+    const onnx::OpSchema* schema = nullptr;
+    if (node.domain().empty() || node.domain() == kMlDomain) {
+      auto it = opsets.find(node.domain());
+      if (it != opsets.end() && it->second <= INT_MAX && it->second >= 0) {
+        schema = onnx::OpSchemaRegistry::Schema(
+            node.op_type(), static_cast<int>(it->second), node.domain());
+      }
+    }
+    if (schema == nullptr) unknown->push_back(desc);
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      const std::string sub_where =
+          absl::StrCat(" in subgraph '", a.name(), "' of ", desc);
+      if (a.has_g()) {
+        CollectUnknownOps(a.g(), opsets, sub_where, unknown, used_domains);
+      }
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        CollectUnknownOps(sub, opsets, sub_where, unknown, used_domains);
+      }
+    }
+  }
+}
+
+absl::Status InlineAllExternalData(onnx::ModelProto* model,
+                                   const ImportOptions& options) {
+  absl::Status status;
+  ForEachGraph(model->mutable_graph(), [&](onnx::GraphProto* g) {
+    if (!status.ok()) return;
+    for (onnx::TensorProto& t : *g->mutable_initializer()) {
+      status = onnx_internal::InlineExternalData(
+          &t, options.base_dir, options.max_tensor_bytes,
+          absl::StrCat("initializer '", t.name(), "'"));
+      if (!status.ok()) return;
+    }
+    for (int i = 0; i < g->node_size(); ++i) {
+      onnx::NodeProto* node = g->mutable_node(i);
+      for (onnx::AttributeProto& a : *node->mutable_attribute()) {
+        const std::string what = absl::StrCat("attribute '", a.name(),
+                                              "' of ", DescribeNode(*node, i));
+        if (a.has_t()) {
+          status = onnx_internal::InlineExternalData(
+              a.mutable_t(), options.base_dir, options.max_tensor_bytes, what);
+          if (!status.ok()) return;
+        }
+        for (onnx::TensorProto& t : *a.mutable_tensors()) {
+          status = onnx_internal::InlineExternalData(
+              &t, options.base_dir, options.max_tensor_bytes, what);
+          if (!status.ok()) return;
+        }
+      }
+    }
+  });
+  return status;
+}
+
+std::string DimName(const std::string& input, int i,
+                    const onnx::TensorShapeProto::Dimension& d) {
+  return d.has_dim_param() && !d.dim_param().empty()
+             ? absl::StrCat("input '", input, "' dim ", i, " ('",
+                            d.dim_param(), "')")
+             : absl::StrCat("input '", input, "' dim ", i);
+}
+
+// Gives every graph input a static shape (ImportOptions::input_shapes, else
+// 1 per dynamic dim) before shape inference, and substitutes the bound
+// symbols in the graph's declared output and value_info shapes.
+absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
+                             std::vector<std::string>* warnings) {
+  absl::flat_hash_set<std::string> initializers;
+  for (const onnx::TensorProto& t : g->initializer()) {
+    initializers.insert(t.name());
+  }
+  std::vector<std::string> input_names;
+  for (const onnx::ValueInfoProto& in : g->input()) {
+    if (!initializers.contains(in.name())) input_names.push_back(in.name());
+  }
+  for (const auto& [name, shape] : options.input_shapes) {
+    if (std::find(input_names.begin(), input_names.end(), name) ==
+        input_names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ImportOptions::input_shapes names '", name,
+          "', which is not a graph input (inputs: ",
+          absl::StrJoin(input_names, ", "), ")"));
+    }
+    for (int64_t d : shape) {
+      if (d < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ImportOptions::input_shapes['", name, "'] = ",
+                         ir::ShapeToString(shape), " has a negative dim"));
+      }
+    }
+  }
+  std::vector<std::string> bound_to_one;
+  std::map<std::string, int64_t> symbols;
+  std::set<std::string> conflicting;
+  for (onnx::ValueInfoProto& in : *g->mutable_input()) {
+    if (initializers.contains(in.name())) continue;
+    if (!in.type().has_tensor_type()) continue;  // rejected by the importer
+    onnx::TypeProto::Tensor* tt = in.mutable_type()->mutable_tensor_type();
+    auto given_it = options.input_shapes.find(in.name());
+    const ir::Shape* given =
+        given_it == options.input_shapes.end() ? nullptr : &given_it->second;
+    if (!tt->has_shape()) {
+      if (given == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph input '", in.name(), "' has no shape (not even a rank); "
+            "give one in ImportOptions::input_shapes"));
+      }
+      onnx::TensorShapeProto* s = tt->mutable_shape();
+      for (int64_t d : *given) s->add_dim()->set_dim_value(d);
+      continue;
+    }
+    onnx::TensorShapeProto* shape = tt->mutable_shape();
+    ir::Shape declared;
+    for (const auto& d : shape->dim()) {
+      declared.push_back(d.has_dim_value() ? d.dim_value() : ir::kDynamicDim);
+    }
+    if (given != nullptr && given->size() != declared.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ImportOptions::input_shapes['", in.name(), "'] = ",
+          ir::ShapeToString(*given), " has rank ", given->size(),
+          " but the model declares ", ir::ShapeToString(declared)));
+    }
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      onnx::TensorShapeProto::Dimension* d = shape->mutable_dim(i);
+      if (d->has_dim_value()) {
+        if (d->dim_value() < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("graph input '", in.name(), "' dim ", i,
+                           " is negative (", d->dim_value(), ")"));
+        }
+        if (given != nullptr && (*given)[i] != d->dim_value()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ImportOptions::input_shapes['", in.name(), "'] = ",
+              ir::ShapeToString(*given), " does not match the model's ",
+              ir::ShapeToString(declared), " at dim ", i));
+        }
+        continue;
+      }
+      const int64_t v = given != nullptr ? (*given)[i] : 1;
+      if (given == nullptr) {
+        bound_to_one.push_back(absl::StrCat(DimName(in.name(), i, *d), " -> 1"));
+      }
+      if (d->has_dim_param() && !d->dim_param().empty()) {
+        auto [it, inserted] = symbols.emplace(d->dim_param(), v);
+        if (!inserted && it->second != v) conflicting.insert(d->dim_param());
+      }
+      d->set_dim_value(v);
+    }
+  }
+  if (!bound_to_one.empty()) {
+    warnings->push_back(absl::StrCat(
+        "dynamic input dims bound to 1 (set ImportOptions::input_shapes to "
+        "choose): ",
+        absl::StrJoin(bound_to_one, ", ")));
+  }
+  for (const std::string& sym : conflicting) {
+    warnings->push_back(absl::StrCat(
+        "dim '", sym, "' is bound to different sizes in different inputs; "
+        "it stays dynamic elsewhere"));
+    symbols.erase(sym);
+  }
+  auto substitute = [&](onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) {
+      return;
+    }
+    for (auto& d :
+         *v.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (!d.has_dim_param()) continue;
+      auto it = symbols.find(d.dim_param());
+      if (it != symbols.end()) d.set_dim_value(it->second);
+    }
+  };
+  for (onnx::ValueInfoProto& v : *g->mutable_output()) substitute(v);
+  for (onnx::ValueInfoProto& v : *g->mutable_value_info()) substitute(v);
+  return absl::OkStatus();
+}
+
+// libonnx 1.12's checker knows IR <= 8 and opsets <= 17: newer models are
+// checked as IR 8, and for opset 18 its objections (which may come from
+// opset-18 changes it has never heard of) become warnings.
+absl::Status RunChecker(onnx::ModelProto* model, int64_t opset,
+                        std::vector<std::string>* warnings) {
+  const int64_t known_ir = onnx::Version::IR_VERSION;
+  const auto& ranges =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto range = ranges.find("");
+  const int64_t known_opset = range == ranges.end() ? 17 : range->second.second;
+  const int64_t ir = model->ir_version();
+  if (ir > known_ir) {
+    warnings->push_back(absl::StrCat(
+        "IR version ", ir, " is newer than libonnx's checker knows (",
+        known_ir, "); checked as IR ", known_ir));
+    model->set_ir_version(known_ir);
+  }
+  std::string failure;
+  try {
+    onnx::checker::check_model(*model);
+  } catch (const std::exception& e) {
+    failure = OneLine(e.what());
+  }
+  model->set_ir_version(ir);
+  if (failure.empty()) return absl::OkStatus();
+  if (opset > known_opset) {
+    warnings->push_back(absl::StrCat(
+        "ONNX checker (which knows opsets up to ", known_opset,
+        ") objects to this opset-", opset, " model: ", failure,
+        "; continuing"));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("ONNX checker rejects the model: ", failure));
+}
+
+absl::StatusOr<ImportResult> Import(absl::string_view bytes,
+                                    const ImportOptions& options) {
+  ImportResult result;
+  std::vector<std::string>& warnings = result.warnings;
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(
+        "more than 2 GiB of protobuf; store weights as external data");
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        "not a valid ONNX model (protobuf parsing failed: truncated or not "
+        "an ONNX file)");
+  }
+  if (!model.has_graph()) {
+    return absl::InvalidArgumentError(
+        "not a valid ONNX model (it has no graph: truncated or not an ONNX "
+        "file)");
+  }
+  if (model.ir_version() < kMinIrVersion ||
+      model.ir_version() > kMaxIrVersion) {
+    return absl::UnimplementedError(absl::StrCat(
+        "IR version ", model.ir_version(), " is not supported (kiln reads IR ",
+        kMinIrVersion, " to ", kMaxIrVersion, ")"));
+  }
+  KILN_ASSIGN_OR_RETURN(auto opsets, NormalizeOpsets(&model));
+  const int64_t opset = opsets.at("");
+
+  std::vector<std::string> unknown;
+  std::set<std::string> used_domains;
+  CollectUnknownOps(model.graph(), opsets, "", &unknown, &used_domains);
+  if (!unknown.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        unknown.size(), " unknown op(s) (not in libonnx's operator schemas "
+        "for the model's opsets; custom domains are not supported): ",
+        absl::StrJoin(unknown, ", ")));
+  }
+  {
+    std::vector<std::string> unused;
+    auto* imports = model.mutable_opset_import();
+    for (int i = imports->size() - 1; i >= 0; --i) {
+      const std::string& domain = imports->Get(i).domain();
+      if (!domain.empty() && !used_domains.count(domain)) {
+        unused.push_back(absl::StrCat("'", domain, "'"));
+        imports->DeleteSubrange(i, 1);
+      }
+    }
+    if (!unused.empty()) {
+      warnings.push_back(absl::StrCat("opset imports no node uses: ",
+                                      absl::StrJoin(unused, ", ")));
+    }
+  }
+
+  KILN_RETURN_IF_ERROR(InlineAllExternalData(&model, options));
+  KILN_RETURN_IF_ERROR(
+      BindInputShapes(model.mutable_graph(), options, &warnings));
+  KILN_RETURN_IF_ERROR(RunChecker(&model, opset, &warnings));
+
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type_val=*/false,
+                                    /*strict_mode_val=*/0,
+                                    /*data_prop_val=*/true));
+  } catch (const std::exception& e) {
+    warnings.push_back(absl::StrCat(
+        "ONNX shape inference failed (", OneLine(e.what()),
+        "); values it did not reach keep their declared shapes"));
+  }
+
+  onnx_internal::GraphImportOptions graph_options;
+  graph_options.opset = opset;
+  graph_options.max_tensor_bytes = options.max_tensor_bytes;
+  KILN_ASSIGN_OR_RETURN(result.graph,
+                        onnx_internal::ImportGraph(model.graph(), graph_options));
+  return result;
+}
+
+// Runs `fn`, turning any exception that escapes libonnx or an allocation
+// into a Status naming `source`.
+template <typename T>
+absl::StatusOr<T> Guarded(absl::string_view source,
+                          const std::function<absl::StatusOr<T>()>& fn) {
+  try {
+    absl::StatusOr<T> r = fn();
+    if (!r.ok()) return WithSource(r.status(), source);
+    return r;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(source, ": out of memory"));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": libonnx: ", OneLine(e.what())));
+  } catch (...) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unknown exception while loading"));
+  }
+}
+
+absl::StatusOr<ir::Tensor> ParseTensor(absl::string_view bytes,
+                                       absl::string_view source,
+                                       const std::string& base_dir) {
+  return Guarded<ir::Tensor>(source, [&]() -> absl::StatusOr<ir::Tensor> {
+    if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+      return absl::InvalidArgumentError("more than 2 GiB of protobuf");
+    }
+    onnx::TensorProto proto;
+    if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::InvalidArgumentError(
+          "not a valid serialized onnx.TensorProto (truncated or another "
+          "format)");
+    }
+    const std::string what = absl::StrCat("tensor '", proto.name(), "'");
+    const int64_t max_bytes = ImportOptions().max_tensor_bytes;
+    if (!base_dir.empty()) {
+      KILN_RETURN_IF_ERROR(onnx_internal::InlineExternalData(
+          &proto, base_dir, max_bytes, what));
+    }
+    return onnx_internal::TensorFromProto(proto, max_bytes, what);
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<ImportResult> ImportModelFile(const std::string& path,
+                                             const ImportOptions& options) {
+  return Guarded<ImportResult>(path, [&]() -> absl::StatusOr<ImportResult> {
+    KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+    ImportOptions opts = options;
+    if (opts.base_dir.empty()) opts.base_dir = DirName(path);
+    return Import(bytes, opts);
+  });
+}
+
+absl::StatusOr<ImportResult> ImportModelBytes(absl::string_view bytes,
+                                              const ImportOptions& options,
+                                              absl::string_view source_name) {
+  return Guarded<ImportResult>(source_name, [&] {
+    return Import(bytes, options);
+  });
+}
+
+absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return WithSource(bytes.status(), path);
+  return ParseTensor(*bytes, path, DirName(path));
+}
+
+absl::StatusOr<ir::Tensor> ParseTensorBytes(absl::string_view bytes,
+                                            absl::string_view source_name) {
+  return ParseTensor(bytes, source_name, "");
+}
+
+absl::StatusOr<std::string> SerializeTensor(const ir::Tensor& tensor,
+                                            absl::string_view name) {
+  if (tensor.byte_size() > static_cast<size_t>(INT_MAX) - 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' (", tensor.TypeString(),
+        ") is too large for a protobuf file"));
+  }
+  KILN_ASSIGN_OR_RETURN(onnx::TensorProto proto,
+                        onnx_internal::TensorToProto(tensor, name));
+  return proto.SerializeAsString();
+}
+
+}  // namespace kiln::frontend
