@@ -24,7 +24,13 @@ using ir::ValueId;
 class Scope {
  public:
   Scope(const Graph& graph, const Scope* parent)
-      : graph_(graph), parent_(parent), values_(graph.num_values()) {}
+      : graph_(graph),
+        parent_(parent),
+        opset_(parent ? parent->opset() : graph.opset()),
+        values_(graph.num_values()) {}
+
+  // The model's opset: subgraphs inherit the top-level graph's.
+  int64_t opset() const { return opset_; }
 
   const Tensor* Get(ValueId id) const {
     if (values_[id].has_value()) return &*values_[id];
@@ -45,6 +51,7 @@ class Scope {
  private:
   const Graph& graph_;
   const Scope* parent_;
+  int64_t opset_;
   std::vector<std::optional<Tensor>> values_;
 };
 
@@ -116,7 +123,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
                        node.domain.empty() ? "" : ".", node.op,
                        "' has no reference kernel"));
     }
-    OpContext ctx{node, graph, graph.opset(), {}, {}};
+    OpContext ctx{node, graph, scope.opset(), {}, {}};
     for (ValueId in : node.inputs) {
       if (in == ir::kNoValue) {
         ctx.inputs.push_back(nullptr);
