@@ -135,22 +135,23 @@ class GraphImporter {
     for (const auto& v : proto_.input()) declared_[v.name()] = &v.type();
     KILN_RETURN_IF_ERROR(ImportInitializers());
     KILN_RETURN_IF_ERROR(ImportInputs());
-    KILN_ASSIGN_OR_RETURN(std::vector<int> order, SortNodes());
-    for (int index : order) KILN_RETURN_IF_ERROR(ImportNode(index));
+    for (int i = 0; i < proto_.node_size(); ++i) {
+      KILN_RETURN_IF_ERROR(ImportNode(i));
+    }
     return ImportOutputs();
   }
 
   ir::Graph TakeGraph() { return std::move(graph_); }
 
  private:
+  // Names the node by its position in the file, not in the sorted graph.
   std::string Describe(int index) const {
-    return absl::StrCat(DescribeNode(proto_.node(index), index), where_);
-  }
-
-  // True if `name` is defined in this graph so far or in an enclosing one.
-  bool Visible(const std::string& name) const {
-    return graph_.FindValue(name).has_value() ||
-           (parent_ != nullptr && parent_->Visible(name));
+    const onnx::NodeProto& node = proto_.node(index);
+    if (options_.file_index != nullptr) {
+      auto it = options_.file_index->find(&node);
+      if (it != options_.file_index->end()) index = it->second;
+    }
+    return absl::StrCat(DescribeNode(node, index), where_);
   }
 
   // The value `name` in this graph, capturing it from the enclosing graphs
@@ -271,85 +272,6 @@ class GraphImporter {
       graph_.AddInput(id);
     }
     return absl::OkStatus();
-  }
-
-  // Kahn's algorithm, always taking the ready node that comes first in the
-  // file, so an already sorted graph keeps its order.
-  absl::StatusOr<std::vector<int>> SortNodes() {
-    const int n = proto_.node_size();
-    absl::flat_hash_map<std::string, int> producer;
-    for (int i = 0; i < n; ++i) {
-      for (const std::string& out : proto_.node(i).output()) {
-        if (out.empty()) continue;
-        if (graph_.FindValue(out)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              Describe(i), ": output '", out,
-              "' is already a graph input or initializer"));
-        }
-        auto [it, inserted] = producer.emplace(out, i);
-        if (!inserted) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              Describe(i), ": output '", out, "' is also produced by ",
-              Describe(it->second)));
-        }
-      }
-    }
-    std::vector<std::vector<int>> users(n);
-    std::vector<int> pending(n, 0);
-    for (int i = 0; i < n; ++i) {
-      const onnx::NodeProto& node = proto_.node(i);
-      auto depend = [&](const std::string& name,
-                        const std::string& how) -> absl::Status {
-        auto it = producer.find(name);
-        if (it != producer.end()) {
-          users[it->second].push_back(i);
-          ++pending[i];
-          return absl::OkStatus();
-        }
-        if (Visible(name)) return absl::OkStatus();
-        return absl::InvalidArgumentError(absl::StrCat(
-            Describe(i), ": ", how, " '", name,
-            "', which is never defined (not a graph input, initializer or "
-            "node output)"));
-      };
-      for (const std::string& in : node.input()) {
-        if (!in.empty()) KILN_RETURN_IF_ERROR(depend(in, "uses input"));
-      }
-      for (const AP& a : node.attribute()) {
-        std::vector<std::string> outer;
-        if (a.has_g()) CollectOuterNames(a.g(), &outer);
-        for (const auto& sub : a.graphs()) CollectOuterNames(sub, &outer);
-        for (const std::string& name : outer) {
-          KILN_RETURN_IF_ERROR(depend(
-              name, absl::StrCat("its subgraph '", a.name(), "' uses")));
-        }
-      }
-    }
-    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-    for (int i = 0; i < n; ++i) {
-      if (pending[i] == 0) ready.push(i);
-    }
-    std::vector<int> order;
-    order.reserve(n);
-    while (!ready.empty()) {
-      int i = ready.top();
-      ready.pop();
-      order.push_back(i);
-      for (int u : users[i]) {
-        if (--pending[u] == 0) ready.push(u);
-      }
-    }
-    if (static_cast<int>(order.size()) != n) {
-      std::vector<std::string> stuck;
-      for (int i = 0; i < n && stuck.size() < 5; ++i) {
-        if (pending[i] > 0) stuck.push_back(Describe(i));
-      }
-      return absl::InvalidArgumentError(
-          absl::StrCat("the graph has a cycle (or a node depends on itself): ",
-                       n - order.size(), " node(s) can never run, e.g. ",
-                       absl::StrJoin(stuck, ", ")));
-    }
-    return order;
   }
 
   absl::StatusOr<ir::AttrValue> ConvertAttribute(const AP& a,
@@ -535,7 +457,130 @@ class GraphImporter {
   absl::flat_hash_map<std::string, const onnx::TypeProto*> declared_;
 };
 
+
+// Kahn's algorithm, always taking the ready node that comes first in the
+// file, so an already sorted graph keeps its order. `outer` holds every name
+// the enclosing graphs define.
+absl::Status SortGraph(onnx::GraphProto* g,
+                       const absl::flat_hash_set<std::string>& outer,
+                       const std::string& where, NodeIndexMap* file_index) {
+  const int n = g->node_size();
+  std::vector<std::string> desc(n);
+  for (int i = 0; i < n; ++i) {
+    file_index->emplace(&g->node(i), i);
+    desc[i] = absl::StrCat(DescribeNode(g->node(i), i), where);
+  }
+  absl::flat_hash_set<std::string> defined;
+  for (const auto& v : g->input()) defined.insert(v.name());
+  for (const auto& t : g->initializer()) defined.insert(t.name());
+  absl::flat_hash_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& out : g->node(i).output()) {
+      if (out.empty()) continue;
+      if (defined.contains(out)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(desc[i], ": output '", out,
+                         "' is already a graph input or initializer"));
+      }
+      auto [it, inserted] = producer.emplace(out, i);
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(desc[i], ": output '", out, "' is also produced by ",
+                         desc[it->second]));
+      }
+    }
+  }
+  std::vector<std::vector<int>> users(n);
+  std::vector<int> pending(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const onnx::NodeProto& node = g->node(i);
+    auto depend = [&](const std::string& name,
+                      const std::string& how) -> absl::Status {
+      auto it = producer.find(name);
+      if (it != producer.end()) {
+        users[it->second].push_back(i);
+        ++pending[i];
+        return absl::OkStatus();
+      }
+      if (defined.contains(name) || outer.contains(name)) {
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          desc[i], ": ", how, " '", name,
+          "', which is never defined (not a graph input, initializer or "
+          "node output)"));
+    };
+    for (const std::string& in : node.input()) {
+      if (!in.empty()) KILN_RETURN_IF_ERROR(depend(in, "uses input"));
+    }
+    for (const AP& a : node.attribute()) {
+      std::vector<std::string> names;
+      if (a.has_g()) CollectOuterNames(a.g(), &names);
+      for (const auto& sub : a.graphs()) CollectOuterNames(sub, &names);
+      for (const std::string& name : names) {
+        KILN_RETURN_IF_ERROR(
+            depend(name, absl::StrCat("its subgraph '", a.name(), "' uses")));
+      }
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.push(i);
+  }
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int u : users[i]) {
+      if (--pending[u] == 0) ready.push(u);
+    }
+  }
+  if (static_cast<int>(order.size()) != n) {
+    std::vector<std::string> stuck;
+    for (int i = 0; i < n && stuck.size() < 5; ++i) {
+      if (pending[i] > 0) stuck.push_back(desc[i]);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("the graph has a cycle: ", n - order.size(),
+                     " node(s) wait on each other, e.g. ",
+                     absl::StrJoin(stuck, ", ")));
+  }
+  // Moves the node objects (pointers, not copies) so file_index stays valid.
+  google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes =
+      g->mutable_node();
+  std::vector<onnx::NodeProto*> released(n);
+  for (int i = n - 1; i >= 0; --i) released[i] = nodes->ReleaseLast();
+  for (int i : order) nodes->AddAllocated(released[i]);
+
+  absl::flat_hash_set<std::string> inner_outer = outer;
+  for (const std::string& name : defined) inner_outer.insert(name);
+  for (const auto& [name, unused] : producer) inner_outer.insert(name);
+  for (int k = 0; k < n; ++k) {
+    onnx::NodeProto* node = g->mutable_node(k);
+    const std::string node_desc = desc[order[k]];
+    for (AP& a : *node->mutable_attribute()) {
+      const std::string sub_where =
+          absl::StrCat(" in subgraph '", a.name(), "' of ", node_desc);
+      if (a.has_g()) {
+        KILN_RETURN_IF_ERROR(
+            SortGraph(a.mutable_g(), inner_outer, sub_where, file_index));
+      }
+      for (onnx::GraphProto& sub : *a.mutable_graphs()) {
+        KILN_RETURN_IF_ERROR(SortGraph(&sub, inner_outer, sub_where, file_index));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status SortGraphsTopologically(onnx::GraphProto* graph,
+                                     NodeIndexMap* file_index) {
+  return SortGraph(graph, {}, "", file_index);
+}
 
 std::string DescribeNode(const onnx::NodeProto& node, int index) {
   const bool default_domain =

@@ -410,6 +410,9 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
   }
 
   KILN_RETURN_IF_ERROR(InlineAllExternalData(&model, options));
+  onnx_internal::NodeIndexMap file_index;
+  KILN_RETURN_IF_ERROR(onnx_internal::SortGraphsTopologically(
+      model.mutable_graph(), &file_index));
   KILN_RETURN_IF_ERROR(
       BindInputShapes(model.mutable_graph(), options, &warnings));
   KILN_RETURN_IF_ERROR(RunChecker(&model, opset, &warnings));
@@ -429,6 +432,7 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
   onnx_internal::GraphImportOptions graph_options;
   graph_options.opset = opset;
   graph_options.max_tensor_bytes = options.max_tensor_bytes;
+  graph_options.file_index = &file_index;
   KILN_ASSIGN_OR_RETURN(result.graph,
                         onnx_internal::ImportGraph(model.graph(), graph_options));
   return result;

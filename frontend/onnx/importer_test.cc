@@ -1,0 +1,704 @@
+// Tests for the ONNX importer: models built in C++ (test_models.h), imported
+// from bytes or files, checked value by value against hand-derived results.
+#include "frontend/onnx/importer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/onnx/test_models.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln::frontend {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ir::DType;
+using ir::Graph;
+using ir::ValueId;
+using testing::AttrFloat;
+using testing::AttrGraph;
+using testing::AttrInt;
+using testing::AttrInts;
+using testing::AttrTensor;
+using testing::ModelBuilder;
+using TP = onnx::TensorProto;
+
+std::string TmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+absl::StatusOr<ImportResult> Import(const ModelBuilder& m,
+                                    const ImportOptions& opts = {}) {
+  return ImportModelBytes(m.Bytes(), opts, "test.onnx");
+}
+
+std::string Message(const absl::StatusOr<ImportResult>& r) {
+  return std::string(r.status().message());
+}
+
+ValueId Find(const Graph& g, const std::string& name) {
+  std::optional<ValueId> id = g.FindValue(name);
+  EXPECT_TRUE(id.has_value()) << name;
+  return id.value_or(0);
+}
+
+std::vector<std::string> Ops(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const ir::Node& n : g.nodes()) ops.push_back(n.op);
+  return ops;
+}
+
+// x[1,3] -> Relu -> y.
+ModelBuilder ReluModel(int64_t opset = 17, int64_t ir = 8) {
+  ModelBuilder m(opset, ir);
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{3}});
+  m.Node("Relu", {"x"}, {"y"}, "relu0");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{3}});
+  return m;
+}
+
+TEST(ImporterTest, ImportsSimpleModel) {
+  absl::StatusOr<ImportResult> r = Import(ReluModel());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  EXPECT_EQ(g.opset(), 17);
+  ASSERT_EQ(g.inputs().size(), 1u);
+  ASSERT_EQ(g.outputs().size(), 1u);
+  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
+  EXPECT_EQ(g.value(g.inputs()[0]).dtype, DType::kF32);
+  EXPECT_EQ(g.value(g.inputs()[0]).shape, (ir::Shape{1, 3}));
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].op, "Relu");
+  EXPECT_EQ(g.nodes()[0].name, "relu0");
+  EXPECT_EQ(g.nodes()[0].domain, "");
+  EXPECT_EQ(g.nodes()[0].outputs[0], g.outputs()[0]);
+  EXPECT_TRUE(r->warnings.empty()) << absl::StrJoin(r->warnings, "\n");
+}
+
+TEST(ImporterTest, SortsShuffledGraphStably) {
+  // File order: c = Add(b, x); b = Relu(a); a = Neg(x); d = Abs(x);
+  // e = Sigmoid(x). Dependencies force Neg, Relu before Add; the
+  // independent Abs and Sigmoid keep their relative file order.
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Add", {"b", "x"}, {"c"}, "add");
+  m.Node("Relu", {"a"}, {"b"}, "relu");
+  m.Node("Neg", {"x"}, {"a"}, "neg");
+  m.Node("Abs", {"x"}, {"d"}, "abs");
+  m.Node("Sigmoid", {"x"}, {"e"}, "sig");
+  m.Output("c", TP::FLOAT, {int64_t{2}});
+  m.Output("d", TP::FLOAT, {int64_t{2}});
+  m.Output("e", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Ops(r->graph), (std::vector<std::string>{"Neg", "Relu", "Add",
+                                                     "Abs", "Sigmoid"}));
+  // Inferred intermediate shapes.
+  EXPECT_EQ(r->graph.value(Find(r->graph, "b")).shape, (ir::Shape{2}));
+  EXPECT_EQ(r->graph.value(Find(r->graph, "b")).dtype, DType::kF32);
+}
+
+TEST(ImporterTest, CycleIsAnErrorNamingTheNodes) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Add", {"x", "b"}, {"a"}, "first");
+  m.Node("Relu", {"a"}, {"b"}, "second");
+  m.Output("b", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("cycle"),
+                                HasSubstr("node #0 'first' (Add)"),
+                                HasSubstr("node #1 'second' (Relu)")));
+}
+
+TEST(ImporterTest, UndefinedInputIsAnErrorNamingTheNode) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Relu", {"x"}, {"a"}, "ok");
+  m.Node("Add", {"a", "ghost"}, {"y"}, "adder");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"),
+                                HasSubstr("node #1 'adder' (Add)"),
+                                HasSubstr("'ghost'"),
+                                HasSubstr("never defined")));
+}
+
+TEST(ImporterTest, FoldsConstantNodes) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  TP* t = AttrTensor(m.Node("Constant", {}, {"c"}, "const_t"), "value");
+  testing::FillFloats(t, "", {2}, {0.5f, -4.0f});
+  AttrFloat(m.Node("Constant", {}, {"s"}, "const_f"), "value_float", 3.0f);
+  AttrInts(m.Node("Constant", {}, {"shape"}, "const_i"), "value_ints", {2, 1});
+  m.Node("Add", {"x", "c"}, {"a"}, "add");
+  m.Node("Mul", {"a", "s"}, {"b"}, "mul");
+  m.Node("Reshape", {"b", "shape"}, {"y"}, "reshape");
+  m.Output("y", TP::FLOAT, {int64_t{2}, int64_t{1}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"Add", "Mul", "Reshape"}));
+  ASSERT_EQ(g.constants().size(), 3u);
+  const ir::Tensor* c = g.constant(Find(g, "c"));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->shape(), (ir::Shape{2}));
+  EXPECT_EQ(c->data<float>()[1], -4.0f);
+  const ir::Tensor* s = g.constant(Find(g, "s"));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->rank(), 0);
+  EXPECT_EQ(s->data<float>()[0], 3.0f);
+  const ir::Tensor* shape = g.constant(Find(g, "shape"));
+  ASSERT_NE(shape, nullptr);
+  EXPECT_EQ(shape->dtype(), DType::kI64);
+  EXPECT_EQ(shape->ToInt64Vector(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(g.value(Find(g, "s")).dtype, DType::kF32);
+  // Shape inference sees the constant shape through data propagation.
+  EXPECT_EQ(g.value(Find(g, "y")).shape, (ir::Shape{2, 1}));
+}
+
+TEST(ImporterTest, StringConstantsAreUnimplemented) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  testing::AttrString(m.Node("Constant", {}, {"c"}, "strs"), "value_string",
+                      "hello");
+  m.Node("Identity", {"x"}, {"y"}, "id");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  m.Output("c", TP::STRING, {});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"),
+                                HasSubstr("node #0 'strs' (Constant)"),
+                                HasSubstr("value_string")));
+}
+
+TEST(ImporterTest, InitializersAreConstantsNotInputs) {
+  // IR 3 style: the weight is listed as a graph input too.
+  ModelBuilder m(/*opset=*/9, /*ir_version=*/3);
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Input("w", TP::FLOAT, {int64_t{2}});
+  TP* w = m.graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(TP::FLOAT);
+  w->add_dims(2);
+  const float vals[2] = {1.25f, 2.5f};
+  w->set_raw_data(std::string(reinterpret_cast<const char*>(vals), 8));
+  m.Node("Add", {"x", "w"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  EXPECT_EQ(g.opset(), 9);
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
+  const ir::Tensor* t = g.constant(Find(g, "w"));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->data<float>()[1], 2.5f);
+}
+
+TEST(ImporterTest, InitializerShapeMustMatchDeclaredInput) {
+  ModelBuilder m(/*opset=*/9, /*ir_version=*/3);
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Input("w", TP::FLOAT, {int64_t{3}});
+  m.Initializer("w", {2}, {1, 2});
+  m.Node("Add", {"x", "w"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"),
+                                HasSubstr("initializer 'w'"),
+                                HasSubstr("[2]"), HasSubstr("[3]")));
+}
+
+TEST(ImporterTest, ExternalDataResolvesAgainstModelFolder) {
+  const std::string dir = TmpDir() + "/ext_model";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + "/weights").c_str()), 0);
+  const float vals[3] = {7.0f, 8.0f, 9.0f};
+  WriteFile(dir + "/weights/w.bin",
+            std::string("pad!") +
+                std::string(reinterpret_cast<const char*>(vals), 12));
+  auto build = [](const std::string& location, const std::string& offset) {
+    ModelBuilder m;
+    m.Input("x", TP::FLOAT, {int64_t{3}});
+    TP* w = m.graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(TP::FLOAT);
+    w->add_dims(3);
+    w->set_data_location(TP::EXTERNAL);
+    auto* e = w->add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    e = w->add_external_data();
+    e->set_key("offset");
+    e->set_value(offset);
+    m.Node("Add", {"x", "w"}, {"y"}, "add");
+    m.Output("y", TP::FLOAT, {int64_t{3}});
+    return m;
+  };
+  WriteFile(dir + "/model.onnx", build("weights/w.bin", "4").Bytes());
+  absl::StatusOr<ImportResult> r = ImportModelFile(dir + "/model.onnx");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ir::Tensor* w = r->graph.constant(Find(r->graph, "w"));
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data<float>()[0], 7.0f);
+  EXPECT_EQ(w->data<float>()[2], 9.0f);
+
+  WriteFile(dir + "/escape.onnx", build("../ext_model/weights/w.bin", "4").Bytes());
+  r = ImportModelFile(dir + "/escape.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("escape.onnx"),
+                                HasSubstr("initializer 'w'"),
+                                HasSubstr("'..'")));
+
+  WriteFile(dir + "/absolute.onnx",
+            build(dir + "/weights/w.bin", "4").Bytes());
+  r = ImportModelFile(dir + "/absolute.onnx");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+
+  WriteFile(dir + "/short.onnx", build("weights/w.bin", "8").Bytes());
+  r = ImportModelFile(dir + "/short.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("short.onnx"), HasSubstr("too short")));
+
+  // From bytes, base_dir says where the data lives.
+  ImportOptions opts;
+  opts.base_dir = dir;
+  r = ImportModelBytes(build("weights/w.bin", "4").Bytes(), opts, "mem");
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+TEST(ImporterTest, BindsDynamicDimsToOneWithOneWarning) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {std::string("batch"), int64_t{3}, std::string("?")});
+  m.Input("z", TP::FLOAT, {std::string("batch")});
+  m.Node("Relu", {"x"}, {"y"}, "relu");
+  m.Node("Neg", {"z"}, {"w"}, "neg");
+  m.Output("y", TP::FLOAT, {std::string("batch"), int64_t{3}, std::string("?")});
+  m.Output("w", TP::FLOAT, {std::string("batch")});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->warnings.size(), 1u) << absl::StrJoin(r->warnings, "\n");
+  EXPECT_THAT(r->warnings[0],
+              AllOf(HasSubstr("input 'x' dim 0 ('batch') -> 1"),
+                    HasSubstr("input 'x' dim 2 -> 1"),
+                    HasSubstr("input 'z' dim 0 ('batch') -> 1")));
+  const Graph& g = r->graph;
+  EXPECT_EQ(g.value(Find(g, "x")).shape, (ir::Shape{1, 3, 1}));
+  EXPECT_EQ(g.value(Find(g, "y")).shape, (ir::Shape{1, 3, 1}));
+  EXPECT_EQ(g.value(Find(g, "w")).shape, (ir::Shape{1}));
+}
+
+TEST(ImporterTest, InputShapesOptionBindsDims) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {std::string("N"), int64_t{3}});
+  m.Node("Relu", {"x"}, {"y"}, "relu");
+  m.Node("Shape", {"y"}, {"s"}, "shape");
+  m.Output("s", TP::INT64, {int64_t{2}});
+  ImportOptions opts;
+  opts.input_shapes["x"] = {8, 3};
+  absl::StatusOr<ImportResult> r = Import(m, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->warnings.empty()) << absl::StrJoin(r->warnings, "\n");
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape, (ir::Shape{8, 3}));
+  EXPECT_EQ(r->graph.value(Find(r->graph, "s")).dtype, DType::kI64);
+
+  opts.input_shapes["x"] = {8, 4};
+  r = Import(m, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("'x'"),
+                                HasSubstr("dim 1")));
+
+  opts.input_shapes.clear();
+  opts.input_shapes["x"] = {8};
+  EXPECT_EQ(Import(m, opts).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  opts.input_shapes.clear();
+  opts.input_shapes["nope"] = {1};
+  r = Import(m, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("'nope'"));
+}
+
+TEST(ImporterTest, UnknownOpsAreListedTogether) {
+  ModelBuilder m;
+  m.Opset("com.acme", 1);
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Frobnicate", {"x"}, {"a"}, "f1");
+  m.Node("Relu", {"a"}, {"b"}, "fine");
+  m.Node("Twiddle", {"b"}, {"c"}, "t1");
+  m.Node("Custom", {"c"}, {"y"}, "c1")->set_domain("com.acme");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("3 unknown"),
+                                HasSubstr("node #0 'f1' (Frobnicate)"),
+                                HasSubstr("node #2 't1' (Twiddle)"),
+                                HasSubstr("node #3 'c1' (com.acme.Custom)")));
+  EXPECT_THAT(Message(r), ::testing::Not(HasSubstr("Relu")));
+}
+
+TEST(ImporterTest, OpNewerThanTheOpsetIsUnknown) {
+  // LayerNormalization exists only from opset 17.
+  ModelBuilder m(/*opset=*/16);
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("LayerNormalization", {"x"}, {"y"}, "ln");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("node #0 'ln' (LayerNormalization)"));
+}
+
+TEST(ImporterTest, Opset7Model) {
+  ModelBuilder m(/*opset=*/7, /*ir_version=*/3);
+  m.Input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  m.Input("b", TP::FLOAT, {int64_t{3}});
+  m.Node("Add", {"x", "b"}, {"s"}, "add");
+  m.Node("Relu", {"s"}, {"y"}, "relu");
+  m.Output("y", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.opset(), 7);
+  EXPECT_EQ(r->graph.inputs().size(), 2u);
+  EXPECT_EQ(r->graph.value(Find(r->graph, "s")).shape, (ir::Shape{2, 3}));
+}
+
+TEST(ImporterTest, Opset18ModelLoadsDespiteTheOlderChecker) {
+  // ReduceMean takes axes as an input from opset 18; libonnx 1.12's checker
+  // only knows the opset-13 form and objects.
+  ModelBuilder m(/*opset=*/18);
+  m.Input("x", TP::FLOAT, {int64_t{2}, int64_t{3}});
+  m.graph()->add_initializer();
+  testing::FillInt64s(m.graph()->mutable_initializer(0), "axes", {1}, {1});
+  AttrInt(m.Node("ReduceMean", {"x", "axes"}, {"y"}, "mean"), "keepdims", 1);
+  m.Output("y", TP::FLOAT, {int64_t{2}, int64_t{1}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.opset(), 18);
+  ASSERT_EQ(r->graph.nodes().size(), 1u);
+  EXPECT_EQ(r->graph.nodes()[0].inputs.size(), 2u);
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"), HasSubstr("checker"));
+}
+
+TEST(ImporterTest, IrVersion10Accepted) {
+  absl::StatusOr<ImportResult> r = Import(ReluModel(/*opset=*/18, /*ir=*/10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.opset(), 18);
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"), HasSubstr("IR version 10"));
+}
+
+TEST(ImporterTest, UnsupportedVersionsAreUnimplemented) {
+  absl::StatusOr<ImportResult> r = Import(ReluModel(/*opset=*/6, /*ir=*/3));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), HasSubstr("opset 6"));
+  r = Import(ReluModel(/*opset=*/17, /*ir=*/11));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), HasSubstr("IR version 11"));
+}
+
+TEST(ImporterTest, AiOnnxDomainIsTheDefaultDomain) {
+  ModelBuilder m(/*opset=*/13);
+  m.model().mutable_opset_import(0)->set_domain("ai.onnx");
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Relu", {"x"}, {"y"}, "r")->set_domain("ai.onnx");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.opset(), 13);
+  EXPECT_EQ(r->graph.nodes()[0].domain, "");
+}
+
+TEST(ImporterTest, UnusedOpsetImportIsAWarning) {
+  ModelBuilder m = ReluModel();
+  m.Opset("com.unused", 3);
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"), HasSubstr("'com.unused'"));
+}
+
+// Builds: cond (bool scalar), x [2]; If(cond) then: x + one (a Constant
+// inside the branch), else: Neg(x).
+ModelBuilder IfModel() {
+  ModelBuilder m(/*opset=*/13);
+  m.Input("cond", TP::BOOL, {});
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Relu", {"x"}, {"rx"}, "relu");
+  onnx::NodeProto* node = m.Node("If", {"cond"}, {"y"}, "branch");
+  onnx::GraphProto* then_g = AttrGraph(node, "then_branch");
+  then_g->set_name("then_body");
+  TP* one = AttrTensor(testing::AddNode(then_g, "Constant", {}, {"one"}, "c1"),
+                       "value");
+  testing::FillFloats(one, "", {1}, {1.0f});
+  testing::AddNode(then_g, "Add", {"rx", "one"}, {"t_out"}, "then_add");
+  testing::AddValueInfo(then_g->mutable_output(), "t_out", TP::FLOAT,
+                        {int64_t{2}});
+  onnx::GraphProto* else_g = AttrGraph(node, "else_branch");
+  else_g->set_name("else_body");
+  testing::AddNode(else_g, "Neg", {"x"}, {"e_out"}, "else_neg");
+  testing::AddValueInfo(else_g->mutable_output(), "e_out", TP::FLOAT,
+                        {int64_t{2}});
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  return m;
+}
+
+TEST(ImporterTest, IfBranchesCaptureOuterValues) {
+  absl::StatusOr<ImportResult> r = Import(IfModel());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  ASSERT_EQ(Ops(g), (std::vector<std::string>{"Relu", "If"}));
+  const ir::Node& if_node = g.nodes()[1];
+  absl::StatusOr<std::shared_ptr<const Graph>> then_g =
+      if_node.Attr<std::shared_ptr<const Graph>>("then_branch");
+  ASSERT_TRUE(then_g.ok()) << then_g.status();
+  const Graph& t = **then_g;
+  EXPECT_EQ(t.name(), "then_body");
+  EXPECT_EQ(t.opset(), 13);
+  EXPECT_TRUE(t.inputs().empty());
+  ASSERT_EQ(t.captures().size(), 1u);
+  EXPECT_EQ(t.captures()[0].outer_name, "rx");
+  EXPECT_EQ(t.value(t.captures()[0].inner).name, "rx");
+  EXPECT_EQ(t.value(t.captures()[0].inner).shape, (ir::Shape{2}));
+  EXPECT_EQ(Ops(t), (std::vector<std::string>{"Add"}));
+  const ir::Tensor* one = t.constant(Find(t, "one"));
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->data<float>()[0], 1.0f);
+  ASSERT_EQ(t.outputs().size(), 1u);
+  EXPECT_EQ(t.value(t.outputs()[0]).name, "t_out");
+
+  const Graph& e =
+      **if_node.Attr<std::shared_ptr<const Graph>>("else_branch");
+  ASSERT_EQ(e.captures().size(), 1u);
+  EXPECT_EQ(e.captures()[0].outer_name, "x");
+  EXPECT_EQ(Ops(e), (std::vector<std::string>{"Neg"}));
+}
+
+TEST(ImporterTest, SubgraphDependencyOrdersTheOuterGraph) {
+  // The If comes first in the file but its branch reads 'rx', produced by
+  // the Relu after it: the sort must put Relu first.
+  ModelBuilder m = IfModel();
+  auto* nodes = m.graph()->mutable_node();
+  nodes->SwapElements(0, 1);
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Ops(r->graph), (std::vector<std::string>{"Relu", "If"}));
+}
+
+TEST(ImporterTest, AttributesAreConverted) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{1}, int64_t{7}, int64_t{5}});
+  m.Input("w", TP::FLOAT, {int64_t{1}, int64_t{1}, int64_t{3}, int64_t{3}});
+  onnx::NodeProto* conv = m.Node("Conv", {"x", "w"}, {"y"}, "conv");
+  AttrInts(conv, "kernel_shape", {3, 3});
+  AttrInts(conv, "pads", {1, 1, 1, 1});
+  AttrInts(conv, "strides", {2, 2});
+  testing::AttrString(conv, "auto_pad", "NOTSET");
+  m.Output("y", TP::FLOAT, {std::string("?"), std::string("?"),
+                            std::string("?"), std::string("?")});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ir::Node& n = r->graph.nodes()[0];
+  EXPECT_EQ(*n.Attr<std::vector<int64_t>>("strides"),
+            (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(*n.Attr<std::string>("auto_pad"), "NOTSET");
+  // floor((7 + 2 - 3) / 2) + 1 = 4, floor((5 + 2 - 3) / 2) + 1 = 3.
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape,
+            (ir::Shape{1, 1, 4, 3}));
+}
+
+TEST(ImporterTest, AttributeTypeMismatchIsAnError) {
+  // Checked by libonnx's checker for opsets it knows ...
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  onnx::NodeProto* n = m.Node("Concat", {"x", "x"}, {"y"}, "cat");
+  AttrInt(n, "axis", 0);
+  n->mutable_attribute(0)->set_type(onnx::AttributeProto::FLOAT);
+  m.Output("y", TP::FLOAT, {int64_t{4}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("axis"),
+                                HasSubstr("cat"), HasSubstr("Concat")));
+  // ... and by kiln itself where the checker's objections are tolerated.
+  m.model().mutable_opset_import(0)->set_version(18);
+  r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"),
+                                HasSubstr("attribute 'axis'"),
+                                HasSubstr("node #0 'cat' (Concat)"),
+                                HasSubstr("declared FLOAT"),
+                                HasSubstr("INT")));
+}
+
+TEST(ImporterTest, TruncatedAndForeignBytesAreErrors) {
+  std::string bytes = ReluModel().Bytes();
+  absl::StatusOr<ImportResult> r =
+      ImportModelBytes(bytes.substr(0, bytes.size() / 2), {}, "cut.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("cut.onnx"));
+  r = ImportModelBytes("GIF89a not a model at all", {}, "pic.gif");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("pic.gif"));
+  r = ImportModelBytes("", {}, "empty.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("empty.onnx"));
+  r = ImportModelFile("/nonexistent/model.onnx");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(r), HasSubstr("/nonexistent/model.onnx"));
+}
+
+TEST(ImporterTest, TensorSizeLimits) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{4}});
+  m.Initializer("w", {4}, {1, 2, 3, 4});
+  m.Node("Add", {"x", "w"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, {int64_t{4}});
+  ImportOptions opts;
+  opts.max_tensor_bytes = 15;
+  absl::StatusOr<ImportResult> r = Import(m, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("'w'"),
+                                HasSubstr("max_tensor_bytes")));
+  opts.max_tensor_bytes = 16;
+  EXPECT_TRUE(Import(m, opts).ok());
+
+  // Input dims whose product overflows int64.
+  ModelBuilder huge;
+  huge.Input("x", TP::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
+  huge.Node("Relu", {"x"}, {"y"}, "relu");
+  huge.Output("y", TP::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
+  r = Import(huge);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("'x'"), HasSubstr("overflow")));
+}
+
+TEST(ImporterTest, UnsupportedValueTypesNameTheValue) {
+  ModelBuilder m;
+  m.Input("x", TP::BFLOAT16, {int64_t{2}});
+  m.Node("Relu", {"x"}, {"y"}, "relu");
+  m.Output("y", TP::BFLOAT16, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("'x'"),
+                                HasSubstr("BFLOAT16")));
+
+  ModelBuilder w;
+  w.Input("x", TP::FLOAT, {int64_t{2}});
+  TP* init = w.graph()->add_initializer();
+  init->set_name("s");
+  init->set_data_type(TP::UINT16);
+  init->add_dims(2);
+  init->add_int32_data(1);
+  init->add_int32_data(2);
+  w.Node("Relu", {"x"}, {"y"}, "relu");
+  w.Output("y", TP::FLOAT, {int64_t{2}});
+  r = Import(w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("initializer 's'"),
+                                HasSubstr("UINT16")));
+}
+
+TEST(ImporterTest, InitializerElementCountMustMatch) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{3}});
+  m.Initializer("w", {3}, {1, 2});
+  m.Node("Add", {"x", "w"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, {int64_t{3}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"),
+                                HasSubstr("initializer 'w'")));
+}
+
+TEST(ImporterTest, ValueDefinedTwiceIsAnError) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}});
+  m.Node("Relu", {"x"}, {"y"}, "first");
+  m.Node("Neg", {"x"}, {"y"}, "second");
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("test.onnx"), HasSubstr("'y'")));
+}
+
+TEST(ImporterTest, NonDefaultDomainOpsKeepTheirDomain) {
+  ModelBuilder m;
+  m.Opset("ai.onnx.ml", 3);
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{2}});
+  onnx::NodeProto* n = m.Node("Normalizer", {"x"}, {"y"}, "norm");
+  n->set_domain("ai.onnx.ml");
+  testing::AttrString(n, "norm", "MAX");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{2}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.nodes()[0].domain, "ai.onnx.ml");
+}
+
+// Real files from ONNX's own test data, when the package is installed.
+class RealModelTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kRoot = "/usr/share/libonnx-testdata/data/node";
+  void SetUp() override {
+    std::ifstream probe(std::string(kRoot) + "/test_if/model.onnx");
+    if (!probe) GTEST_SKIP() << "libonnx-testdata is not installed: " << kRoot;
+  }
+};
+
+TEST_F(RealModelTest, ConvWithStridesPadding) {
+  absl::StatusOr<ImportResult> r = ImportModelFile(
+      std::string(kRoot) + "/test_conv_with_strides_padding/model.onnx");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  EXPECT_EQ(g.opset(), 11);
+  ASSERT_EQ(g.inputs().size(), 2u);
+  EXPECT_EQ(g.value(g.inputs()[1]).shape, (ir::Shape{1, 1, 3, 3}));
+  ASSERT_EQ(Ops(g), (std::vector<std::string>{"Conv"}));
+  EXPECT_EQ(g.value(g.outputs()[0]).shape, (ir::Shape{1, 1, 4, 3}));
+}
+
+TEST_F(RealModelTest, If) {
+  absl::StatusOr<ImportResult> r =
+      ImportModelFile(std::string(kRoot) + "/test_if/model.onnx");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  ASSERT_EQ(Ops(g), (std::vector<std::string>{"If"}));
+  EXPECT_EQ(g.value(g.inputs()[0]).dtype, DType::kBool);
+  const Graph& then_g =
+      **g.nodes()[0].Attr<std::shared_ptr<const Graph>>("then_branch");
+  // The branch is a single Constant [1, 2, 3, 4, 5], folded away.
+  EXPECT_TRUE(then_g.nodes().empty());
+  const ir::Tensor* c = then_g.constant(then_g.outputs()[0]);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->ToInt64Vector(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+}
+
+}  // namespace
+}  // namespace kiln::frontend

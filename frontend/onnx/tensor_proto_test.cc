@@ -1,0 +1,318 @@
+// Tests for onnx.TensorProto <-> ir::Tensor: raw and typed data, f16 bits,
+// unsupported types, size checks, external data, and the public tensor-file
+// API (ParseTensorBytes / SerializeTensor / LoadTensorFile).
+#include "frontend/onnx/tensor_proto.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/onnx/importer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::frontend::onnx_internal {
+namespace {
+
+using ::testing::HasSubstr;
+using ir::DType;
+using TP = onnx::TensorProto;
+
+constexpr int64_t kMax = int64_t{1} << 30;
+
+template <typename T>
+std::string RawBytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()),
+                     v.size() * sizeof(T));
+}
+
+TP Proto(const std::string& name, int32_t type, std::vector<int64_t> dims) {
+  TP t;
+  t.set_name(name);
+  t.set_data_type(type);
+  for (int64_t d : dims) t.add_dims(d);
+  return t;
+}
+
+std::string TmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+TEST(TensorFromProtoTest, F32RawData) {
+  TP p = Proto("w", TP::FLOAT, {2, 2});
+  p.set_raw_data(RawBytes<float>({1.5f, -2.0f, 3.25f, 0.0f}));
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "w");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype(), DType::kF32);
+  EXPECT_EQ(t->shape(), (ir::Shape{2, 2}));
+  EXPECT_EQ(t->data<float>()[0], 1.5f);
+  EXPECT_EQ(t->data<float>()[1], -2.0f);
+  EXPECT_EQ(t->data<float>()[2], 3.25f);
+}
+
+TEST(TensorFromProtoTest, F16RawDataKeepsBits) {
+  // IEEE binary16: 0x3C00 = 1.0, 0xC000 = -2.0, 0x3800 = 0.5.
+  TP p = Proto("h", TP::FLOAT16, {3});
+  p.set_raw_data(RawBytes<uint16_t>({0x3C00, 0xC000, 0x3800}));
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "h");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype(), DType::kF16);
+  EXPECT_EQ(t->data<ir::Float16>()[0].bits, 0x3C00);
+  EXPECT_EQ(t->data<ir::Float16>()[1].bits, 0xC000);
+  EXPECT_EQ(t->GetAsDouble(2), 0.5);
+}
+
+TEST(TensorFromProtoTest, Int32DataCarriesSmallTypes) {
+  TP i8 = Proto("a", TP::INT8, {2});
+  i8.add_int32_data(-3);
+  i8.add_int32_data(127);
+  TP u8 = Proto("b", TP::UINT8, {2});
+  u8.add_int32_data(0);
+  u8.add_int32_data(255);
+  TP b = Proto("c", TP::BOOL, {3});
+  b.add_int32_data(0);
+  b.add_int32_data(1);
+  b.add_int32_data(5);
+  TP h = Proto("d", TP::FLOAT16, {1});
+  h.add_int32_data(0xC000);
+  TP i32 = Proto("e", TP::INT32, {1});
+  i32.add_int32_data(-70000);
+
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(i8, kMax, "a");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype(), DType::kI8);
+  EXPECT_EQ(t->data<int8_t>()[0], -3);
+  EXPECT_EQ(t->data<int8_t>()[1], 127);
+  t = TensorFromProto(u8, kMax, "b");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data<uint8_t>()[1], 255);
+  t = TensorFromProto(b, kMax, "c");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->data<bool>()[0]);
+  EXPECT_TRUE(t->data<bool>()[1]);
+  EXPECT_TRUE(t->data<bool>()[2]);
+  t = TensorFromProto(h, kMax, "d");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->GetAsDouble(0), -2.0);
+  t = TensorFromProto(i32, kMax, "e");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data<int32_t>()[0], -70000);
+}
+
+TEST(TensorFromProtoTest, Int64AndDoubleData) {
+  TP i = Proto("i", TP::INT64, {2});
+  i.add_int64_data(int64_t{1} << 40);
+  i.add_int64_data(-1);
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(i, kMax, "i");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data<int64_t>()[0], int64_t{1} << 40);
+  TP d = Proto("d", TP::DOUBLE, {});
+  d.add_double_data(0.125);
+  t = TensorFromProto(d, kMax, "d");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->rank(), 0);
+  EXPECT_EQ(t->data<double>()[0], 0.125);
+}
+
+TEST(TensorFromProtoTest, BoolRawBytesAreNormalized) {
+  TP p = Proto("b", TP::BOOL, {2});
+  p.set_raw_data(std::string("\x00\x02", 2));
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "b");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->GetAsInt64(0), 0);
+  EXPECT_EQ(t->GetAsInt64(1), 1);
+}
+
+TEST(TensorFromProtoTest, EmptyTensorNeedsNoData) {
+  TP p = Proto("e", TP::FLOAT, {0, 3});
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "e");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->num_elements(), 0);
+}
+
+TEST(TensorFromProtoTest, ElementCountMustMatch) {
+  TP raw = Proto("w", TP::FLOAT, {2, 2});
+  raw.set_raw_data(RawBytes<float>({1, 2, 3}));
+  absl::Status s = TensorFromProto(raw, kMax, "initializer 'w'").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("initializer 'w'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("12 bytes"));
+
+  TP typed = Proto("w", TP::FLOAT, {2, 2});
+  typed.add_float_data(1);
+  s = TensorFromProto(typed, kMax, "w").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("1 elements"));
+
+  TP none = Proto("w", TP::FLOAT, {2});
+  s = TensorFromProto(none, kMax, "w").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorFromProtoTest, DataInTheWrongFieldIsRejected) {
+  TP p = Proto("w", TP::FLOAT, {1});
+  p.add_int64_data(1);
+  absl::Status s = TensorFromProto(p, kMax, "w").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("int64_data"));
+
+  TP both = Proto("w", TP::FLOAT, {1});
+  both.add_float_data(1);
+  both.set_raw_data(RawBytes<float>({1}));
+  EXPECT_EQ(TensorFromProto(both, kMax, "w").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorFromProtoTest, UnsupportedTypesAreUnimplemented) {
+  for (int32_t type : {TP::STRING, TP::BFLOAT16, TP::UINT16, TP::COMPLEX64,
+                       TP::UINT64}) {
+    TP p = Proto("odd", type, {});
+    absl::Status s = TensorFromProto(p, kMax, "tensor 'odd'").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << type;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("tensor 'odd'"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr(OnnxElemTypeName(type)));
+  }
+  TP undefined = Proto("u", TP::UNDEFINED, {});
+  EXPECT_EQ(TensorFromProto(undefined, kMax, "u").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorFromProtoTest, SizeLimitsAndBadDims) {
+  TP neg = Proto("n", TP::FLOAT, {2, -1});
+  EXPECT_THAT(std::string(TensorFromProto(neg, kMax, "n").status().message()),
+              HasSubstr("negative"));
+  TP huge = Proto("h", TP::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
+  absl::Status s = TensorFromProto(huge, kMax, "h").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("overflow"));
+  TP big = Proto("b", TP::FLOAT, {1024});
+  big.set_raw_data(std::string(4096, '\0'));
+  s = TensorFromProto(big, /*max_bytes=*/4095, "b").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_tensor_bytes"));
+  EXPECT_TRUE(TensorFromProto(big, 4096, "b").ok());
+}
+
+TEST(ExternalDataTest, ReadsAtOffset) {
+  const std::string dir = TmpDir();
+  WriteFile(dir + "/ext.bin",
+            std::string(8, 'x') + RawBytes<float>({4.0f, -1.0f, 0.5f}));
+  TP p = Proto("w", TP::FLOAT, {3});
+  p.set_data_location(TP::EXTERNAL);
+  auto add = [&](const std::string& k, const std::string& v) {
+    auto* e = p.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", "ext.bin");
+  add("offset", "8");
+  add("length", "12");
+  ASSERT_TRUE(InlineExternalData(&p, dir, kMax, "w").ok());
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "w");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data<float>()[0], 4.0f);
+  EXPECT_EQ(t->data<float>()[2], 0.5f);
+}
+
+TEST(ExternalDataTest, RejectsEscapesAndShortFiles) {
+  const std::string dir = TmpDir();
+  WriteFile(dir + "/short.bin", RawBytes<float>({1.0f}));
+  auto make = [](const std::string& location, const std::string& length) {
+    TP p = Proto("w", TP::FLOAT, {2});
+    p.set_data_location(TP::EXTERNAL);
+    auto* e = p.add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    if (!length.empty()) {
+      e = p.add_external_data();
+      e->set_key("length");
+      e->set_value(length);
+    }
+    return p;
+  };
+  for (const std::string& bad : {std::string("../short.bin"),
+                                  std::string("a/../../etc/passwd"),
+                                  std::string("/etc/passwd")}) {
+    TP p = make(bad, "");
+    absl::Status s = InlineExternalData(&p, dir, kMax, "initializer 'w'");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(bad));
+  }
+  TP shorter = make("short.bin", "");
+  absl::Status s = InlineExternalData(&shorter, dir, kMax, "w");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("too short"));
+  TP wrong_length = make("short.bin", "4");
+  s = InlineExternalData(&wrong_length, dir, kMax, "w");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("length 4"));
+  TP missing = make("nope.bin", "");
+  EXPECT_EQ(InlineExternalData(&missing, dir, kMax, "w").code(),
+            absl::StatusCode::kNotFound);
+  TP no_dir = make("short.bin", "");
+  EXPECT_EQ(InlineExternalData(&no_dir, "", kMax, "w").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorFilesTest, SerializeRoundTrip) {
+  ir::Tensor i = ir::Tensor::FromVector<int64_t>({3}, {1, -2, 3});
+  absl::StatusOr<std::string> bytes = SerializeTensor(i, "ints");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  TP proto;
+  ASSERT_TRUE(proto.ParseFromString(*bytes));
+  EXPECT_EQ(proto.name(), "ints");
+  EXPECT_EQ(proto.data_type(), TP::INT64);
+  absl::StatusOr<ir::Tensor> back = ParseTensorBytes(*bytes, "<bytes>");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToInt64Vector(), (std::vector<int64_t>{1, -2, 3}));
+
+  ir::Tensor h(DType::kF16, {2});
+  h.data<ir::Float16>()[0].bits = 0x3C00;
+  h.data<ir::Float16>()[1].bits = 0x7C00;  // +inf
+  bytes = SerializeTensor(h, "h");
+  ASSERT_TRUE(bytes.ok());
+  back = ParseTensorBytes(*bytes, "<bytes>");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->dtype(), DType::kF16);
+  EXPECT_EQ(back->GetAsDouble(0), 1.0);
+  EXPECT_TRUE(std::isinf(back->GetAsDouble(1)));
+}
+
+TEST(TensorFilesTest, GarbageBytesNameTheSource) {
+  absl::Status s = ParseTensorBytes("\xff\xff\xff\xff", "input_0.pb").status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("input_0.pb"));
+  s = LoadTensorFile("/nonexistent/x.pb").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("/nonexistent/x.pb"));
+}
+
+TEST(TensorFilesTest, LoadsOnnxConformanceData) {
+  const std::string dir =
+      "/usr/share/libonnx-testdata/data/node/test_abs/test_data_set_0";
+  std::ifstream probe(dir + "/input_0.pb");
+  if (!probe) GTEST_SKIP() << "libonnx-testdata not installed: " << dir;
+  absl::StatusOr<ir::Tensor> in = LoadTensorFile(dir + "/input_0.pb");
+  absl::StatusOr<ir::Tensor> out = LoadTensorFile(dir + "/output_0.pb");
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(in->dtype(), DType::kF32);
+  EXPECT_EQ(in->shape(), (ir::Shape{3, 4, 5}));
+  ASSERT_EQ(out->shape(), in->shape());
+  for (int64_t i = 0; i < in->num_elements(); ++i) {
+    EXPECT_EQ(out->data<float>()[i], std::fabs(in->data<float>()[i]));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::frontend::onnx_internal
