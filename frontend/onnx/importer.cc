@@ -119,7 +119,7 @@ absl::StatusOr<std::map<std::string, int64_t>> NormalizeOpsets(
     return absl::InvalidArgumentError(
         "the model has no opset import for the default ONNX domain");
   }
-  if (it->second < kMinOpset || it->second > kMaxOpset) {
+  if (it->second < 1 || it->second > kMaxOpset) {
     return absl::UnimplementedError(absl::StrCat(
         "default-domain opset ", it->second, " is not supported (kiln reads "
         "opsets ", kMinOpset, " to ", kMaxOpset, ")"));
@@ -383,6 +383,12 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
   }
   KILN_ASSIGN_OR_RETURN(auto opsets, NormalizeOpsets(&model));
   const int64_t opset = opsets.at("");
+  if (opset < kMinOpset) {
+    warnings.push_back(absl::StrCat(
+        "default-domain opset ", opset, " is older than kiln supports (",
+        kMinOpset, " to ", kMaxOpset, "); nodes are imported as written, "
+        "legacy attributes (e.g. 'broadcast', 'consumed_inputs') included"));
+  }
 
   std::vector<std::string> unknown;
   std::set<std::string> used_domains;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -411,12 +413,20 @@ TEST(ImporterTest, IrVersion10Accepted) {
 }
 
 TEST(ImporterTest, UnsupportedVersionsAreUnimplemented) {
-  absl::StatusOr<ImportResult> r = Import(ReluModel(/*opset=*/6, /*ir=*/3));
+  absl::StatusOr<ImportResult> r = Import(ReluModel(/*opset=*/19, /*ir=*/8));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(Message(r), HasSubstr("opset 6"));
+  EXPECT_THAT(Message(r), HasSubstr("opset 19"));
   r = Import(ReluModel(/*opset=*/17, /*ir=*/11));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(Message(r), HasSubstr("IR version 11"));
+}
+
+TEST(ImporterTest, OpsetsBefore7LoadWithAWarning) {
+  // ONNX's own conformance data still has opset 1 and 6 models.
+  absl::StatusOr<ImportResult> r = Import(ReluModel(/*opset=*/6, /*ir=*/3));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.opset(), 6);
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"), HasSubstr("opset 6 is older"));
 }
 
 TEST(ImporterTest, AiOnnxDomainIsTheDefaultDomain) {
@@ -671,6 +681,38 @@ class RealModelTest : public ::testing::Test {
     if (!probe) GTEST_SKIP() << "libonnx-testdata is not installed: " << kRoot;
   }
 };
+
+// Every model of ONNX's conformance data imports or fails with a clean
+// Status naming the file; only unsupported features may fail.
+TEST_F(RealModelTest, AllConformanceModelsImportOrFailCleanly) {
+  int ok = 0;
+  int failed = 0;
+  for (const char* sub :
+       {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    const std::string root =
+        std::string("/usr/share/libonnx-testdata/data/") + sub;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+      const std::string path = entry.path().string() + "/model.onnx";
+      if (!std::filesystem::exists(path)) continue;
+      absl::StatusOr<ImportResult> r = ImportModelFile(path);
+      if (r.ok()) {
+        ++ok;
+        continue;
+      }
+      ++failed;
+      EXPECT_EQ(std::string(r.status().message()).rfind(path + ": ", 0), 0u)
+          << r.status();
+      // Training-only models have no default-domain opset import.
+      if (r.status().code() != absl::StatusCode::kUnimplemented) {
+        EXPECT_THAT(Message(r), HasSubstr("no opset import")) << r.status();
+      }
+    }
+  }
+  std::cout << ok << " models imported, " << failed
+            << " rejected as unsupported\n";
+  EXPECT_GT(ok, 900);
+}
 
 TEST_F(RealModelTest, ConvWithStridesPadding) {
   absl::StatusOr<ImportResult> r = ImportModelFile(
