@@ -111,11 +111,12 @@ class Verifier {
                         absl::CHexEscape(node.op), ")");
   }
 
-  absl::Status Define(Scope& s, ValueId id, Definition def,
-                      const std::string& where) {
+  // `where` is the error location, built only on failure.
+  template <typename Where>
+  absl::Status Define(Scope& s, ValueId id, Definition def, Where where) {
     Definition& d = s.defs[id];
     if (d.kind != Definition::kNone) {
-      return Error(where, ": value ", Name(*s.graph, id),
+      return Error(where(), ": value ", Name(*s.graph, id),
                    " is defined twice: as ", DescribeDefinition(d), " and as ",
                    DescribeDefinition(def));
     }
@@ -133,7 +134,8 @@ class Verifier {
                      id);
       }
       KILN_RETURN_IF_ERROR(Define(
-          s, id, {Definition::kInput, static_cast<int>(i), 0}, s.path));
+          s, id, {Definition::kInput, static_cast<int>(i), 0},
+          [&] { return s.path; }));
     }
     std::vector<ValueId> constants;
     for (const auto& [id, tensor] : g.constants()) constants.push_back(id);
@@ -143,7 +145,7 @@ class Verifier {
         return Error(s.path, ": a constant has invalid value id ", id);
       }
       KILN_RETURN_IF_ERROR(
-          Define(s, id, {Definition::kConstant, 0, 0}, s.path));
+          Define(s, id, {Definition::kConstant, 0, 0}, [&] { return s.path; }));
     }
     for (size_t i = 0; i < g.captures().size(); ++i) {
       const ValueId id = g.captures()[i].inner;
@@ -151,7 +153,8 @@ class Verifier {
         return Error(s.path, ": capture ", i, " has invalid value id ", id);
       }
       KILN_RETURN_IF_ERROR(Define(
-          s, id, {Definition::kCapture, static_cast<int>(i), 0}, s.path));
+          s, id, {Definition::kCapture, static_cast<int>(i), 0},
+          [&] { return s.path; }));
     }
     for (size_t n = 0; n < g.nodes().size(); ++n) {
       const Node& node = g.nodes()[n];
@@ -173,7 +176,7 @@ class Verifier {
         }
         KILN_RETURN_IF_ERROR(Define(
             s, id, {Definition::kNodeOutput, ni, static_cast<int>(i)},
-            NodeText(s, ni)));
+            [&] { return NodeText(s, ni); }));
         if (g.value(id).dtype == DType::kInvalid) {
           return Error(NodeText(s, ni), ": output ", i, " ", Name(g, id),
                        " has no known dtype");
