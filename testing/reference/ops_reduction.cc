@@ -1,6 +1,6 @@
 // Reference kernels for the reduction family (ONNX opsets 7-18): Reduce*,
-// ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, the normalizations, CumSum, TopK
-// and LRN. Floating-point math is done in double, then stored.
+// ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, the normalizations, CumSum and
+// TopK (LRN lives in ops_nn.cc). Floating-point math is done in double.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -795,40 +795,6 @@ absl::StatusOr<Outputs> TopK(OpContext& ctx) {
   });
 }
 
-// Y = X / (bias + alpha / size * sum of X^2 over a window of channels)^beta.
-absl::StatusOr<Outputs> Lrn(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(int64_t size, ctx.node.Attr<int64_t>("size"));
-  KILN_ASSIGN_OR_RETURN(float alpha, ctx.node.AttrOr<float>("alpha", 1e-4f));
-  KILN_ASSIGN_OR_RETURN(float beta, ctx.node.AttrOr<float>("beta", 0.75f));
-  KILN_ASSIGN_OR_RETURN(float bias, ctx.node.AttrOr<float>("bias", 1.0f));
-  if (size < 1) return ctx.Error("size must be >= 1, got ", size);
-  if (x->rank() < 2) {
-    return ctx.Error("input must have rank >= 2 (N, C, ...), got ",
-                     x->TypeString());
-  }
-  const AxisSplit s = SplitAt(x->shape(), 1);
-  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
-  KILN_ASSIGN_OR_RETURN(std::vector<double> xv, FloatValues(ctx, *x, "input"));
-  std::vector<double> y(xv.size());
-  for (int64_t o = 0; o < s.outer; ++o) {
-    for (int64_t c = 0; c < s.n; ++c) {
-      const int64_t first = std::max<int64_t>(0, c - lo);
-      const int64_t last = std::min<int64_t>(s.n - 1, c + hi);
-      for (int64_t i = 0; i < s.inner; ++i) {
-        double sq = 0;
-        for (int64_t cc = first; cc <= last; ++cc) {
-          const double v = xv[(o * s.n + cc) * s.inner + i];
-          sq += v * v;
-        }
-        const int64_t at = (o * s.n + c) * s.inner + i;
-        y[at] = xv[at] / std::pow(bias + alpha / size * sq, beta);
-      }
-    }
-  }
-  return One(FloatTensor(x->dtype(), x->shape(), y));
-}
-
 }  // namespace
 
 void RegisterReductionOps(OpRegistry* registry) {
@@ -853,7 +819,6 @@ void RegisterReductionOps(OpRegistry* registry) {
   registry->Register("MeanVarianceNormalization", MeanVarianceNormalization);
   registry->Register("CumSum", CumSum);
   registry->Register("TopK", TopK);
-  registry->Register("LRN", Lrn);
 }
 
 }  // namespace kiln::reference

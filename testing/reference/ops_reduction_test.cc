@@ -446,20 +446,6 @@ TEST(MeanVarianceNormalization, DefaultAxesPerChannel) {
                {-3 / s5, -1 / s5, 1 / s5, 3 / s5, -1, -1, 1, 1});
 }
 
-TEST(LRN, ChannelWindow) {
-  // Channels [1, 2, 3], alpha/size = 1, beta 1, bias 1.
-  // size 3 (window c-1..c+1): sums of squares 5, 14, 13.
-  auto r = RunOp("LRN", {F32({1, 3, 1, 1}, {1, 2, 3})}, {DType::kF32},
-                 {{"size", int64_t{3}}, {"alpha", 3.0f}, {"beta", 1.0f}}, 13);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ExpectValues((*r)[0], {1, 3, 1, 1}, {1.0 / 6, 2.0 / 15, 3.0 / 14});
-  // size 2 (window c..c+1): sums of squares 5, 13, 9.
-  r = RunOp("LRN", {F32({1, 3, 1, 1}, {1, 2, 3})}, {DType::kF32},
-            {{"size", int64_t{2}}, {"alpha", 2.0f}, {"beta", 1.0f}}, 13);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ExpectValues((*r)[0], {1, 3, 1, 1}, {1.0 / 6, 2.0 / 14, 3.0 / 10});
-}
-
 // ---- CumSum and TopK.
 
 TEST(CumSum, ExclusiveAndReverse) {
