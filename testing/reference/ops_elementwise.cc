@@ -343,9 +343,19 @@ Result LeakyRelu(OpContext& ctx) {
   return Unary<kFloat>(ctx, [=](auto x) { return x < 0 ? alpha * x : x; });
 }
 
+// PRelu: from opset 7 the slope broadcasts unidirectionally to X; before, a
+// 1-D slope of X's channel count applies per channel (dim 1).
 Result PRelu(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(const Tensor* slope, ctx.Input(1));
+  Tensor channel_slope;
+  if (ctx.opset < 7 && slope->rank() == 1 && x->rank() >= 2 &&
+      slope->dim(0) == x->dim(1) && slope->dim(0) != 1) {
+    Shape per_channel(x->rank() - 1, 1);
+    per_channel[0] = slope->dim(0);
+    KILN_ASSIGN_OR_RETURN(channel_slope, slope->Reshaped(per_channel));
+    slope = &channel_slope;
+  }
   absl::StatusOr<Shape> shape = ir::BroadcastShapes(x->shape(), slope->shape());
   if (!shape.ok() || *shape != x->shape()) {
     return ctx.Error("slope shape ", ir::ShapeToString(slope->shape()),

@@ -202,6 +202,15 @@ TEST(Activations, PReluBroadcastsSlopeToX) {
                DType::kF32, {2, 3}, {-0.1, -0.4, -0.9, 1, 2, 3});
 }
 
+TEST(Activations, PReluBeforeOpset7IsPerChannel) {
+  // X [1,2,2], slope [2] over channels (dim 1), as PyTorch's old exports use.
+  ExpectTensor(OneNode("PRelu", 6)
+                   .In(F32({1, 2, 2}, {-1, -2, -3, 4}))
+                   .In(F32({2}, {0.5f, 0.25f}))
+                   .Run1(),
+               DType::kF32, {1, 2, 2}, {-0.5, -1, -0.75, 4});
+}
+
 TEST(Activations, PReluSlopeMustNotGrowX) {
   ExpectError(
       OneNode("PRelu").In(F32({3}, {1, 2, 3})).In(F32({2, 3}, {})).Run(),
