@@ -348,7 +348,10 @@ Result Concat(OpContext& ctx) {
     if (ctx.has_input(i)) xs.push_back(ctx.inputs[i]);
   }
   if (xs.empty()) return ctx.Error("needs at least one input");
-  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.Attr<int64_t>("axis"));
+  // Concat-1 defaults axis to 1; from opset 4 it is required.
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr,
+                        ctx.opset < 4 ? ctx.node.AttrOr<int64_t>("axis", 1)
+                                      : ctx.node.Attr<int64_t>("axis"));
   const Tensor& first = *xs[0];
   KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx, axis_attr, first.rank()));
   Shape out = first.shape();
@@ -391,7 +394,8 @@ Result Split(OpContext& ctx) {
   if (ctx.opset < 13 && ctx.node.HasAttr("split")) {
     KILN_ASSIGN_OR_RETURN(split, ctx.node.Attr<std::vector<int64_t>>("split"));
     has_split = true;
-  } else if (ctx.opset >= 13 && ctx.has_input(1)) {
+  } else if ((ctx.opset >= 13 || ctx.opset < 2) && ctx.has_input(1)) {
+    // Split-1 also took split as an optional input.
     KILN_ASSIGN_OR_RETURN(split, IntValues(ctx, 1, "split"));
     has_split = true;
   }
@@ -537,7 +541,11 @@ Result Pad(OpContext& ctx) {
   std::vector<int64_t> pads;
   Tensor fill(x->dtype(), {});
   if (ctx.opset < 11) {
-    KILN_ASSIGN_OR_RETURN(pads, ctx.node.Attr<std::vector<int64_t>>("pads"));
+    // Pad-1 named the attribute "paddings".
+    const char* name = ctx.opset < 2 && ctx.node.HasAttr("paddings")
+                           ? "paddings"
+                           : "pads";
+    KILN_ASSIGN_OR_RETURN(pads, ctx.node.Attr<std::vector<int64_t>>(name));
     KILN_ASSIGN_OR_RETURN(float value, ctx.node.AttrOr<float>("value", 0.0f));
     DispatchDType(x->dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -253,6 +253,14 @@ TEST(ConcatTest, NegativeAxisAndZeroSizeInputs) {
               HasSubstr("out of range"));
 }
 
+TEST(ConcatTest, Opset1DefaultsAxisTo1) {
+  Tensor a = F({1, 2}, {1, 2});
+  Expect<float>(Run1("Concat", {a, a}, DType::kF32, {}, 3), {1, 4},
+                {1, 2, 1, 2});
+  EXPECT_THAT(RunError("Concat", {a, a}, DType::kF32, {}, 4),
+              HasSubstr("axis"));
+}
+
 TEST(SplitTest, AttributeBeforeOpset13InputFrom13) {
   Tensor x = F({6}, {1, 2, 3, 4, 5, 6});
   auto r = RunOp("Split", {x}, {DType::kF32, DType::kF32},
@@ -618,6 +626,15 @@ TEST(PadTest, AttributesBeforeOpset11) {
                       {"value", 1.5f}},
                      2),
                 {2, 3}, {1.5f, 1.5f, 1.5f, 1, 2, 1.5f});
+}
+
+TEST(PadTest, Opset1PaddingsAttribute) {
+  Tensor x = F({2}, {1, 2});
+  Expect<float>(Run1("Pad", {x}, DType::kF32,
+                     {{"paddings", std::vector<int64_t>{0, 1}},
+                      {"mode", std::string("edge")}},
+                     1),
+                {3}, {1, 2, 2});
 }
 
 // ---- DepthToSpace, SpaceToDepth.
