@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/tensor.h"
+#include "onnx/onnx_pb.h"
 
 namespace kiln::tools {
 namespace {
@@ -561,6 +562,66 @@ TEST(KilncEndToEnd, RunRejectsUnknownInputName) {
   EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
   EXPECT_THAT(r.output, HasSubstr("'nope'"));
   EXPECT_EQ(Kilnc({"run", TmpDir("missing.onnx")}).exit_code, kExitBadInput);
+}
+
+// y = Relu(x) with x, y of type f32[N,4], N symbolic.
+std::string WriteDynamicReluModel(const std::string& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  onnx::OperatorSetIdProto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("dynamic_relu");
+  onnx::NodeProto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("x");
+  relu->add_output("y");
+  for (auto* list : {g->mutable_input(), g->mutable_output()}) {
+    onnx::ValueInfoProto* v = list->Add();
+    v->set_name(list == g->mutable_input() ? "x" : "y");
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  fs::create_directories(dir);
+  const std::string path = dir + "/model.onnx";
+  WriteFile(path, m.SerializeAsString());
+  return path;
+}
+
+TEST(KilncEndToEnd, RunBindsDynamicDims) {
+  const std::string model = WriteDynamicReluModel(TmpDir("dyn_run"));
+  Result r = Kilnc({"run", model, "--shape", "x=3x4"});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("output 0 'y' f32[3,4]"));
+  r = Kilnc({"run", model});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: "));  // N bound to 1
+  EXPECT_THAT(r.output, HasSubstr("output 0 'y' f32[1,4]"));
+}
+
+TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
+  const std::string dir = TmpDir("dyn_check");
+  WriteDynamicReluModel(dir);
+  const std::vector<float> x = {-1, 2, -3, 4, 5, -6, 7, -8, 0.5f, -0.5f, 9, 1};
+  const std::vector<float> relu = {0, 2, 0, 4, 5, 0, 7, 0, 0.5f, 0, 9, 1};
+  for (int64_t n : {2, 3}) {
+    const std::string ds = absl::StrCat(dir, "/test_data_set_", n - 2);
+    fs::create_directories(ds);
+    auto in = frontend::SerializeTensor(F32({n, 4}, x), "x");
+    auto out = frontend::SerializeTensor(F32({n, 4}, relu), "y");
+    ASSERT_TRUE(in.ok() && out.ok());
+    WriteFile(ds + "/input_0.pb", *in);
+    WriteFile(ds + "/output_0.pb", *out);
+  }
+  const Result r = Kilnc({"check", dir, "--atol=0", "--rtol=0"});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("re-imported with the shapes of test_data_set_0"));
+  EXPECT_THAT(r.output, HasSubstr("re-imported with the shapes of test_data_set_1"));
+  EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'y' f32[3,4]"));
+  EXPECT_THAT(r.output, HasSubstr("result: PASS (2 data set(s), 2 output(s)"));
 }
 
 }  // namespace
