@@ -196,6 +196,30 @@ TEST(Rnn, BidirectionalOutputLayout) {
   ExpectValues((*outs)[1], {2, 1, 1}, {f1, r0});
 }
 
+TEST(Rnn, BidirectionalBatchMajorWithPerDirectionActivations) {
+  // Forward uses Relu, reverse Affine(3, 1); layout 1 puts batch first.
+  Graph g;
+  ValueId x = Input(g, "x", DType::kF32, {1, 2, 1});
+  ValueId w = Const(g, "w", {2, 1, 1}, {1, 1});
+  ValueId r = Const(g, "r", {2, 1, 1}, {0.5f, 0.5f});
+  ValueId y = Output(g, "y", DType::kF32, {1, 2, 2, 1});
+  ValueId yh = Output(g, "yh", DType::kF32, {1, 2, 1});
+  g.AddNode("RNN", {x, w, r}, {y, yh},
+            {{"direction", std::string("bidirectional")},
+             {"layout", int64_t{1}},
+             {"activations", std::vector<std::string>{"Relu", "Affine"}},
+             {"activation_alpha", std::vector<float>{3.0f}},
+             {"activation_beta", std::vector<float>{1.0f}}},
+            "rnn");
+  auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 2, 1}, {-1, 2})});
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  // Forward: relu(-1) = 0, relu(2 + 0.5 * 0) = 2.
+  // Reverse: 3 * 2 + 1 = 7 at t = 1, then 3 * (-1 + 0.5 * 7) + 1 = 8.5.
+  // Y is [batch, seq, dirs, hidden]; Y_h is [batch, dirs, hidden].
+  ExpectValues((*outs)[0], {1, 2, 2, 1}, {0, 8.5, 2, 7});
+  ExpectValues((*outs)[1], {1, 2, 1}, {2, 8.5});
+}
+
 TEST(Rnn, SequenceLensForwardAndReverse) {
   // Affine(1, 0) with W = R = 1 makes h a running sum of x.
   for (std::string direction : {"forward", "reverse"}) {
