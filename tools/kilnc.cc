@@ -39,7 +39,7 @@ std::string WorkingDir() {
 
 std::string FormatMs(absl::Duration d) {
   const double ms = absl::ToDoubleMilliseconds(d);
-  if (ms >= 10000) return absl::StrFormat("%.2f s", ms / 1000);
+  if (ms >= 1000) return absl::StrFormat("%.2f s", ms / 1000);
   return absl::StrFormat("%.3g ms", ms);
 }
 
@@ -235,7 +235,8 @@ int RunCheck(const CheckOptions& opts) {
       }
       if (m.shape_match) {
         absl::StrAppend(
-            &line, "  max_abs ", Sci(m.max_abs_error), "  rel_to_max ",
+            &line, "  max|ref| ", Sci(m.max_abs_ref), "  max_abs ",
+            Sci(m.max_abs_error), "  rel_to_max ",
             Sci(m.rel_to_max), "  max_elem_rel ",
             m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
             "  mismatches ", m.mismatches, "/", m.num_elements);

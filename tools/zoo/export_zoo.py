@@ -246,6 +246,20 @@ def calibrate_batchnorm(model, make_inputs):
     model.eval()
 
 
+def reinit_zero_weights(model):
+    """Some inits zero whole layers (torchvision's ViT head): the output would
+    then be constant and any kernel would match it. Give them small random
+    weights instead."""
+    with torch.no_grad():
+        for m in model.modules():
+            w = getattr(m, "weight", None)
+            if (isinstance(m, (nn.Linear, nn.Conv2d)) and w is not None
+                    and not w.any()):
+                nn.init.normal_(w, std=0.02)
+                if m.bias is not None:
+                    nn.init.normal_(m.bias, std=0.02)
+
+
 def perturb_layernorm(model):
     with torch.no_grad():
         for m in model.modules():
@@ -319,6 +333,7 @@ def export_one(name, out_root, base_seed):
     torch.manual_seed(seed)
     model = make_model()
     model.eval()
+    reinit_zero_weights(model)
     calibrate_batchnorm(model, make_inputs)
     perturb_layernorm(model)
     torch.manual_seed(seed + 1)
