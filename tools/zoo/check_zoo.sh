@@ -50,7 +50,8 @@ if [[ -n "$ONLY" ]]; then
   IFS=',' read -r -a models <<< "$ONLY"
 else
   for d in "$ZOO"/*/; do
-    [[ -f "$d/model.onnx" ]] && models+=("$(basename "$d")")
+    name="$(basename "$d")"
+    [[ "$name" != *.tmp && -f "$d/model.onnx" ]] && models+=("$name")
   done
 fi
 

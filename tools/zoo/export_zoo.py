@@ -443,6 +443,7 @@ def main():
         try:
             entry = export_one(name, args.out, args.seed)
         except Exception as e:  # noqa: BLE001 — report and go on
+            shutil.rmtree(os.path.join(args.out, name + ".tmp"), ignore_errors=True)
             print(f" FAILED: {type(e).__name__}: {e}", flush=True)
             failed.append(name)
             continue
