@@ -183,7 +183,13 @@ absl::StatusOr<Window> ReadWindow(const OpContext& ctx,
   KILN_ASSIGN_OR_RETURN(w.dilations, IntsOr(ctx, "dilations", n, 1));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
                         IntsOr(ctx, "pads", 2 * n, 0));
+  constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
   for (size_t i = 0; i < n; ++i) {
+    if (w.kernel[i] > kMaxWindowValue || w.strides[i] > kMaxWindowValue ||
+        w.dilations[i] > kMaxWindowValue || pads[i] > kMaxWindowValue ||
+        pads[n + i] > kMaxWindowValue) {
+      return ctx.Error("kernel, strides, dilations or pads value too large");
+    }
     if (w.kernel[i] <= 0) return ctx.Error("kernel dims must be positive");
     if (w.strides[i] <= 0) return ctx.Error("strides must be positive");
     if (w.dilations[i] <= 0) return ctx.Error("dilations must be positive");
@@ -270,6 +276,23 @@ PatchMap MakePatchMap(const Shape& grid, const Shape& target, const Window& w,
     }
   }
   return m;
+}
+
+// Rejects windows whose tap tables or im2col buffer would be unreasonably
+// large (the model can ask for anything).
+absl::Status CheckWindowWork(const OpContext& ctx, const Shape& grid,
+                             const Window& w, int64_t rows) {
+  int64_t col = rows;
+  for (size_t d = 0; d < grid.size(); ++d) {
+    if (w.kernel[d] * grid[d] > kMaxOutputElements) {
+      return ctx.Error("window tables too large for the reference interpreter");
+    }
+    col = grid[d] == 0 ? 0 : col * grid[d];
+    if (col > kMaxOutputElements) {
+      return ctx.Error("im2col buffer too large for the reference interpreter");
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Calls f(grid_offset, target_offset) for kernel tap `kidx` (row-major over
@@ -371,6 +394,8 @@ absl::StatusOr<std::vector<Tensor>> Conv(OpContext& ctx) {
   out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
   KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out_shape));
 
+  KILN_RETURN_IF_ERROR(
+      CheckWindowWork(ctx, out_sp, win, cg * ir::NumElements(kernel)));
   const std::vector<double> xv = ReadAll<double>(*x);
   const std::vector<double> wv = ReadAll<double>(*w);
   const int64_t mg = m / group;
@@ -469,6 +494,8 @@ absl::StatusOr<std::vector<Tensor>> ConvTranspose(OpContext& ctx) {
   out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
   KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out_shape));
 
+  KILN_RETURN_IF_ERROR(
+      CheckWindowWork(ctx, in_sp, win, mg * ir::NumElements(kernel)));
   const std::vector<double> xv = ReadAll<double>(*x);
   const std::vector<double> wv = ReadAll<double>(*w);
   const int64_t p_in = ir::NumElements(in_sp), p = ir::NumElements(out_sp);
@@ -1035,6 +1062,7 @@ absl::StatusOr<std::vector<Tensor>> Pool(OpContext& ctx, PoolKind kind) {
   Shape out_shape = {x->dim(0), x->dim(1)};
   out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
   KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out_shape));
+  KILN_RETURN_IF_ERROR(CheckWindowWork(ctx, out_sp, win, 1));
   const bool want_indices =
       kind == PoolKind::kMax && ctx.num_outputs() > 1 &&
       ctx.node.outputs[1] != ir::kNoValue;

@@ -462,6 +462,13 @@ TEST(MaxPoolTest, PadsDilationsAndSame) {
   ExpectError(RunOp("MaxPool", {&x}), "MaxPool", "kernel_shape");
   ExpectError(RunOp("MaxPool", {&x}, {{"kernel_shape", std::vector<int64_t>{3, 3}}}),
               "MaxPool", "exceeds padded input");
+  const int64_t huge = int64_t{1} << 40;
+  ExpectError(RunOp("MaxPool", {&x}, {{"kernel_shape", std::vector<int64_t>{huge, 1}},
+                                      {"pads", std::vector<int64_t>{huge, 0, huge, 0}}}),
+              "MaxPool", "too large");
+  ExpectError(RunOp("MaxPool", {&x}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
+                                      {"pads", std::vector<int64_t>{0, 0, int64_t{1} << 30, int64_t{1} << 30}}}),
+              "MaxPool", "too large");
 }
 
 TEST(AveragePoolTest, CountIncludePadAndSamePadding) {
