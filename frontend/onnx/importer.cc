@@ -116,8 +116,22 @@ absl::StatusOr<std::map<std::string, int64_t>> NormalizeOpsets(
   }
   auto it = opsets.find("");
   if (it == opsets.end()) {
-    return absl::InvalidArgumentError(
-        "the model has no opset import for the default ONNX domain");
+    // Valid only when no node uses the default domain (e.g. ONNX's training
+    // models, all ai.onnx.preview.training ops): those are then reported as
+    // unknown ops, the same as any other domain kiln lacks.
+    bool uses_default = false;
+    ForEachGraph(model->mutable_graph(), [&](onnx::GraphProto* g) {
+      for (const onnx::NodeProto& n : g->node()) {
+        uses_default |= IsDefaultDomain(n.domain());
+      }
+    });
+    if (uses_default) {
+      return absl::InvalidArgumentError(
+          "the model uses default-domain ops but has no opset import for the "
+          "default ONNX domain");
+    }
+    opsets[""] = kMaxOpset;
+    return opsets;
   }
   if (it->second < 1 || it->second > kMaxOpset) {
     return absl::UnimplementedError(absl::StrCat(

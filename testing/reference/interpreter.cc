@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
@@ -111,7 +112,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
   for (int n = 0; n < num_nodes; ++n) {
     const Node& node = graph.nodes()[n];
     auto where = [&] {
-      return absl::StrCat("node #", n, " '", node.name, "' (", node.op, ")");
+      return absl::StrCat(node.Describe(), " [#", n, "]");
     };
     const OpKernel* kernel =
         node.domain.empty() || node.domain == "ai.onnx"
@@ -144,7 +145,11 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
     absl::StatusOr<std::vector<Tensor>> outs = (*kernel)(ctx);
     if (!outs.ok()) {
       absl::Status s = outs.status();
-      return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
+      // Kernels name the node already (OpContext::Error); add the index.
+      absl::string_view msg = s.message();
+      const std::string described = absl::StrCat(node.Describe(), ": ");
+      if (absl::StartsWith(msg, described)) msg.remove_prefix(described.size());
+      return absl::Status(s.code(), absl::StrCat(where(), ": ", msg));
     }
     if (outs->size() > node.outputs.size()) {
       return kiln::InternalError(where(), " kernel returned ", outs->size(),

@@ -1,0 +1,94 @@
+// kiln's graph pass pipeline. Read top to bottom: each pass is added in
+// order, each ordering constraint says why.
+#include "passes/graph_pipeline.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ir/graph/text.h"
+#include "ir/graph/verifier.h"
+#include "ir/status_macros.h"
+#include "passes/graph/eliminate_dead_code.h"
+#include "passes/graph/eliminate_identity.h"
+
+namespace kiln::passes {
+namespace {
+
+absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
+                  const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create dump dir ", dir, ": ", ec.message()));
+  }
+  const std::string path =
+      absl::StrFormat("%s/%02d-%s.txt", dir, index, std::string(tag));
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> GraphPipeline::PassNames() const {
+  std::vector<std::string> names;
+  for (const auto& p : passes_) names.emplace_back(p->name());
+  return names;
+}
+
+absl::Status GraphPipeline::Run(ir::Graph* graph,
+                                const PipelineOptions& options) const {
+  for (const std::string& d : options.disabled) {
+    bool known = false;
+    for (const auto& p : passes_) known |= p->name() == d;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown pass '", d, "' to disable; passes: ",
+                       absl::StrJoin(PassNames(), ", ")));
+    }
+  }
+  if (!options.dump_dir.empty()) {
+    KILN_RETURN_IF_ERROR(Dump(options.dump_dir, 0, "input", ir::PrintGraph(*graph)));
+  }
+  int index = 0;
+  for (const auto& pass : passes_) {
+    ++index;
+    if (options.disabled.contains(pass->name())) continue;
+    absl::StatusOr<bool> changed = pass->Run(graph);
+    if (!changed.ok()) {
+      return absl::Status(changed.status().code(),
+                          absl::StrCat("pass ", pass->name(), ": ",
+                                       changed.status().message()));
+    }
+    if (options.verify && *changed) {
+      absl::Status v = ir::VerifyGraph(*graph);
+      if (!v.ok()) {
+        return kiln::InternalError("graph invalid after pass ", pass->name(),
+                                   ": ", v.message());
+      }
+    }
+    if (!options.dump_dir.empty()) {
+      KILN_RETURN_IF_ERROR(Dump(options.dump_dir, index, pass->name(),
+                                *changed ? ir::PrintGraph(*graph)
+                                         : std::string("(unchanged)\n")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+GraphPipeline DefaultGraphPipeline() {
+  GraphPipeline p;
+  // Identity/Dropout removal first: later pattern matchers (BatchNorm
+  // folding, oneDNN post-op fusion) then see producers next to consumers.
+  p.Add(std::make_unique<EliminateIdentity>());
+  // Dead code last: every rewrite above may leave unused nodes behind.
+  p.Add(std::make_unique<EliminateDeadCode>());
+  return p;
+}
+
+}  // namespace kiln::passes
