@@ -734,12 +734,15 @@ Result Where(OpContext& ctx) {
     const T* px = x->data<T>();
     const T* py = y->data<T>();
     T* po = out.data<T>();
+    const int64_t n = out.num_elements();
+    if (cond->shape() == shape && x->shape() == shape && y->shape() == shape) {
+      for (int64_t i = 0; i < n; ++i) po[i] = c[i] ? px[i] : py[i];
+      return;
+    }
     const BroadcastMap mc(cond->shape(), shape);
     const BroadcastMap mx(x->shape(), shape);
     const BroadcastMap my(y->shape(), shape);
-    for (int64_t i = 0; i < out.num_elements(); ++i) {
-      po[i] = c[mc(i)] ? px[mx(i)] : py[my(i)];
-    }
+    for (int64_t i = 0; i < n; ++i) po[i] = c[mc(i)] ? px[mx(i)] : py[my(i)];
   });
   return std::vector<Tensor>{std::move(out)};
 }

@@ -535,6 +535,12 @@ TEST(Where, ThreeWayBroadcast) {
                    .In(Tensor::Scalar<int64_t>(-1))
                    .Run1(),
                DType::kI64, {2, 3}, {1, 2, 3, -1, -1, -1});
+  ExpectTensor(OneNode("Where")
+                   .In(Bool({3}, {false, true, false}))
+                   .In(F32({3}, {1, 2, 3}))
+                   .In(F32({3}, {4, 5, 6}))
+                   .Run1(),
+               DType::kF32, {3}, {4, 2, 6});
   ExpectError(OneNode("Where").In(F32({1}, {1})).In(F32({1}, {1})).In(F32({1}, {1})).Run(),
               absl::StatusCode::kInvalidArgument, "condition must be bool");
   ExpectError(OneNode("Where").In(Bool({2}, {})).In(F32({3}, {})).In(F32({1}, {})).Run(),
