@@ -20,7 +20,9 @@ TEST(Registry, DefaultIsTheBestSupported) {
   ASSERT_TRUE(best.ok());
   EXPECT_TRUE((*best)->host_supports());
   for (const VecIsa* i : AllIsas()) {
-    if (i->rank > (*best)->rank) EXPECT_FALSE(i->host_supports()) << i->name;
+    if (i->rank > (*best)->rank) {
+      EXPECT_FALSE(i->host_supports()) << i->name;
+    }
   }
 }
 
