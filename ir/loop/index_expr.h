@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,7 +114,10 @@ inline IndexExpr operator+(const IndexExpr& a, int64_t b) { return a + Const(b);
 inline IndexExpr operator+(int64_t a, const IndexExpr& b) { return Const(a) + b; }
 inline IndexExpr operator*(const IndexExpr& a, int64_t b) { return a * Const(b); }
 inline IndexExpr operator*(int64_t a, const IndexExpr& b) { return Const(a) * b; }
-inline IndexExpr operator-(const IndexExpr& a, int64_t b) { return a - Const(b); }
+// a + (-b), so `i0 - 1` prints as written.
+inline IndexExpr operator-(const IndexExpr& a, int64_t b) {
+  return b == std::numeric_limits<int64_t>::min() ? a - Const(b) : a + Const(-b);
+}
 IndexExpr FloorDiv(const IndexExpr& a, const IndexExpr& b);
 IndexExpr Mod(const IndexExpr& a, const IndexExpr& b);
 IndexExpr Min(const IndexExpr& a, const IndexExpr& b);
