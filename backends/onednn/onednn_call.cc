@@ -1,0 +1,551 @@
+// OneDnnCall: maps a FusedCall onto a oneDNN 2.6 primitive descriptor with a
+// post-op chain, prepacks the constant weights, and executes on raw pointers.
+#include "backends/onednn/onednn_call.h"
+
+#include <algorithm>
+#include <exception>
+#include <new>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backends/onednn/engine.h"
+#include "ir/status_macros.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+using DT = memory::data_type;
+
+const char* DnnlStatusName(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    default: return "unknown status";
+  }
+}
+
+// A dnnl::error during creation: oneDNN refusing the combination means the
+// caller should keep the op in the loop IR.
+absl::Status CreateError(const FusedCall& call, const dnnl::error& e) {
+  const std::string msg =
+      absl::StrCat("oneDNN cannot run ", call.ToString(), ": ", e.what(), " (",
+                   DnnlStatusName(e.status), ")");
+  switch (e.status) {
+    case dnnl_unimplemented:
+    case dnnl_invalid_arguments:
+      return absl::UnimplementedError(msg);
+    case dnnl_out_of_memory:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+Dims ToDims(const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); }
+
+// `shape`/`strides` left-padded with 1-sized dims to `rank`.
+void PadToRank(size_t rank, std::vector<int64_t>* shape,
+               std::vector<int64_t>* strides) {
+  if (shape->size() >= rank) return;
+  const int64_t outer =
+      shape->empty() ? 1 : (*strides)[0] * std::max<int64_t>((*shape)[0], 1);
+  const size_t missing = rank - shape->size();
+  shape->insert(shape->begin(), missing, 1);
+  strides->insert(strides->begin(), missing, std::max<int64_t>(outer, 1));
+}
+
+memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
+  std::vector<int64_t> shape = spec.shape;
+  std::vector<int64_t> strides = spec.EffectiveStrides();
+  PadToRank(rank, &shape, &strides);
+  return memory::desc(ToDims(shape), DT::f32, ToDims(strides));
+}
+
+memory::desc AnyDesc(const memory::desc& like) {
+  return memory::desc(like.dims(), like.data_type(), Tag::any);
+}
+
+// The oneDNN weights descriptor over the model's weights buffer. oneDNN
+// wants conv weights as [OC, IC, k...] or [G, OC/G, IC/G, k...]; ONNX's
+// ConvTranspose stores [IC, OC/G, k...]: both are views with strides.
+memory::desc WeightsDesc(const FusedCall& call, int64_t groups) {
+  const ir::Shape& w = call.weights.shape;
+  const std::vector<int64_t> s = call.weights.EffectiveStrides();
+  switch (call.kind) {
+    case CallKind::kConv: {
+      if (groups == 1) return StridedDesc(call.weights);
+      std::vector<int64_t> dims = {groups, w[0] / groups};
+      std::vector<int64_t> strides = {(w[0] / groups) * s[0], s[0]};
+      for (size_t i = 1; i < w.size(); ++i) {
+        dims.push_back(w[i]);
+        strides.push_back(s[i]);
+      }
+      return memory::desc(ToDims(dims), DT::f32, ToDims(strides));
+    }
+    case CallKind::kConvTranspose: {
+      // w = [IC, OC/G, k...]
+      std::vector<int64_t> dims, strides;
+      if (groups == 1) {
+        dims = {w[1], w[0]};
+        strides = {s[1], s[0]};
+      } else {
+        dims = {groups, w[1], w[0] / groups};
+        strides = {(w[0] / groups) * s[0], s[1], s[0]};
+      }
+      for (size_t i = 2; i < w.size(); ++i) {
+        dims.push_back(w[i]);
+        strides.push_back(s[i]);
+      }
+      return memory::desc(ToDims(dims), DT::f32, ToDims(strides));
+    }
+    case CallKind::kMatMul:
+      return StridedDesc(call.weights, call.dst.shape.size());
+    case CallKind::kInnerProduct:
+      return StridedDesc(call.weights);
+  }
+  return StridedDesc(call.weights);
+}
+
+// Dim letters of oneDNN's tag notation for a descriptor of `ndims` dims:
+// "goihw" / "oihw" for conv weights, "nchw" for conv activations, "abc..."
+// for matmul.
+std::string DimLetters(const FusedCall& call, bool is_weights, int ndims) {
+  static const char* kSpatial[] = {"", "w", "hw", "dhw"};
+  if (call.kind != CallKind::kMatMul) {
+    std::string base = is_weights ? "oi" : "nc";
+    if (is_weights && call.kind != CallKind::kInnerProduct && call.conv.groups > 1) {
+      base = "goi";
+    }
+    const int spatial = ndims - static_cast<int>(base.size());
+    if (spatial >= 0 && spatial <= 3) return base + kSpatial[spatial];
+  }
+  std::string letters;
+  for (int i = 0; i < ndims; ++i) letters.push_back(static_cast<char>('a' + i));
+  return letters;
+}
+
+// "OIhw16i16o", "nchw", "acdb", "BA16a64b": outer dims by decreasing stride
+// (upper case when also blocked), then the inner blocks.
+std::string LayoutString(const memory::desc& md, const std::string& letters) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return "opaque";
+  const int n = d.ndims;
+  if (n == 0 || static_cast<int>(letters.size()) < n) return "opaque";
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    return b.strides[x] > b.strides[y];
+  });
+  std::vector<bool> blocked(n, false);
+  for (int i = 0; i < b.inner_nblks; ++i) blocked[b.inner_idxs[i]] = true;
+  std::string s;
+  for (int i : order) {
+    s.push_back(blocked[i] ? static_cast<char>(letters[i] - 'a' + 'A')
+                           : letters[i]);
+  }
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    absl::StrAppend(&s, b.inner_blks[i]);
+    s.push_back(letters[b.inner_idxs[i]]);
+  }
+  return s;
+}
+
+dnnl::algorithm BinaryAlgorithm(PostOpKind kind) {
+  switch (kind) {
+    case PostOpKind::kSub: return dnnl::algorithm::binary_sub;
+    case PostOpKind::kMul: return dnnl::algorithm::binary_mul;
+    default: return dnnl::algorithm::binary_add;
+  }
+}
+
+// Appends the oneDNN post-ops of `call` to `ops`. `binary_args` receives,
+// per binary post-op of the call, the oneDNN post-op index of its operand.
+void BuildPostOps(const FusedCall& call, dnnl::post_ops* ops,
+                  std::vector<std::pair<int, memory::desc>>* binary_args) {
+  const size_t rank = call.dst.shape.size();
+  auto eltwise = [ops](dnnl::algorithm a, float alpha, float beta) {
+    ops->append_eltwise(1.0f, a, alpha, beta);
+  };
+  using A = dnnl::algorithm;
+  for (const PostOp& p : call.post_ops) {
+    switch (p.kind) {
+      case PostOpKind::kRelu: eltwise(A::eltwise_relu, 0, 0); break;
+      case PostOpKind::kLeakyRelu: eltwise(A::eltwise_relu, p.alpha, 0); break;
+      case PostOpKind::kElu: eltwise(A::eltwise_elu, p.alpha, 0); break;
+      case PostOpKind::kGeluErf: eltwise(A::eltwise_gelu_erf, 0, 0); break;
+      case PostOpKind::kGeluTanh: eltwise(A::eltwise_gelu_tanh, 0, 0); break;
+      case PostOpKind::kSwish: eltwise(A::eltwise_swish, p.alpha, 0); break;
+      case PostOpKind::kSigmoid: eltwise(A::eltwise_logistic, 0, 0); break;
+      case PostOpKind::kTanh: eltwise(A::eltwise_tanh, 0, 0); break;
+      case PostOpKind::kHardSwish: eltwise(A::eltwise_hardswish, 0, 0); break;
+      case PostOpKind::kHardSigmoid:
+        // oneDNN 2.6 has no hardsigmoid: clamp(alpha x + beta, 0, 1).
+        eltwise(A::eltwise_linear, p.alpha, p.beta);
+        eltwise(A::eltwise_clip, 0.0f, 1.0f);
+        break;
+      case PostOpKind::kClip: eltwise(A::eltwise_clip, p.alpha, p.beta); break;
+      case PostOpKind::kLinear: eltwise(A::eltwise_linear, p.alpha, p.beta); break;
+      case PostOpKind::kAdd:
+      case PostOpKind::kSub:
+      case PostOpKind::kMul: {
+        memory::desc md = StridedDesc(p.operand, rank);
+        binary_args->emplace_back(ops->len(), md);
+        ops->append_binary(BinaryAlgorithm(p.kind), md);
+        break;
+      }
+      case PostOpKind::kSum: ops->append_sum(p.alpha); break;
+    }
+  }
+}
+
+absl::Status CheckF32(const FusedCall& call) {
+  auto f32 = [](const TensorSpec& s) { return s.dtype == ir::DType::kF32; };
+  bool ok = f32(call.src) && f32(call.weights) && f32(call.dst) &&
+            (!call.bias || f32(*call.bias));
+  for (const PostOp& p : call.post_ops) ok = ok && (!p.is_binary() || f32(p.operand));
+  if (!ok) {
+    return absl::UnimplementedError(absl::StrCat(
+        "oneDNN call ", call.ToString(), ": only f32 tensors are supported"));
+  }
+  return absl::OkStatus();
+}
+
+// Elements a strided spec addresses (max offset + 1).
+int64_t Extent(const TensorSpec& spec) {
+  const std::vector<int64_t> strides = spec.EffectiveStrides();
+  int64_t last = 0;
+  for (size_t i = 0; i < spec.shape.size(); ++i) last += (spec.shape[i] - 1) * strides[i];
+  return last + 1;
+}
+
+absl::Status CheckConstant(const FusedCall& call, const TensorSpec& spec,
+                           const ir::Tensor& t, const char* role) {
+  const bool shape_ok = spec.strides.empty() ? t.shape() == spec.shape
+                                             : t.num_elements() >= Extent(spec);
+  if (t.dtype() != spec.dtype || !shape_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", call.ToString(), ": ", role, " tensor ", t.TypeString(),
+        " does not match its description ", ir::DTypeName(spec.dtype),
+        ir::ShapeToString(spec.shape)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct OneDnnCall::Impl {
+  FusedCall call;
+  OneDnnCallOptions options;
+
+  dnnl::primitive primitive;
+  std::unordered_map<int, memory> args;
+  std::vector<int> binary_arg_keys;  // execution-argument keys, in call order
+
+  // Caller-layout memories whose handles Execute swaps in.
+  memory user_src, user_dst, user_weights;
+  // When the primitive runs on other activation layouts.
+  std::optional<dnnl::reorder> src_in, dst_in, dst_out;
+  memory internal_src, internal_dst;
+  bool runtime_weights = false;
+
+  ir::Tensor plain_weights;  // owned copy when not prepacked
+  ir::Tensor bias;
+  memory packed_weights;
+  memory scratchpad;
+
+  int64_t prepacked_bytes = 0;
+  int64_t scratchpad_bytes = 0;
+  std::string weights_layout, src_layout, dst_layout, impl_name;
+  int reorders_per_call = 0;
+};
+
+OneDnnCall::OneDnnCall(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneDnnCall::~OneDnnCall() = default;
+
+namespace {
+
+// Creates the primitive descriptor for `call` with the given descriptors.
+dnnl::primitive_desc MakePrimitiveDesc(const FusedCall& call,
+                                       const ConvParams& conv,
+                                       const memory::desc& src,
+                                       const memory::desc& weights,
+                                       const memory::desc* bias,
+                                       const memory::desc& dst,
+                                       const dnnl::primitive_attr& attr) {
+  dnnl::engine& engine = CpuEngine();
+  const auto inference = dnnl::prop_kind::forward_inference;
+  switch (call.kind) {
+    case CallKind::kConv:
+    case CallKind::kConvTranspose: {
+      Dims strides = ToDims(conv.strides);
+      Dims dilates, pad_l = ToDims(conv.pads_begin), pad_r;
+      for (int64_t d : conv.dilations) dilates.push_back(d - 1);
+      for (size_t i = 0; i < conv.pads_end.size(); ++i) {
+        const int64_t op =
+            call.kind == CallKind::kConvTranspose ? conv.output_padding[i] : 0;
+        pad_r.push_back(conv.pads_end[i] - op);
+      }
+      if (call.kind == CallKind::kConv) {
+        using C = dnnl::convolution_forward;
+        const auto algo = dnnl::algorithm::convolution_direct;
+        C::desc d = bias ? C::desc(inference, algo, src, weights, *bias, dst,
+                                   strides, dilates, pad_l, pad_r)
+                         : C::desc(inference, algo, src, weights, dst, strides,
+                                   dilates, pad_l, pad_r);
+        return C::primitive_desc(d, attr, engine);
+      }
+      using D = dnnl::deconvolution_forward;
+      const auto algo = dnnl::algorithm::deconvolution_direct;
+      D::desc d = bias ? D::desc(inference, algo, src, weights, *bias, dst,
+                                 strides, dilates, pad_l, pad_r)
+                       : D::desc(inference, algo, src, weights, dst, strides,
+                                 dilates, pad_l, pad_r);
+      return D::primitive_desc(d, attr, engine);
+    }
+    case CallKind::kMatMul: {
+      using M = dnnl::matmul;
+      M::desc d = bias ? M::desc(src, weights, *bias, dst)
+                       : M::desc(src, weights, dst);
+      return M::primitive_desc(d, attr, engine);
+    }
+    case CallKind::kInnerProduct: {
+      using I = dnnl::inner_product_forward;
+      I::desc d = bias ? I::desc(inference, src, weights, *bias, dst)
+                       : I::desc(inference, src, weights, dst);
+      return I::primitive_desc(d, attr, engine);
+    }
+  }
+  throw dnnl::error(dnnl_unimplemented, "unknown call kind");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
+    const FusedCall& call, const ir::Tensor* weights, const ir::Tensor* bias,
+    const OneDnnCallOptions& options) {
+  KILN_RETURN_IF_ERROR(Validate(call));
+  KILN_RETURN_IF_ERROR(CheckF32(call));
+  if (weights == nullptr && call.kind != CallKind::kMatMul) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", call.ToString(), ": constant weights are required"));
+  }
+  if (weights) KILN_RETURN_IF_ERROR(CheckConstant(call, call.weights, *weights, "weights"));
+  if (call.bias.has_value() != (bias != nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", call.ToString(), ": bias tensor ",
+        bias ? "given but not described" : "missing"));
+  }
+  if (bias) KILN_RETURN_IF_ERROR(CheckConstant(call, *call.bias, *bias, "bias"));
+  ConvParams conv;
+  const bool is_conv = call.kind == CallKind::kConv ||
+                       call.kind == CallKind::kConvTranspose;
+  if (is_conv) {
+    KILN_ASSIGN_OR_RETURN(
+        conv, NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->call = call;
+  impl->options = options;
+  impl->runtime_weights = weights == nullptr;
+  Impl& m = *impl;
+  try {
+    dnnl::engine& engine = CpuEngine();
+    const size_t rank = call.dst.shape.size();
+    const bool matmul = call.kind == CallKind::kMatMul;
+    const memory::desc user_src_md = StridedDesc(call.src, matmul ? rank : 0);
+    const memory::desc user_dst_md = StridedDesc(call.dst);
+    const memory::desc user_w_md = WeightsDesc(call, conv.groups);
+    std::optional<memory::desc> bias_md;
+    if (call.bias) bias_md = StridedDesc(*call.bias, matmul ? rank : 1);
+
+    dnnl::post_ops ops;
+    std::vector<std::pair<int, memory::desc>> binary;
+    BuildPostOps(call, &ops, &binary);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+    const bool prepack = options.prepack_weights && !impl->runtime_weights;
+    const memory::desc w_md = prepack ? AnyDesc(user_w_md) : user_w_md;
+    const memory::desc* b = bias_md ? &*bias_md : nullptr;
+    dnnl::primitive_desc pd;
+    bool any_acts = options.any_activation_layout;
+    if (any_acts) {
+      try {
+        pd = MakePrimitiveDesc(call, conv, AnyDesc(user_src_md), w_md, b,
+                               AnyDesc(user_dst_md), attr);
+      } catch (const dnnl::error&) {
+        any_acts = false;  // fall back to the caller's layouts
+      }
+    }
+    if (!any_acts) {
+      pd = MakePrimitiveDesc(call, conv, user_src_md, w_md, b, user_dst_md, attr);
+    }
+    const memory::desc pd_src = pd.query_md(dnnl::query::src_md, 0);
+    const memory::desc pd_dst = pd.query_md(dnnl::query::dst_md, 0);
+    const memory::desc pd_w = pd.query_md(dnnl::query::weights_md, 0);
+
+    // Weights: prepacked once, or the plain copy.
+    if (impl->runtime_weights) {
+      m.user_weights = memory(user_w_md, engine, DNNL_MEMORY_NONE);
+      m.args[DNNL_ARG_WEIGHTS] = m.user_weights;
+    } else if (prepack) {
+      m.packed_weights = memory(pd_w, engine);
+      memory src_w(user_w_md, engine, const_cast<void*>(weights->raw_data()));
+      dnnl::reorder(src_w, m.packed_weights)
+          .execute(CpuStream(), src_w, m.packed_weights);
+      CpuStream().wait();
+      m.prepacked_bytes = static_cast<int64_t>(pd_w.get_size());
+      m.args[DNNL_ARG_WEIGHTS] = m.packed_weights;
+    } else {
+      m.plain_weights = *weights;
+      m.args[DNNL_ARG_WEIGHTS] =
+          memory(user_w_md, engine, m.plain_weights.raw_data());
+    }
+    if (bias) {
+      m.bias = *bias;
+      m.args[DNNL_ARG_BIAS] = memory(*bias_md, engine, m.bias.raw_data());
+    }
+
+    // Activations: the caller's buffers, or internal ones behind reorders.
+    m.user_src = memory(user_src_md, engine, DNNL_MEMORY_NONE);
+    m.user_dst = memory(user_dst_md, engine, DNNL_MEMORY_NONE);
+    if (pd_src != user_src_md) {
+      m.internal_src = memory(pd_src, engine);
+      m.src_in = dnnl::reorder(m.user_src, m.internal_src);
+      m.args[DNNL_ARG_SRC] = m.internal_src;
+      ++m.reorders_per_call;
+    } else {
+      m.args[DNNL_ARG_SRC] = m.user_src;
+    }
+    if (pd_dst != user_dst_md) {
+      m.internal_dst = memory(pd_dst, engine);
+      m.dst_out = dnnl::reorder(m.internal_dst, m.user_dst);
+      ++m.reorders_per_call;
+      if (call.has_sum()) {
+        m.dst_in = dnnl::reorder(m.user_dst, m.internal_dst);
+        ++m.reorders_per_call;
+      }
+      m.args[DNNL_ARG_DST] = m.internal_dst;
+    } else {
+      m.args[DNNL_ARG_DST] = m.user_dst;
+    }
+    for (const auto& [index, md] : binary) {
+      const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+      m.binary_arg_keys.push_back(key);
+      m.args[key] = memory(md, engine, DNNL_MEMORY_NONE);
+    }
+    const memory::desc scratch_md = pd.scratchpad_desc();
+    m.scratchpad_bytes = static_cast<int64_t>(scratch_md.get_size());
+    m.scratchpad = memory(scratch_md, engine);
+    m.args[DNNL_ARG_SCRATCHPAD] = m.scratchpad;
+
+    m.primitive = dnnl::primitive(pd);
+    const int w_ndims = pd_w.data.ndims;
+    m.weights_layout = LayoutString(pd_w, DimLetters(call, true, w_ndims));
+    m.src_layout = LayoutString(pd_src, DimLetters(call, false, pd_src.data.ndims));
+    m.dst_layout = LayoutString(pd_dst, DimLetters(call, false, pd_dst.data.ndims));
+    m.impl_name = pd.impl_info_str();
+  } catch (const dnnl::error& e) {
+    return CreateError(call, e);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "oneDNN call ", call.ToString(), ": out of memory"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("oneDNN call ", call.ToString(), ": ", e.what()));
+  }
+  return std::unique_ptr<OneDnnCall>(new OneDnnCall(std::move(impl)));
+}
+
+absl::Status OneDnnCall::Execute(const void* src,
+                                 absl::Span<const void* const> binary_operands,
+                                 void* dst) {
+  if (impl_->runtime_weights) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", impl_->call.ToString(),
+        ": created without constant weights; pass them to Execute"));
+  }
+  return Run(src, nullptr, binary_operands, dst);
+}
+
+absl::Status OneDnnCall::Execute(const void* src, const void* weights,
+                                 absl::Span<const void* const> binary_operands,
+                                 void* dst) {
+  if (!impl_->runtime_weights) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", impl_->call.ToString(),
+        ": has constant weights; use Execute without weights"));
+  }
+  if (weights == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", impl_->call.ToString(), ": null weights pointer"));
+  }
+  return Run(src, weights, binary_operands, dst);
+}
+
+absl::Status OneDnnCall::Run(const void* src, const void* weights,
+                             absl::Span<const void* const> binary_operands,
+                             void* dst) {
+  Impl& m = *impl_;
+  if (binary_operands.size() != m.binary_arg_keys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", m.call.ToString(), ": expects ", m.binary_arg_keys.size(),
+        " binary post-op operands, got ", binary_operands.size()));
+  }
+  if (src == nullptr || dst == nullptr ||
+      std::find(binary_operands.begin(), binary_operands.end(), nullptr) !=
+          binary_operands.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("oneDNN call ", m.call.ToString(), ": null buffer pointer"));
+  }
+  try {
+    dnnl::stream& stream = CpuStream();
+    m.user_src.set_data_handle(const_cast<void*>(src));
+    m.user_dst.set_data_handle(dst);
+    if (weights) m.user_weights.set_data_handle(const_cast<void*>(weights));
+    for (size_t i = 0; i < binary_operands.size(); ++i) {
+      m.args[m.binary_arg_keys[i]].set_data_handle(
+          const_cast<void*>(binary_operands[i]));
+    }
+    if (m.src_in) m.src_in->execute(stream, m.user_src, m.internal_src);
+    if (m.dst_in) m.dst_in->execute(stream, m.user_dst, m.internal_dst);
+    m.primitive.execute(stream, m.args);
+    if (m.dst_out) m.dst_out->execute(stream, m.internal_dst, m.user_dst);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN call ", m.call.ToString(),
+                                            " failed: ", e.what(), " (",
+                                            DnnlStatusName(e.status), ")"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("oneDNN call ", m.call.ToString(),
+                                            " failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+const FusedCall& OneDnnCall::call() const { return impl_->call; }
+int64_t OneDnnCall::prepacked_bytes() const { return impl_->prepacked_bytes; }
+int64_t OneDnnCall::scratchpad_bytes() const { return impl_->scratchpad_bytes; }
+std::string OneDnnCall::weights_layout() const { return impl_->weights_layout; }
+std::string OneDnnCall::src_layout() const { return impl_->src_layout; }
+std::string OneDnnCall::dst_layout() const { return impl_->dst_layout; }
+int OneDnnCall::reorders_per_call() const { return impl_->reorders_per_call; }
+std::string OneDnnCall::impl_name() const { return impl_->impl_name; }
+
+}  // namespace kiln::onednn

@@ -1,0 +1,96 @@
+// File: backends/onednn/onednn_call.h — one fused Conv/ConvTranspose/MatMul/
+// Linear call executed by a oneDNN primitive: built once from a FusedCall and
+// its constant weights/bias (prepacked into oneDNN's preferred layout), then
+// executed many times on caller-owned buffers.
+//
+//   KILN_ASSIGN_OR_RETURN(std::unique_ptr<OneDnnCall> call,
+//                         OneDnnCall::Create(desc, &weights, &bias));
+//   KILN_RETURN_IF_ERROR(call->Execute(x, {residual_or_operand}, y));
+//
+// oneDNN types stay behind this header: the wrapper and generated code that
+// hold OneDnnCalls do not include dnnl.hpp.
+#ifndef KILN_BACKENDS_ONEDNN_ONEDNN_CALL_H_
+#define KILN_BACKENDS_ONEDNN_ONEDNN_CALL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/onednn/fused_call.h"
+#include "ir/graph/tensor.h"
+
+namespace kiln::onednn {
+
+struct OneDnnCallOptions {
+  // Reorder the constant weights once, at creation, into the layout the
+  // primitive prefers (format_tag::any). Off: the primitive runs on the plain
+  // ONNX-layout weights (saves the packed copy; usually slower).
+  bool prepack_weights = true;
+  // Let the primitive choose src/dst layouts too (format_tag::any); when it
+  // picks a blocked one, Execute reorders the plain activations in and out
+  // (counted in reorders_per_call()). Off: the primitive runs directly on the
+  // caller's layouts (NCHW, NHWC or any strides the FusedCall gives).
+  bool any_activation_layout = false;
+};
+
+// Why a class: primitive descriptor, primitive, packed weights, scratchpad
+// and reorder buffers are expensive to create and must live as long as the
+// compiled model; Execute only swaps data pointers. Execute is not safe to
+// call concurrently on one object (it reuses internal buffers).
+class OneDnnCall {
+ public:
+  // `weights` must match call.weights (shape, dtype); nullptr only for
+  // kMatMul, whose weights then come at Execute time (activation x
+  // activation, e.g. attention). `bias` is required iff call.bias is set.
+  // Returns InvalidArgument for an inconsistent description, Unimplemented
+  // when oneDNN (or this backend) cannot run the combination — the caller
+  // then keeps the op in the loop IR.
+  static absl::StatusOr<std::unique_ptr<OneDnnCall>> Create(
+      const FusedCall& call, const ir::Tensor* weights, const ir::Tensor* bias,
+      const OneDnnCallOptions& options = {});
+
+  ~OneDnnCall();
+  OneDnnCall(const OneDnnCall&) = delete;
+  OneDnnCall& operator=(const OneDnnCall&) = delete;
+
+  // Runs the call. `src` and `dst` are laid out as call().src / call().dst
+  // say; `binary_operands` holds one pointer per binary post-op, in post-op
+  // order (FusedCall::BinaryPostOpIndices()). With a sum post-op, `dst`
+  // must hold the tensor to accumulate into (the residual) on entry.
+  absl::Status Execute(const void* src,
+                       absl::Span<const void* const> binary_operands, void* dst);
+  // For a kMatMul created without constant weights.
+  absl::Status Execute(const void* src, const void* weights,
+                       absl::Span<const void* const> binary_operands, void* dst);
+
+  const FusedCall& call() const;
+  // Bytes of the prepacked weights (0 when not prepacked).
+  int64_t prepacked_bytes() const;
+  // Bytes of the scratchpad the primitive owns.
+  int64_t scratchpad_bytes() const;
+  // Layouts the primitive runs on, in oneDNN's tag notation ("OIhw16i16o",
+  // "nchw", "acdb", "BA16a64b"...; "opaque" for non-blocked formats).
+  std::string weights_layout() const;
+  std::string src_layout() const;
+  std::string dst_layout() const;
+  // Activation reorders Execute performs per call (0 when the primitive runs
+  // on the caller's layouts).
+  int reorders_per_call() const;
+  // oneDNN's implementation name, e.g. "brg:avx512_core" or "jit:avx2".
+  std::string impl_name() const;
+
+ private:
+  struct Impl;
+  explicit OneDnnCall(std::unique_ptr<Impl> impl);
+  absl::Status Run(const void* src, const void* weights,
+                   absl::Span<const void* const> binary_operands, void* dst);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::onednn
+
+#endif  // KILN_BACKENDS_ONEDNN_ONEDNN_CALL_H_

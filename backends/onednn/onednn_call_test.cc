@@ -1,0 +1,669 @@
+// Numeric tests of OneDnnCall against kiln's reference interpreter: each call
+// is also written as the equivalent ONNX nodes (Conv/ConvTranspose/MatMul/
+// Gemm + the post-op ops), run by reference::Run, and compared.
+#include "backends/onednn/onednn_call.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backends/onednn/fused_call.h"
+#include "backends/onednn/threads.h"
+#include "gtest/gtest.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::onednn {
+namespace {
+
+using ir::AttributeMap;
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+using ir::ValueId;
+
+Tensor Random(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+TensorSpec Spec(Shape shape) { return TensorSpec{DType::kF32, std::move(shape), {}}; }
+
+// A reference graph under construction: graph inputs carry their data.
+class RefGraph {
+ public:
+  ValueId Input(const Tensor& t) {
+    ValueId id = graph_.AddValue(Name(), DType::kF32, t.shape());
+    graph_.AddInput(id);
+    inputs_.push_back(t);
+    return id;
+  }
+  ValueId Const(const Tensor& t) {
+    ValueId id = graph_.AddValue(Name(), t.dtype(), t.shape());
+    graph_.SetConstant(id, t);
+    return id;
+  }
+  ValueId Scalar(float v) { return Const(Tensor::Scalar<float>(v)); }
+  ValueId Node(std::string op, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
+    ValueId out = graph_.AddUnshapedValue(Name(), DType::kF32);
+    graph_.AddNode(std::move(op), std::move(inputs), {out}, std::move(attrs));
+    return out;
+  }
+  Tensor Run(ValueId out) {
+    graph_.AddOutput(out);
+    absl::StatusOr<std::vector<Tensor>> r = reference::Run(graph_, inputs_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok() || r->size() != 1) return Tensor();
+    return (*r)[0];
+  }
+
+ private:
+  std::string Name() { return absl::StrCat("v", next_++); }
+  ir::Graph graph_;
+  std::vector<Tensor> inputs_;
+  int next_ = 0;
+};
+
+// ONNX nodes computing post-op `p` on `x`; `operand` is the binary operand's
+// graph input (binary post-ops) or the residual's (sum).
+ValueId AppendPostOp(RefGraph& g, ValueId x, const PostOp& p, ValueId operand) {
+  switch (p.kind) {
+    case PostOpKind::kRelu: return g.Node("Relu", {x});
+    case PostOpKind::kLeakyRelu: return g.Node("LeakyRelu", {x}, {{"alpha", p.alpha}});
+    case PostOpKind::kElu: return g.Node("Elu", {x}, {{"alpha", p.alpha}});
+    case PostOpKind::kGeluErf: {
+      ValueId e = g.Node("Erf", {g.Node("Div", {x, g.Scalar(std::sqrt(2.0f))})});
+      ValueId half = g.Node("Mul", {g.Scalar(0.5f), g.Node("Add", {g.Scalar(1.0f), e})});
+      return g.Node("Mul", {x, half});
+    }
+    case PostOpKind::kGeluTanh: {
+      ValueId x3 = g.Node("Mul", {x, g.Node("Mul", {x, x})});
+      ValueId inner = g.Node("Add", {x, g.Node("Mul", {g.Scalar(0.044715f), x3})});
+      ValueId t = g.Node(
+          "Tanh", {g.Node("Mul", {g.Scalar(0.7978845608f /* sqrt(2/pi) */), inner})});
+      ValueId half = g.Node("Mul", {g.Scalar(0.5f), g.Node("Add", {g.Scalar(1.0f), t})});
+      return g.Node("Mul", {x, half});
+    }
+    case PostOpKind::kSwish: return g.Node("Mul", {x, g.Node("Sigmoid", {x})});
+    case PostOpKind::kSigmoid: return g.Node("Sigmoid", {x});
+    case PostOpKind::kTanh: return g.Node("Tanh", {x});
+    case PostOpKind::kHardSwish: return g.Node("HardSwish", {x});
+    case PostOpKind::kHardSigmoid:
+      return g.Node("HardSigmoid", {x}, {{"alpha", p.alpha}, {"beta", p.beta}});
+    case PostOpKind::kClip:
+      return g.Node("Clip", {x, g.Scalar(p.alpha), g.Scalar(p.beta)});
+    case PostOpKind::kLinear:
+      return g.Node("Add", {g.Node("Mul", {x, g.Scalar(p.alpha)}), g.Scalar(p.beta)});
+    case PostOpKind::kAdd: return g.Node("Add", {x, operand});
+    case PostOpKind::kSub: return g.Node("Sub", {x, operand});
+    case PostOpKind::kMul: return g.Node("Mul", {x, operand});
+    case PostOpKind::kSum:
+      return g.Node("Add", {x, g.Node("Mul", {operand, g.Scalar(p.alpha)})});
+  }
+  return x;
+}
+
+void ExpectNear(const Tensor& want, const float* got, const std::string& what) {
+  int bad = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float w = want.data<float>()[i];
+    const float tol = 1e-4f * std::fabs(w) + 1e-4f;
+    if (!(std::fabs(got[i] - w) <= tol) && bad++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i]
+                    << ", reference " << w;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << want.num_elements()
+                    << " elements differ";
+}
+
+// One test case: the call, its data, and the main op as ONNX nodes.
+struct Case {
+  FusedCall call;
+  Tensor src;      // the src buffer as laid out in memory
+  std::optional<Tensor> weights;  // constant weights buffer (nullopt: runtime)
+  Tensor runtime_weights;         // kMatMul without constant weights
+  std::optional<Tensor> bias;
+  std::vector<Tensor> operands;   // one per binary post-op, in order
+  std::optional<Tensor> residual; // for a sum post-op
+  // Builds the op (+ bias) from the src input, the weights value and the
+  // bias constant (kNoValue when absent).
+  std::function<ValueId(RefGraph&, ValueId src, ValueId weights, ValueId bias)> onnx;
+};
+
+Tensor Reference(const Case& c) {
+  RefGraph g;
+  ValueId x = g.Input(c.src);
+  ValueId w = c.weights ? g.Const(*c.weights) : g.Input(c.runtime_weights);
+  ValueId b = c.bias ? g.Const(*c.bias) : ir::kNoValue;
+  std::vector<ValueId> operands;
+  for (const Tensor& t : c.operands) operands.push_back(g.Input(t));
+  ValueId residual = c.residual ? g.Input(*c.residual) : ir::kNoValue;
+  ValueId y = c.onnx(g, x, w, b);
+  size_t next_operand = 0;
+  for (const PostOp& p : c.call.post_ops) {
+    ValueId operand = ir::kNoValue;
+    if (p.is_binary()) operand = operands[next_operand++];
+    if (p.kind == PostOpKind::kSum) operand = residual;
+    y = AppendPostOp(g, y, p, operand);
+  }
+  return g.Run(y);
+}
+
+// Runs `c` through OneDnnCall; returns the dst buffer.
+absl::StatusOr<Tensor> RunOneDnn(const Case& c, const OneDnnCallOptions& options,
+                                 std::unique_ptr<OneDnnCall>* out_call = nullptr) {
+  const Tensor* bias = c.bias ? &*c.bias : nullptr;
+  const Tensor* weights = c.weights ? &*c.weights : nullptr;
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
+      OneDnnCall::Create(c.call, weights, bias, options);
+  if (!call.ok()) return call.status();
+  Tensor dst(DType::kF32, c.call.dst.shape);
+  if (c.residual) {
+    std::memcpy(dst.raw_data(), c.residual->raw_data(), dst.byte_size());
+  }
+  std::vector<const void*> operands;
+  for (const Tensor& t : c.operands) operands.push_back(t.raw_data());
+  absl::Status s = weights ? (*call)->Execute(c.src.raw_data(), operands, dst.raw_data())
+                           : (*call)->Execute(c.src.raw_data(),
+                                              c.runtime_weights.raw_data(), operands,
+                                              dst.raw_data());
+  if (!s.ok()) return s;
+  if (out_call) *out_call = std::move(*call);
+  return dst;
+}
+
+// Checks `c` against the reference with prepacking on and off (and, when
+// asked, with oneDNN choosing the activation layouts).
+void Check(const Case& c, bool also_any_layout = false) {
+  SCOPED_TRACE(c.call.ToString());
+  const Tensor want = Reference(c);
+  ASSERT_EQ(want.shape(), c.call.dst.shape);
+  std::vector<OneDnnCallOptions> configs = {{true, false}, {false, false}};
+  if (also_any_layout) configs.push_back({true, true});
+  for (const OneDnnCallOptions& o : configs) {
+    const std::string what = absl::StrCat(
+        c.call.ToString(), o.prepack_weights ? " prepacked" : " plain weights",
+        o.any_activation_layout ? " any layout" : "");
+    std::unique_ptr<OneDnnCall> call;
+    absl::StatusOr<Tensor> got = RunOneDnn(c, o, &call);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+    ExpectNear(want, got->data<float>(), what);
+    if (c.weights && o.prepack_weights) {
+      EXPECT_GT(call->prepacked_bytes(), 0) << what;
+    } else {
+      EXPECT_EQ(call->prepacked_bytes(), 0) << what;
+    }
+    EXPECT_FALSE(call->weights_layout().empty());
+    if (!o.any_activation_layout) {
+      EXPECT_EQ(call->reorders_per_call(), 0) << what;
+    }
+  }
+}
+
+// ---- Conv.
+
+struct ConvSetup {
+  Shape src;            // N, C, spatial...
+  int64_t out_channels;
+  Shape kernel;
+  ConvParams params;
+  bool bias = true;
+};
+
+Case ConvCase(const ConvSetup& s, std::vector<PostOp> post_ops, uint32_t seed) {
+  Case c;
+  c.call.kind = CallKind::kConv;
+  c.call.src = Spec(s.src);
+  Shape w = {s.out_channels, s.src[1] / s.params.groups};
+  w.insert(w.end(), s.kernel.begin(), s.kernel.end());
+  c.call.weights = Spec(w);
+  if (s.bias) c.call.bias = Spec({s.out_channels});
+  c.call.conv = s.params;
+  c.call.post_ops = std::move(post_ops);
+  absl::StatusOr<Shape> dst = ComputeDstShape(c.call);
+  EXPECT_TRUE(dst.ok()) << dst.status();
+  c.call.dst = Spec(dst.ok() ? *dst : Shape{});
+  c.src = Random(s.src, seed);
+  c.weights = Random(w, seed + 1);
+  if (s.bias) c.bias = Random({s.out_channels}, seed + 2);
+  const int spatial = static_cast<int>(s.src.size()) - 2;
+  ConvParams p = *NormalizeConvParams(s.params, spatial);
+  c.onnx = [p](RefGraph& g, ValueId x, ValueId w, ValueId b) {
+    std::vector<int64_t> pads = p.pads_begin;
+    pads.insert(pads.end(), p.pads_end.begin(), p.pads_end.end());
+    std::vector<ValueId> in = {x, w};
+    if (b != ir::kNoValue) in.push_back(b);
+    return g.Node("Conv", in,
+                  {{"strides", p.strides}, {"dilations", p.dilations},
+                   {"pads", pads}, {"group", p.groups}});
+  };
+  return c;
+}
+
+// Gives each binary post-op of `c` a random operand and a sum a residual.
+void AddPostOpData(Case& c, uint32_t seed) {
+  for (const PostOp& p : c.call.post_ops) {
+    if (p.is_binary()) c.operands.push_back(Random(p.operand.shape, seed++));
+    if (p.kind == PostOpKind::kSum) c.residual = Random(c.call.dst.shape, seed++);
+  }
+}
+
+ConvParams Params(std::vector<int64_t> strides, std::vector<int64_t> pads_begin,
+                  std::vector<int64_t> pads_end, int64_t groups = 1,
+                  std::vector<int64_t> dilations = {}) {
+  ConvParams p;
+  p.strides = std::move(strides);
+  p.pads_begin = std::move(pads_begin);
+  p.pads_end = std::move(pads_end);
+  p.groups = groups;
+  p.dilations = std::move(dilations);
+  return p;
+}
+
+TEST(OneDnnCallConv, OddChannels3x3BiasRelu) {
+  Check(ConvCase({{2, 3, 9, 7}, 5, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                 {PostOp::Relu()}, 10),
+        /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConv, GroupedStride2LeakyRelu) {
+  Check(ConvCase({{1, 6, 11, 11}, 9, {3, 3}, Params({2, 2}, {1, 1}, {1, 1}, 3)},
+                 {PostOp::LeakyRelu(0.1f)}, 20));
+}
+
+TEST(OneDnnCallConv, DepthwiseRelu6) {
+  Check(ConvCase({{1, 16, 10, 10}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1}, 16)},
+                 {PostOp::Relu6()}, 30),
+        /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConv, DilatedAsymmetricPadsElu) {
+  Check(ConvCase({{1, 4, 12, 9}, 6, {3, 2},
+                  Params({1, 2}, {0, 1}, {2, 0}, 1, {2, 3})},
+                 {PostOp::Elu(0.5f)}, 40));
+}
+
+TEST(OneDnnCallConv, OneByOneNoBiasSigmoid) {
+  ConvSetup s{{2, 32, 5, 5}, 17, {1, 1}, Params({1, 1}, {0, 0}, {0, 0})};
+  s.bias = false;
+  Check(ConvCase(s, {PostOp::Sigmoid()}, 50), /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConv, Conv1dTanh) {
+  Check(ConvCase({{2, 5, 20}, 7, {5}, Params({2}, {2}, {1})}, {PostOp::Tanh()}, 60));
+}
+
+TEST(OneDnnCallConv, Conv3dHardSwish) {
+  Check(ConvCase({{1, 3, 5, 6, 7}, 4, {3, 3, 3}, Params({1, 1, 1}, {1, 1, 1}, {1, 1, 1})},
+                 {PostOp::HardSwish()}, 70));
+}
+
+TEST(OneDnnCallConv, ResidualSumThenRelu) {
+  Case c = ConvCase({{1, 16, 8, 8}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Sum(), PostOp::Relu()}, 80);
+  AddPostOpData(c, 81);
+  EXPECT_EQ(c.call.ToString(), "conv[3x3 s1 g1 p1]+bias+sum+relu");
+  Check(c, /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConv, ScaledSum) {
+  Case c = ConvCase({{1, 8, 6, 6}, 8, {1, 1}, Params({1, 1}, {0, 0}, {0, 0})},
+                    {PostOp::Sum(0.5f)}, 85);
+  AddPostOpData(c, 86);
+  Check(c);
+}
+
+TEST(OneDnnCallConv, ChainBroadcastAddSwishFullMul) {
+  Case c = ConvCase({{2, 8, 7, 7}, 12, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Add(Spec({1, 12, 1, 1})), PostOp::Swish(),
+                     PostOp::Mul(Spec({2, 12, 7, 7}))},
+                    90);
+  AddPostOpData(c, 91);
+  Check(c, /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConv, ChannelsLastBuffers) {
+  // The caller's src/dst are NHWC: the same logical conv, described by strides.
+  const Shape x = {2, 16, 6, 5};
+  Case c = ConvCase({x, 24, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Relu()}, 100);
+  const Tensor nchw = c.src;
+  c.call.src.strides = ChannelsLastStrides(x);
+  c.call.dst.strides = ChannelsLastStrides(c.call.dst.shape);
+  // The buffer holds x in NHWC order.
+  Tensor nhwc(DType::kF32, {2, 6, 5, 16});
+  for (int n = 0; n < 2; ++n)
+    for (int ch = 0; ch < 16; ++ch)
+      for (int h = 0; h < 6; ++h)
+        for (int w = 0; w < 5; ++w)
+          nhwc.data<float>()[((n * 6 + h) * 5 + w) * 16 + ch] =
+              nchw.data<float>()[((n * 16 + ch) * 6 + h) * 5 + w];
+  c.src = nhwc;
+  auto conv = c.onnx;
+  c.onnx = [conv](RefGraph& g, ValueId xin, ValueId w, ValueId b) {
+    ValueId as_nchw = g.Node("Transpose", {xin}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+    ValueId y = conv(g, as_nchw, w, b);
+    return g.Node("Transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  };
+  // Compare in NHWC: the reference output is transposed back, and its shape
+  // is the NHWC buffer's.
+  const Tensor want = Reference(c);
+  for (bool prepack : {true, false}) {
+    OneDnnCallOptions o;
+    o.prepack_weights = prepack;
+    absl::StatusOr<Tensor> got = RunOneDnn(c, o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear(want, got->data<float>(), "nhwc conv");
+  }
+}
+
+// Every eltwise post-op kind on one small conv.
+class EltwisePostOpTest : public ::testing::TestWithParam<PostOp> {};
+
+TEST_P(EltwisePostOpTest, MatchesReference) {
+  Check(ConvCase({{1, 5, 6, 6}, 7, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                 {GetParam()}, 110));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllKinds, EltwisePostOpTest,
+    ::testing::Values(PostOp::Relu(), PostOp::LeakyRelu(0.2f), PostOp::Elu(1.0f),
+                      PostOp::GeluErf(), PostOp::GeluTanh(), PostOp::Swish(),
+                      PostOp::Sigmoid(), PostOp::Tanh(), PostOp::HardSwish(),
+                      PostOp::HardSigmoid(0.2f, 0.5f), PostOp::Clip(-0.5f, 0.25f),
+                      PostOp::Relu6(), PostOp::Linear(2.0f, -0.5f)),
+    [](const ::testing::TestParamInfo<PostOp>& info) {
+      std::string name;
+      for (char ch : info.param.ToString()) {
+        if (std::isalnum(static_cast<unsigned char>(ch))) name.push_back(ch);
+      }
+      return absl::StrCat(info.index, "_", name);
+    });
+
+// Binary post-ops with every broadcast pattern a rewriter will produce.
+TEST(OneDnnCallConv, BinaryBroadcasts) {
+  Case c = ConvCase({{2, 6, 5, 5}, 6, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Sub(Spec({6, 1, 1})), PostOp::Add(Spec({1})),
+                     PostOp::Mul(Spec({2, 6, 5, 5})), PostOp::Add(Spec({1, 1, 1, 5}))},
+                    120);
+  AddPostOpData(c, 121);
+  Check(c);
+}
+
+// ---- ConvTranspose.
+
+Case DeconvCase(Shape src, int64_t out_channels, Shape kernel, ConvParams params,
+                std::vector<PostOp> post_ops, uint32_t seed) {
+  Case c;
+  c.call.kind = CallKind::kConvTranspose;
+  c.call.src = Spec(src);
+  Shape w = {src[1], out_channels / params.groups};
+  w.insert(w.end(), kernel.begin(), kernel.end());
+  c.call.weights = Spec(w);
+  c.call.bias = Spec({out_channels});
+  c.call.conv = params;
+  c.call.post_ops = std::move(post_ops);
+  absl::StatusOr<Shape> dst = ComputeDstShape(c.call);
+  EXPECT_TRUE(dst.ok()) << dst.status();
+  c.call.dst = Spec(dst.ok() ? *dst : Shape{});
+  c.src = Random(src, seed);
+  c.weights = Random(w, seed + 1);
+  c.bias = Random({out_channels}, seed + 2);
+  ConvParams p = *NormalizeConvParams(params, static_cast<int>(src.size()) - 2);
+  c.onnx = [p](RefGraph& g, ValueId x, ValueId w, ValueId b) {
+    std::vector<int64_t> pads = p.pads_begin;
+    pads.insert(pads.end(), p.pads_end.begin(), p.pads_end.end());
+    return g.Node("ConvTranspose", {x, w, b},
+                  {{"strides", p.strides}, {"dilations", p.dilations},
+                   {"pads", pads}, {"group", p.groups},
+                   {"output_padding", p.output_padding}});
+  };
+  return c;
+}
+
+TEST(OneDnnCallConvTranspose, Stride2OutputPaddingRelu) {
+  ConvParams p = Params({2, 2}, {1, 1}, {1, 1});
+  p.output_padding = {1, 1};
+  Case c = DeconvCase({1, 5, 6, 6}, 3, {3, 3}, p, {PostOp::Relu()}, 200);
+  EXPECT_EQ(c.call.dst.shape, (Shape{1, 3, 12, 12}));
+  Check(c, /*also_any_layout=*/true);
+}
+
+TEST(OneDnnCallConvTranspose, GroupedDilatedGeluTanh) {
+  Case c = DeconvCase({2, 4, 5, 7}, 6, {2, 3},
+                      Params({1, 2}, {0, 1}, {1, 0}, 2, {2, 1}),
+                      {PostOp::GeluTanh()}, 210);
+  Check(c);
+}
+
+TEST(OneDnnCallConvTranspose, ResidualSum) {
+  Case c = DeconvCase({1, 8, 4, 4}, 8, {2, 2}, Params({2, 2}, {0, 0}, {0, 0}),
+                      {PostOp::Sum(), PostOp::Tanh()}, 220);
+  AddPostOpData(c, 221);
+  Check(c);
+}
+
+// ---- MatMul.
+
+// src [..., M, K] x weights [..., K, N]; either stored transposed when asked.
+Case MatMulCase(Shape a, Shape b, bool transpose_a, bool transpose_b,
+                bool constant_weights, std::optional<Shape> bias,
+                std::vector<PostOp> post_ops, uint32_t seed) {
+  Case c;
+  c.call.kind = CallKind::kMatMul;
+  c.call.src = Spec(a);
+  c.call.weights = Spec(b);
+  if (transpose_a) c.call.src.strides = TransposedLastTwoStrides(a);
+  if (transpose_b) c.call.weights.strides = TransposedLastTwoStrides(b);
+  if (bias) c.call.bias = Spec(*bias);
+  c.call.post_ops = std::move(post_ops);
+  absl::StatusOr<Shape> dst = ComputeDstShape(c.call);
+  EXPECT_TRUE(dst.ok()) << dst.status();
+  c.call.dst = Spec(dst.ok() ? *dst : Shape{});
+  auto stored = [](Shape s, bool t) {
+    if (t) std::swap(s[s.size() - 1], s[s.size() - 2]);
+    return s;
+  };
+  c.src = Random(stored(a, transpose_a), seed);
+  Tensor w = Random(stored(b, transpose_b), seed + 1);
+  if (constant_weights) {
+    c.weights = w;
+  } else {
+    c.runtime_weights = w;
+  }
+  if (bias) c.bias = Random(*bias, seed + 2);
+  auto perm = [](size_t rank) {
+    std::vector<int64_t> p(rank);
+    for (size_t i = 0; i < rank; ++i) p[i] = static_cast<int64_t>(i);
+    std::swap(p[rank - 1], p[rank - 2]);
+    return p;
+  };
+  c.onnx = [=](RefGraph& g, ValueId x, ValueId w, ValueId bv) {
+    if (transpose_a) x = g.Node("Transpose", {x}, {{"perm", perm(a.size())}});
+    if (transpose_b) w = g.Node("Transpose", {w}, {{"perm", perm(b.size())}});
+    ValueId y = g.Node("MatMul", {x, w});
+    return bv == ir::kNoValue ? y : g.Node("Add", {y, bv});
+  };
+  return c;
+}
+
+TEST(OneDnnCallMatMul, PlainBiasGeluErf) {
+  Case c = MatMulCase({33, 48}, {48, 40}, false, false, true, Shape{40},
+                      {PostOp::GeluErf()}, 300);
+  EXPECT_EQ(c.call.ToString(), "matmul[33x48x40]+bias+gelu_erf");
+  Check(c);
+}
+
+TEST(OneDnnCallMatMul, BatchedBroadcastWeightsHardSigmoid) {
+  Case c = MatMulCase({2, 3, 4, 5}, {3, 5, 6}, false, false, true, Shape{1, 6},
+                      {PostOp::HardSigmoid(0.3f, 0.4f)}, 310);
+  EXPECT_EQ(c.call.dst.shape, (Shape{2, 3, 4, 6}));
+  Check(c);
+}
+
+TEST(OneDnnCallMatMul, TransposedOperandsLinear) {
+  Case c = MatMulCase({2, 7, 9}, {2, 9, 5}, true, true, true, std::nullopt,
+                      {PostOp::Linear(2.0f, -1.0f)}, 320);
+  EXPECT_EQ(c.call.ToString(), "matmul[2*7x9x5 tA tB]+linear(2,-1)");
+  Check(c);
+}
+
+TEST(OneDnnCallMatMul, RuntimeWeightsBroadcastSrc) {
+  // Activation x activation (attention-like): src broadcasts over the batch.
+  Case c = MatMulCase({1, 4, 8}, {3, 8, 5}, false, true, false, std::nullopt,
+                      {PostOp::Swish()}, 330);
+  Check(c);
+}
+
+TEST(OneDnnCallMatMul, FullAddAndRowBroadcastSub) {
+  Case c = MatMulCase({2, 6, 10}, {10, 12}, false, false, true, Shape{12},
+                      {PostOp::Add(Spec({2, 6, 12})), PostOp::Sub(Spec({12})),
+                       PostOp::Relu()},
+                      340);
+  AddPostOpData(c, 341);
+  Check(c);
+}
+
+TEST(OneDnnCallMatMul, ResidualSum) {
+  Case c = MatMulCase({16, 32}, {32, 24}, false, false, true, Shape{24},
+                      {PostOp::Sum()}, 350);
+  AddPostOpData(c, 351);
+  Check(c);
+}
+
+// ---- Inner product (Gemm / Linear).
+
+Case LinearCase(int64_t n, int64_t ic, int64_t oc, bool weights_oi,
+                std::vector<PostOp> post_ops, uint32_t seed) {
+  Case c;
+  c.call.kind = CallKind::kInnerProduct;
+  c.call.src = Spec({n, ic});
+  c.call.weights = Spec({oc, ic});
+  // Gemm transB=0 stores [IC, OC]: the logical [OC, IC] seen transposed.
+  if (!weights_oi) c.call.weights.strides = {1, oc};
+  c.call.bias = Spec({oc});
+  c.call.dst = Spec({n, oc});
+  c.call.post_ops = std::move(post_ops);
+  c.src = Random({n, ic}, seed);
+  c.weights = Random(weights_oi ? Shape{oc, ic} : Shape{ic, oc}, seed + 1);
+  c.bias = Random({oc}, seed + 2);
+  c.onnx = [weights_oi](RefGraph& g, ValueId x, ValueId w, ValueId b) {
+    return g.Node("Gemm", {x, w, b}, {{"transB", int64_t{weights_oi ? 1 : 0}}});
+  };
+  return c;
+}
+
+TEST(OneDnnCallLinear, TransBClip) {
+  Case c = LinearCase(5, 37, 19, true, {PostOp::Clip(-0.5f, 0.5f)}, 400);
+  EXPECT_EQ(c.call.ToString(), "linear[37->19]+bias+clip(-0.5,0.5)");
+  Check(c);
+}
+
+TEST(OneDnnCallLinear, NoTransBReluThenMul) {
+  Case c = LinearCase(4, 64, 48, false, {PostOp::Relu(), PostOp::Mul(Spec({1, 48}))},
+                      410);
+  AddPostOpData(c, 411);
+  Check(c);
+}
+
+// ---- Properties and errors.
+
+TEST(OneDnnCall, PrepackedWeightsUseBlockedLayoutForWideConv) {
+  Case c = ConvCase({{1, 64, 14, 14}, 64, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Relu()}, 500);
+  std::unique_ptr<OneDnnCall> packed, plain;
+  ASSERT_TRUE(RunOneDnn(c, {true, true}, &packed).ok());
+  ASSERT_TRUE(RunOneDnn(c, {false, false}, &plain).ok());
+  EXPECT_EQ(packed->prepacked_bytes(), 64 * 64 * 9 * 4);  // 64 is a block multiple
+  EXPECT_EQ(plain->weights_layout(), "oihw");
+  EXPECT_NE(packed->weights_layout(), "oihw") << packed->impl_name();
+  EXPECT_EQ(plain->src_layout(), "nchw");
+}
+
+TEST(OneDnnCall, AnyLayoutCountsReorders) {
+  Case c = ConvCase({{1, 32, 8, 8}, 32, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Sum()}, 510);
+  AddPostOpData(c, 511);
+  std::unique_ptr<OneDnnCall> call;
+  ASSERT_TRUE(RunOneDnn(c, {true, true}, &call).ok());
+  // Plain in/out, blocked inside: src in, dst in (for the sum) and dst out,
+  // or nothing when oneDNN keeps nchw.
+  if (call->src_layout() == "nchw") {
+    EXPECT_EQ(call->reorders_per_call(), call->dst_layout() == "nchw" ? 0 : 2);
+  } else {
+    EXPECT_EQ(call->reorders_per_call(), 3) << call->src_layout();
+  }
+}
+
+TEST(OneDnnCall, NonF32IsUnimplemented) {
+  Case c = ConvCase({{1, 3, 5, 5}, 4, {3, 3}, Params({1, 1}, {0, 0}, {0, 0})}, {}, 600);
+  c.call.src.dtype = DType::kI64;
+  absl::StatusOr<Tensor> r = RunOneDnn(c, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+}
+
+TEST(OneDnnCall, TwoSumsAreUnimplemented) {
+  Case c = ConvCase({{1, 3, 5, 5}, 4, {3, 3}, Params({1, 1}, {0, 0}, {0, 0})},
+                    {PostOp::Sum(), PostOp::Relu(), PostOp::Sum()}, 610);
+  absl::StatusOr<Tensor> r = RunOneDnn(c, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+}
+
+TEST(OneDnnCall, WrongDstShapeIsInvalid) {
+  Case c = ConvCase({{1, 3, 5, 5}, 4, {3, 3}, Params({1, 1}, {0, 0}, {0, 0})}, {}, 620);
+  c.call.dst.shape = {1, 4, 5, 5};
+  absl::StatusOr<Tensor> r = RunOneDnn(c, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("conv[3x3"), std::string::npos) << r.status();
+}
+
+TEST(OneDnnCall, WeightsTensorMustMatchDescription) {
+  Case c = ConvCase({{1, 3, 5, 5}, 4, {3, 3}, Params({1, 1}, {0, 0}, {0, 0})}, {}, 630);
+  Tensor wrong = Random({4, 3, 2, 2}, 1);
+  EXPECT_EQ(OneDnnCall::Create(c.call, &wrong, &*c.bias).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OneDnnCall::Create(c.call, nullptr, &*c.bias).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OneDnnCall::Create(c.call, &*c.weights, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OneDnnCall, ExecuteChecksOperands) {
+  Case c = ConvCase({{1, 3, 5, 5}, 4, {3, 3}, Params({1, 1}, {0, 0}, {0, 0})},
+                    {PostOp::Add(Spec({1, 4, 1, 1}))}, 640);
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
+      OneDnnCall::Create(c.call, &*c.weights, &*c.bias);
+  ASSERT_TRUE(call.ok()) << call.status();
+  Tensor dst(DType::kF32, c.call.dst.shape);
+  EXPECT_EQ((*call)->Execute(c.src.raw_data(), {}, dst.raw_data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  const void* null_operand = nullptr;
+  EXPECT_EQ((*call)->Execute(c.src.raw_data(), {&null_operand, 1}, dst.raw_data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  const void* operand = c.src.raw_data();
+  EXPECT_EQ((*call)->Execute(c.src.raw_data(), c.src.raw_data(), {&operand, 1},
+                             dst.raw_data()).code(),
+            absl::StatusCode::kInvalidArgument);  // has constant weights
+}
+
+TEST(Threads, SetAndQuery) {
+  ASSERT_TRUE(SetNumThreads(1).ok());
+  EXPECT_EQ(NumThreads(), 1);
+  ASSERT_TRUE(SetNumThreads(2).ok());
+  EXPECT_EQ(NumThreads(), 2);
+  EXPECT_EQ(SetNumThreads(0).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln::onednn
