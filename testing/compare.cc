@@ -3,68 +3,86 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
 namespace kiln::testing {
 
+std::string DescribeTolerance(const Tolerance& tol) {
+  if (tol.max_rel.has_value()) {
+    return absl::StrCat("max|got-ref| <= ", *tol.max_rel, " * max|ref| per output");
+  }
+  return absl::StrCat("|got-ref| <= ", tol.atol, " + ", tol.rtol,
+                      "*|ref| per element");
+}
+
 CompareResult CompareTensors(const ir::Tensor& actual,
                              const ir::Tensor& expected, const Tolerance& tol) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   CompareResult r;
-  if (actual.dtype() != expected.dtype()) {
-    r.message = absl::StrCat("dtype ", ir::DTypeName(actual.dtype()),
-                             ", expected ", ir::DTypeName(expected.dtype()));
-    return r;
-  }
-  if (actual.shape() != expected.shape()) {
+  r.dtype_match = actual.dtype() == expected.dtype();
+  r.shape_match = actual.shape() == expected.shape();
+  r.num_elements = expected.num_elements();
+  if (!r.shape_match) {
     r.message = absl::StrCat("shape ", ir::ShapeToString(actual.shape()),
                              ", expected ", ir::ShapeToString(expected.shape()));
     return r;
   }
-  const bool is_float = ir::IsFloat(expected.dtype());
-  double max_ref = 0;
+  const bool exact = !ir::IsFloat(expected.dtype()) && !ir::IsFloat(actual.dtype());
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    double e = expected.GetAsDouble(i);
-    if (std::isfinite(e)) max_ref = std::max(max_ref, std::abs(e));
+    const double e = expected.GetAsDouble(i);
+    if (std::isfinite(e)) r.max_abs_ref = std::max(r.max_abs_ref, std::abs(e));
   }
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    const double a = actual.GetAsDouble(i);
+    const double e = expected.GetAsDouble(i);
     bool good;
-    double err = 0;
-    if (is_float) {
-      const double a = actual.GetAsDouble(i);
-      const double e = expected.GetAsDouble(i);
-      if (std::isnan(e) || std::isnan(a)) {
-        good = std::isnan(e) && std::isnan(a);
-        err = good ? 0 : INFINITY;
-      } else if (std::isinf(e) || std::isinf(a)) {
-        good = a == e;
-        err = good ? 0 : INFINITY;
-      } else {
-        err = std::abs(a - e);
-        good = err <= tol.atol + tol.rtol * std::abs(e);
-      }
-    } else {
-      const int64_t a = actual.GetAsInt64(i);
-      const int64_t e = expected.GetAsInt64(i);
+    double err;
+    if (exact) {
+      good = actual.GetAsInt64(i) == expected.GetAsInt64(i);
+      err = good ? 0 : std::abs(a - e);
+    } else if (std::isnan(e) || std::isnan(a)) {
+      good = std::isnan(e) && std::isnan(a);
+      err = good ? 0 : kInf;
+    } else if (std::isinf(e) || std::isinf(a)) {
       good = a == e;
-      err = std::abs(static_cast<double>(a) - static_cast<double>(e));
+      err = good ? 0 : kInf;
+    } else {
+      err = std::abs(a - e);
+      good = err <= tol.atol + tol.rtol * std::abs(e);
     }
-    r.max_abs_error = std::max(r.max_abs_error, err);
     if (!good) {
       if (r.mismatches == 0) r.first_mismatch = i;
       ++r.mismatches;
     }
+    if (err > r.max_abs_error) {
+      r.max_abs_error = err;
+      r.max_abs_index = i;
+    }
+    if (std::isfinite(e) && std::abs(e) > tol.atol) {
+      const double rel = err / std::abs(e);
+      if (!r.max_elementwise_rel || rel > *r.max_elementwise_rel) {
+        r.max_elementwise_rel = rel;
+      }
+    }
   }
-  r.max_rel_error = max_ref > 0 ? r.max_abs_error / max_ref
-                                : (r.max_abs_error > 0 ? INFINITY : 0);
-  r.ok = r.mismatches == 0;
-  if (!r.ok) {
-    const int64_t i = r.first_mismatch;
-    r.message = absl::StrCat(r.mismatches, " of ", expected.num_elements(),
-                             " elements differ; first at flat index ", i,
-                             ": got ", actual.GetAsDouble(i), ", expected ",
-                             expected.GetAsDouble(i), " (max abs error ",
-                             r.max_abs_error, ")");
+  r.rel_to_max = r.max_abs_ref > 0 ? r.max_abs_error / r.max_abs_ref
+                                   : (r.max_abs_error > 0 ? kInf : 0);
+  const bool values_ok = tol.max_rel.has_value() ? r.rel_to_max <= *tol.max_rel
+                                                 : r.mismatches == 0;
+  r.ok = r.dtype_match && values_ok;
+  if (!r.dtype_match) {
+    r.message = absl::StrCat("dtype ", ir::DTypeName(actual.dtype()),
+                             ", expected ", ir::DTypeName(expected.dtype()));
+  } else if (!r.ok) {
+    const int64_t i = tol.max_rel ? r.max_abs_index : r.first_mismatch;
+    r.message = absl::StrCat(
+        r.mismatches, " of ", expected.num_elements(),
+        " elements outside tolerance; ", tol.max_rel ? "worst" : "first",
+        " at flat index ", i, ": got ", actual.GetAsDouble(i), ", expected ",
+        expected.GetAsDouble(i), " (max abs error ", r.max_abs_error,
+        ", relative to max|ref| ", r.rel_to_max, ")");
   }
   return r;
 }

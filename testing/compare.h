@@ -1,10 +1,14 @@
 // File: testing/compare.h — compares an actual tensor with an expected one the
 // way ONNX's backend tests do (numpy.testing.assert_allclose:
 // |actual - expected| <= atol + rtol * |expected|, NaN equals NaN; exact
-// equality for integers and bools), and reports error metrics.
+// equality for integers and bools), or norm-wise (max error relative to the
+// output's largest magnitude), and reports the error metrics. The conformance
+// runner, `kilnc check` and pass/codegen tests all judge results with it.
 #ifndef KILN_TESTING_COMPARE_H_
 #define KILN_TESTING_COMPARE_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ir/graph/tensor.h"
@@ -14,16 +18,31 @@ namespace kiln::testing {
 struct Tolerance {
   double rtol = 1e-3;  // ONNX backend test defaults
   double atol = 1e-7;
+  // Set: pass when max|actual - expected| <= max_rel * max|expected| over
+  // the tensor, instead of the per-element rule (for whole models, where
+  // values near zero make elementwise relative error meaningless).
+  std::optional<double> max_rel;
 };
+
+// "|got-ref| <= 1e-07 + 0.001*|ref| per element" or the max_rel form.
+std::string DescribeTolerance(const Tolerance& tol);
 
 struct CompareResult {
   bool ok = false;
-  double max_abs_error = 0;  // over all elements
-  // max |a-b| / max|expected| over the tensor: scale-aware relative error.
-  double max_rel_error = 0;
-  int64_t mismatches = 0;   // elements outside tolerance
+  bool dtype_match = false;
+  bool shape_match = false;
+  int64_t num_elements = 0;
+  double max_abs_error = 0;    // inf where NaN/inf disagree
+  int64_t max_abs_index = -1;  // flat index of the largest error
+  double max_abs_ref = 0;      // max |expected| over finite elements
+  // max_abs_error / max_abs_ref (0 when both are 0, inf when only the
+  // reference is all zero): the error relative to the output's scale.
+  double rel_to_max = 0;
+  // max |a - e| / |e| over elements with |e| > atol; nullopt if none.
+  std::optional<double> max_elementwise_rel;
+  int64_t mismatches = 0;       // elements outside the per-element rule
   int64_t first_mismatch = -1;
-  std::string message;      // empty when ok; else what differs and where
+  std::string message;          // empty when ok; else what differs and where
 };
 
 CompareResult CompareTensors(const ir::Tensor& actual,

@@ -21,7 +21,7 @@ TEST(CompareTensors, WithinAndOutsideTolerance) {
   EXPECT_EQ(r.mismatches, 1);
   EXPECT_EQ(r.first_mismatch, 0);
   EXPECT_NEAR(r.max_abs_error, 0.002, 1e-6);
-  EXPECT_NEAR(r.max_rel_error, 0.002 / 100.0, 1e-8);
+  EXPECT_NEAR(r.rel_to_max, 0.002 / 100.0, 1e-8);
 }
 
 TEST(CompareTensors, NanAndInf) {
@@ -38,9 +38,28 @@ TEST(CompareTensors, IntegersExactAndMetadata) {
   CompareResult shape = CompareTensors(Tensor::FromVector<int64_t>({1, 2}, {5, 7}), e);
   EXPECT_FALSE(shape.ok);
   EXPECT_NE(shape.message.find("shape [1,2], expected [2]"), std::string::npos);
+  EXPECT_FALSE(shape.shape_match);
   CompareResult dtype = CompareTensors(Tensor::FromVector<int32_t>({2}, {5, 7}), e);
   EXPECT_FALSE(dtype.ok);
   EXPECT_NE(dtype.message.find("dtype i32"), std::string::npos);
+}
+
+TEST(CompareTensors, NormWiseMode) {
+  // Errors of 0.01 and 0.012 on values near zero fail per element but are
+  // about 1% of the output's scale (max |ref| = 1).
+  Tensor e = Tensor::FromVector<float>({3}, {1.0f, 0.0f, 1e-4f});
+  Tensor a = Tensor::FromVector<float>({3}, {1.0f, 0.01f, 0.0121f});
+  EXPECT_FALSE(CompareTensors(a, e).ok);
+  Tolerance norm;
+  norm.max_rel = 0.02;
+  CompareResult r = CompareTensors(a, e, norm);
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_NEAR(r.rel_to_max, 0.012, 1e-6);
+  EXPECT_EQ(r.max_abs_index, 2);
+  norm.max_rel = 0.005;
+  EXPECT_FALSE(CompareTensors(a, e, norm).ok);
+  EXPECT_EQ(DescribeTolerance(norm), "max|got-ref| <= 0.005 * max|ref| per output");
+  EXPECT_EQ(DescribeTolerance(Tolerance{}), "|got-ref| <= 1e-07 + 0.001*|ref| per element");
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ int RunCheck(const CheckOptions& opts) {
             << "model: " << DescribeModel(imported->graph) << "; import "
             << FormatMs(absl::Now() - t0) << "\n"
             << "engine: reference interpreter\n"
-            << "tolerance: " << DescribeTolerance(opts.tol) << "\n";
+            << "tolerance: " << testing::DescribeTolerance(opts.tol) << "\n";
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
@@ -220,10 +220,10 @@ int RunCheck(const CheckOptions& opts) {
     for (size_t k = 0; k < n; ++k) {
       const ir::Tensor& ref = (*expected)[k];
       const ir::Tensor& out = (*got)[k];
-      const ErrorMetrics m = CompareOutput(out, ref, opts.tol);
+      const testing::CompareResult m = testing::CompareTensors(out, ref, opts.tol);
       ++outputs_compared;
-      if (!m.pass) ++outputs_failed;
-      std::string line = absl::StrCat("  ", m.pass ? "PASS" : "FAIL",
+      if (!m.ok) ++outputs_failed;
+      std::string line = absl::StrCat("  ", m.ok ? "PASS" : "FAIL",
                                       "  output ", k, " '",
                                       OutputName(graph, k), "' ",
                                       ref.TypeString());
@@ -240,7 +240,7 @@ int RunCheck(const CheckOptions& opts) {
             Sci(m.rel_to_max), "  max_elem_rel ",
             m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
             "  mismatches ", m.mismatches, "/", m.num_elements);
-        if (!m.pass && m.max_abs_index >= 0) {
+        if (!m.ok && m.max_abs_index >= 0) {
           absl::StrAppend(&line, "\n        worst at flat index ",
                           m.max_abs_index, ": got ",
                           Sci(out.GetAsDouble(m.max_abs_index)), ", expected ",

@@ -193,12 +193,15 @@ TEST(ParseCommandLine, DoubleDashEndsFlags) {
 
 // ---------------------------------------------------------------- metrics
 
-Tolerance Tol(double rtol, double atol) {
-  Tolerance t;
+testing::Tolerance Tol(double rtol, double atol) {
+  testing::Tolerance t;
   t.rtol = rtol;
   t.atol = atol;
   return t;
 }
+
+// kilnc check's default tolerance.
+testing::Tolerance KilncDefault() { return CheckOptions{}.tol; }
 
 Tensor F32(Shape shape, std::vector<float> v) {
   return Tensor::FromVector<float>(std::move(shape), v);
@@ -207,7 +210,7 @@ Tensor F32(Shape shape, std::vector<float> v) {
 TEST(CompareOutput, MetricsOnHandMadeTensors) {
   const Tensor ref = F32({4}, {1.0f, 2.0f, -4.0f, 0.0f});
   const Tensor got = F32({4}, {1.0f, 2.001f, -4.0f, 1e-6f});
-  const ErrorMetrics m = CompareOutput(got, ref, Tolerance{});
+  const testing::CompareResult m = testing::CompareTensors(got, ref, KilncDefault());
   EXPECT_TRUE(m.dtype_match);
   EXPECT_TRUE(m.shape_match);
   EXPECT_EQ(m.num_elements, 4);
@@ -222,34 +225,34 @@ TEST(CompareOutput, MetricsOnHandMadeTensors) {
   EXPECT_NEAR(*m.max_elementwise_rel, 5e-4, 1e-7);
   // 1e-3 <= 1e-5 + 1e-3 * 2 and 1e-6 <= 1e-5: everything within tolerance.
   EXPECT_EQ(m.mismatches, 0);
-  EXPECT_TRUE(m.pass);
+  EXPECT_TRUE(m.ok);
 
   // rtol 1e-4: 1e-3 > 1e-5 + 2e-4 fails index 1; 1e-6 <= 1e-5 still passes.
-  const ErrorMetrics tight = CompareOutput(got, ref, Tol(1e-4, 1e-5));
+  const testing::CompareResult tight = testing::CompareTensors(got, ref, Tol(1e-4, 1e-5));
   EXPECT_EQ(tight.mismatches, 1);
-  EXPECT_FALSE(tight.pass);
+  EXPECT_FALSE(tight.ok);
 
   // Norm-wise: 2.5e-4 of max|ref| passes 1e-3, fails 1e-4.
-  Tolerance loose;
+  testing::Tolerance loose;
   loose.max_rel = 1e-3;
-  EXPECT_TRUE(CompareOutput(got, ref, loose).pass);
-  Tolerance strict;
+  EXPECT_TRUE(testing::CompareTensors(got, ref, loose).ok);
+  testing::Tolerance strict;
   strict.max_rel = 1e-4;
-  EXPECT_FALSE(CompareOutput(got, ref, strict).pass);
+  EXPECT_FALSE(testing::CompareTensors(got, ref, strict).ok);
 }
 
 TEST(CompareOutput, ExactResultAndZeroReference) {
   const Tensor zeros = F32({3}, {0, 0, 0});
-  const ErrorMetrics same = CompareOutput(zeros, zeros, Tolerance{});
-  EXPECT_TRUE(same.pass);
+  const testing::CompareResult same = testing::CompareTensors(zeros, zeros, KilncDefault());
+  EXPECT_TRUE(same.ok);
   EXPECT_EQ(same.max_abs_error, 0);
   EXPECT_EQ(same.max_abs_index, -1);
   EXPECT_EQ(same.rel_to_max, 0);
   EXPECT_FALSE(same.max_elementwise_rel.has_value());
 
-  const ErrorMetrics off = CompareOutput(F32({3}, {0, 0, 0.5f}), zeros,
-                                         Tolerance{});
-  EXPECT_FALSE(off.pass);
+  const testing::CompareResult off = testing::CompareTensors(F32({3}, {0, 0, 0.5f}), zeros,
+                                         KilncDefault());
+  EXPECT_FALSE(off.ok);
   EXPECT_TRUE(std::isinf(off.rel_to_max));
   EXPECT_EQ(off.max_abs_index, 2);
 }
@@ -258,49 +261,49 @@ TEST(CompareOutput, NanMatchesOnlyNan) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const Tensor ref = F32({3}, {nan, inf, 1});
-  EXPECT_TRUE(CompareOutput(F32({3}, {nan, inf, 1}), ref, Tolerance{}).pass);
-  const ErrorMetrics m = CompareOutput(F32({3}, {0, inf, 1}), ref, Tolerance{});
-  EXPECT_FALSE(m.pass);
+  EXPECT_TRUE(testing::CompareTensors(F32({3}, {nan, inf, 1}), ref, KilncDefault()).ok);
+  const testing::CompareResult m = testing::CompareTensors(F32({3}, {0, inf, 1}), ref, KilncDefault());
+  EXPECT_FALSE(m.ok);
   EXPECT_EQ(m.mismatches, 1);
   EXPECT_TRUE(std::isinf(m.max_abs_error));
   EXPECT_EQ(m.max_abs_index, 0);
-  EXPECT_FALSE(CompareOutput(F32({3}, {nan, -inf, 1}), ref, Tolerance{}).pass);
-  Tolerance norm;
+  EXPECT_FALSE(testing::CompareTensors(F32({3}, {nan, -inf, 1}), ref, KilncDefault()).ok);
+  testing::Tolerance norm;
   norm.max_rel = 1.0;  // even a huge tolerance does not excuse a NaN
-  EXPECT_FALSE(CompareOutput(F32({3}, {0, inf, 1}), ref, norm).pass);
+  EXPECT_FALSE(testing::CompareTensors(F32({3}, {0, inf, 1}), ref, norm).ok);
 }
 
 TEST(CompareOutput, IntegersAreExact) {
   const Tensor ref = Tensor::FromVector<int64_t>({3}, {1, 2, 1000000});
-  EXPECT_TRUE(CompareOutput(ref, ref, Tolerance{}).pass);
+  EXPECT_TRUE(testing::CompareTensors(ref, ref, KilncDefault()).ok);
   const Tensor got = Tensor::FromVector<int64_t>({3}, {1, 2, 1000001});
-  const ErrorMetrics m = CompareOutput(got, ref, Tolerance{});
-  EXPECT_FALSE(m.pass);  // within rtol 1e-3 but integers must match exactly
+  const testing::CompareResult m = testing::CompareTensors(got, ref, KilncDefault());
+  EXPECT_FALSE(m.ok);  // within rtol 1e-3 but integers must match exactly
   EXPECT_EQ(m.mismatches, 1);
   EXPECT_EQ(m.max_abs_error, 1);
 }
 
 TEST(CompareOutput, ShapeOrDtypeMismatchFails) {
   const Tensor ref = F32({2, 2}, {1, 2, 3, 4});
-  const ErrorMetrics shape = CompareOutput(F32({4}, {1, 2, 3, 4}), ref,
-                                           Tolerance{});
+  const testing::CompareResult shape = testing::CompareTensors(F32({4}, {1, 2, 3, 4}), ref,
+                                           KilncDefault());
   EXPECT_FALSE(shape.shape_match);
   EXPECT_TRUE(shape.dtype_match);
-  EXPECT_FALSE(shape.pass);
+  EXPECT_FALSE(shape.ok);
   const Tensor f64 = Tensor::FromVector<double>({2, 2}, {1, 2, 3, 4});
-  const ErrorMetrics dtype = CompareOutput(f64, ref, Tolerance{});
+  const testing::CompareResult dtype = testing::CompareTensors(f64, ref, KilncDefault());
   EXPECT_FALSE(dtype.dtype_match);
   EXPECT_TRUE(dtype.shape_match);
   EXPECT_EQ(dtype.max_abs_error, 0);  // values compared anyway
-  EXPECT_FALSE(dtype.pass);
+  EXPECT_FALSE(dtype.ok);
 }
 
 TEST(DescribeTolerance, BothForms) {
-  EXPECT_EQ(DescribeTolerance(Tolerance{}),
+  EXPECT_EQ(testing::DescribeTolerance(KilncDefault()),
             "|got-ref| <= 1e-05 + 0.001*|ref| per element");
-  Tolerance t;
+  testing::Tolerance t;
   t.max_rel = 1e-4;
-  EXPECT_EQ(DescribeTolerance(t), "max|got-ref| <= 0.0001 * max|ref| per output");
+  EXPECT_EQ(testing::DescribeTolerance(t), "max|got-ref| <= 0.0001 * max|ref| per output");
 }
 
 // ---------------------------------------------------------------- summaries
@@ -332,8 +335,8 @@ TEST(RandomTensor, DeterministicPerSeed) {
   auto b = RandomTensor(DType::kF32, {64}, 5, 0, 10);
   auto c = RandomTensor(DType::kF32, {64}, 6, 0, 10);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(CompareOutput(*a, *b, Tol(0, 0)).mismatches, 0);
-  EXPECT_GT(CompareOutput(*a, *c, Tol(0, 0)).mismatches, 50);
+  EXPECT_EQ(testing::CompareTensors(*a, *b, Tol(0, 0)).mismatches, 0);
+  EXPECT_GT(testing::CompareTensors(*a, *c, Tol(0, 0)).mismatches, 50);
 }
 
 TEST(RandomTensor, FloatsLookStandardNormal) {
@@ -552,7 +555,7 @@ TEST(KilncEndToEnd, RunWithGivenInputReproducesPyTorch) {
       frontend::LoadTensorFile(TinyCnn() + "/test_data_set_0/output_0.pb");
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
-  EXPECT_TRUE(CompareOutput(*got, *want, Tolerance{}).pass);
+  EXPECT_TRUE(testing::CompareTensors(*got, *want, KilncDefault()).ok);
   EXPECT_TRUE(fs::exists(out_dir + "/input_0.pb"));
 }
 
