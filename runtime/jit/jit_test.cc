@@ -2,6 +2,7 @@
 // kernel built for the shard's ISA (run in-process, or under qemu for neon on
 // x86), the cache (hits, corrupt entries, concurrency) and build errors.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -344,6 +345,40 @@ TEST(JitCompiler, ConcurrentCompilesOfTheSameSourceAllSucceed) {
     misses += stats[i].cache_hit ? 0 : 1;
   }
   EXPECT_EQ(misses, 1);  // the per-entry lock makes the others wait and hit
+}
+
+// Separate processes share the cache through the same lock and renames.
+TEST(JitCompiler, ConcurrentCompilesFromSeveralProcessesBuildOnce) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const JitOptions o = Options(t);
+  constexpr int kChildren = 3;
+  std::vector<pid_t> children;
+  for (int i = 0; i < kChildren; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      JitCompiler jit(o);
+      CompileStats stats;
+      absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, AnswerSources(77), &stats);
+      _exit(!v.ok() || *v != 77 ? 2 : stats.cache_hit ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  int misses = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_LE(WEXITSTATUS(status), 1) << "a child failed to build or run";
+    misses += WEXITSTATUS(status);
+  }
+  EXPECT_EQ(misses, 1);
+  JitCompiler jit(o);
+  CompileStats stats;
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, AnswerSources(77), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 77);
+  EXPECT_TRUE(stats.cache_hit);
 }
 
 TEST(JitCompiler, EmulatedIsaCannotBeLoaded) {
