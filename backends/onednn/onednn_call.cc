@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/onednn/engine.h"
 #include "ir/status_macros.h"
@@ -383,19 +384,45 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
     const memory::desc w_md = prepack ? AnyDesc(user_w_md) : user_w_md;
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
-    dnnl::primitive_desc pd;
-    bool any_acts = options.any_activation_layout;
-    if (any_acts) {
+    // A direct JIT kernel on the caller's layouts needs no reorders and wins;
+    // otherwise oneDNN's own activation layouts (when allowed) come before
+    // the caller's, and optimized kernels before the reference one.
+    std::optional<dnnl::primitive_desc> on_user_layout;
+    try {
+      on_user_layout =
+          MakePrimitiveDesc(call, conv, user_src_md, w_md, b, user_dst_md, attr);
+    } catch (const dnnl::error&) {
+      if (!options.any_activation_layout) throw;
+    }
+    auto starts = [](const dnnl::primitive_desc& pd, const char* prefix) {
+      return absl::StartsWith(pd.impl_info_str(), prefix);
+    };
+    std::vector<dnnl::primitive_desc> candidates;
+    if (on_user_layout && (starts(*on_user_layout, "jit") ||
+                           starts(*on_user_layout, "brg"))) {
+      candidates.push_back(*on_user_layout);
+    }
+    if (options.any_activation_layout) {
       try {
-        pd = MakePrimitiveDesc(call, conv, AnyDesc(user_src_md), w_md, b,
-                               AnyDesc(user_dst_md), attr);
+        candidates.push_back(MakePrimitiveDesc(call, conv, AnyDesc(user_src_md),
+                                               w_md, b, AnyDesc(user_dst_md), attr));
       } catch (const dnnl::error&) {
-        any_acts = false;  // fall back to the caller's layouts
+        if (!on_user_layout) throw;
       }
     }
-    if (!any_acts) {
-      pd = MakePrimitiveDesc(call, conv, user_src_md, w_md, b, user_dst_md, attr);
+    if (on_user_layout) candidates.push_back(*on_user_layout);
+    auto chosen = std::find_if(candidates.begin(), candidates.end(),
+                               [&](const auto& pd) { return !starts(pd, "ref"); });
+    if (chosen == candidates.end()) {
+      if (!options.allow_reference_impl) {
+        return absl::UnimplementedError(absl::StrCat(
+            "oneDNN has only its slow reference implementation (",
+            candidates[0].impl_info_str(), ") for ", call.ToString(),
+            ": fuse fewer post-ops or keep the op in the loop IR"));
+      }
+      chosen = candidates.begin();
     }
+    const dnnl::primitive_desc pd = *chosen;
     const memory::desc pd_src = pd.query_md(dnnl::query::src_md, 0);
     const memory::desc pd_dst = pd.query_md(dnnl::query::dst_md, 0);
     const memory::desc pd_w = pd.query_md(dnnl::query::weights_md, 0);

@@ -34,6 +34,12 @@ struct OneDnnCallOptions {
   // (counted in reorders_per_call()). Off: the primitive runs directly on the
   // caller's layouts (NCHW, NHWC or any strides the FusedCall gives).
   bool any_activation_layout = false;
+  // oneDNN falls back to its scalar reference implementation ("ref:any") for
+  // combinations no optimized kernel supports (e.g. a sum post-op after an
+  // eltwise one, a per-row matmul bias). That is correct but far slower than
+  // running the op without the offending post-ops, so by default Create
+  // returns Unimplemented instead and the rewriter fuses less.
+  bool allow_reference_impl = false;
 };
 
 // Why a class: primitive descriptor, primitive, packed weights, scratchpad

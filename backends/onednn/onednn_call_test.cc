@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/onednn/fused_call.h"
 #include "backends/onednn/threads.h"
@@ -189,8 +190,9 @@ void Check(const Case& c, bool also_any_layout = false) {
   SCOPED_TRACE(c.call.ToString());
   const Tensor want = Reference(c);
   ASSERT_EQ(want.shape(), c.call.dst.shape);
-  std::vector<OneDnnCallOptions> configs = {{true, false}, {false, false}};
-  if (also_any_layout) configs.push_back({true, true});
+  // Numerics of every implementation oneDNN picks, the reference one included.
+  std::vector<OneDnnCallOptions> configs = {{true, false, true}, {false, false, true}};
+  if (also_any_layout) configs.push_back({true, true, true});
   for (const OneDnnCallOptions& o : configs) {
     const std::string what = absl::StrCat(
         c.call.ToString(), o.prepack_weights ? " prepacked" : " plain weights",
@@ -362,6 +364,7 @@ TEST(OneDnnCallConv, ChannelsLastBuffers) {
   for (bool prepack : {true, false}) {
     OneDnnCallOptions o;
     o.prepack_weights = prepack;
+    o.allow_reference_impl = true;  // plain oihw weights on nhwc: ref only
     absl::StatusOr<Tensor> got = RunOneDnn(c, o);
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectNear(want, got->data<float>(), "nhwc conv");
@@ -589,6 +592,47 @@ TEST(OneDnnCall, PrepackedWeightsUseBlockedLayoutForWideConv) {
   EXPECT_EQ(plain->weights_layout(), "oihw");
   EXPECT_NE(packed->weights_layout(), "oihw") << packed->impl_name();
   EXPECT_EQ(plain->src_layout(), "nchw");
+  EXPECT_FALSE(absl::StartsWith(packed->impl_name(), "ref")) << packed->impl_name();
+  EXPECT_FALSE(absl::StartsWith(plain->impl_name(), "ref")) << plain->impl_name();
+}
+
+TEST(OneDnnCall, ChannelsLastConvRunsWithoutReorders) {
+  Case c = ConvCase({{1, 32, 10, 10}, 32, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Relu()}, 520);
+  c.call.src.strides = ChannelsLastStrides(c.call.src.shape);
+  c.call.dst.strides = ChannelsLastStrides(c.call.dst.shape);
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
+      OneDnnCall::Create(c.call, &*c.weights, &*c.bias, {true, true});
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ((*call)->src_layout(), "nhwc");
+  EXPECT_EQ((*call)->reorders_per_call(), 0);
+}
+
+// No optimized oneDNN kernel takes a sum after an eltwise post-op (the sum
+// must come first): by default that is Unimplemented, so the rewriter fuses
+// less; allowed explicitly, the reference implementation still computes the
+// right thing.
+TEST(OneDnnCall, PostOpOnlyTheReferenceImplRunsIsUnimplemented) {
+  for (CallKind kind : {CallKind::kConv, CallKind::kMatMul}) {
+    Case c = kind == CallKind::kConv
+                 ? ConvCase({{1, 16, 8, 8}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                            {PostOp::Relu(), PostOp::Sum()}, 530)
+                 : MatMulCase({16, 32}, {32, 24}, false, false, true, Shape{24},
+                              {PostOp::Relu(), PostOp::Sum()}, 530);
+    AddPostOpData(c, 531);
+    absl::StatusOr<Tensor> refused = RunOneDnn(c, {});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented)
+        << refused.status();
+    EXPECT_NE(refused.status().message().find("+relu+sum"), std::string::npos)
+        << refused.status();
+    OneDnnCallOptions allow;
+    allow.allow_reference_impl = true;
+    std::unique_ptr<OneDnnCall> call;
+    absl::StatusOr<Tensor> got = RunOneDnn(c, allow, &call);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(absl::StartsWith(call->impl_name(), "ref")) << call->impl_name();
+    ExpectNear(Reference(c), got->data<float>(), c.call.ToString());
+  }
 }
 
 TEST(OneDnnCall, AnyLayoutCountsReorders) {
@@ -596,7 +640,7 @@ TEST(OneDnnCall, AnyLayoutCountsReorders) {
                     {PostOp::Sum()}, 510);
   AddPostOpData(c, 511);
   std::unique_ptr<OneDnnCall> call;
-  ASSERT_TRUE(RunOneDnn(c, {true, true}, &call).ok());
+  ASSERT_TRUE(RunOneDnn(c, {true, true, true}, &call).ok());
   // Plain in/out, blocked inside: src in, dst in (for the sum) and dst out,
   // or nothing when oneDNN keeps nchw.
   if (call->src_layout() == "nchw") {
