@@ -135,11 +135,14 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
     return Error(kernel_where, "loop kernel carries an extern call");
   }
   const std::vector<int64_t> extents = k.VarExtents();
-  bool empty_space = false;
   for (int64_t e : extents) {
     if (e < 0) return Error(kernel_where, "negative loop extent");
-    empty_space |= e == 0;
   }
+  // Ops that never run are not bounds-checked: none when the iteration
+  // space is empty, the reduction-varying ones when the reduction space is.
+  bool empty_space = false, empty_reduction = false;
+  for (int64_t e : k.ranges) empty_space |= e == 0;
+  for (int64_t e : k.reduction_ranges) empty_reduction |= e == 0;
   const auto namer = [&k](int v) { return k.VarName(v); };
   std::vector<bool> varying(k.body.size(), false);
   for (size_t i = 0; i < k.body.size(); ++i) {
@@ -198,7 +201,8 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
         if (op.index.UsesVar(v)) varying[i] = true;
       }
     }
-    if (buffer != nullptr && !empty_space) {
+    if (buffer != nullptr && !empty_space &&
+        !(varying[i] && empty_reduction)) {
       const Interval r = ValueRange(op.index, extents);
       const int64_t size = *buffer->StorageSize();
       if (r.lo < 0 || r.hi >= size) {

@@ -1,0 +1,630 @@
+// The loop IR's scalar interpreter (semantics in loop_ir.h, numerics in
+// interpreter.h).
+#include "ir/loop/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ir/loop/verifier.h"
+#include "ir/status_macros.h"
+
+namespace kiln::ir::loop {
+namespace {
+
+// One scalar: `f` for float dtypes, `i` for integers and bool.
+struct Val {
+  double f = 0;
+  int64_t i = 0;
+};
+
+// Rounds a float result to what its dtype computes in.
+double RoundFloat(DType dtype, double v) {
+  if (dtype == DType::kF64) return v;
+  return static_cast<double>(static_cast<float>(v));
+}
+
+// Two's-complement wrap to the dtype's width; bool becomes 0/1.
+int64_t Wrap(DType dtype, uint64_t v) {
+  switch (dtype) {
+    case DType::kI32: return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::kI8: return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::kU8: return static_cast<uint8_t>(v);
+    case DType::kBool: return v != 0 ? 1 : 0;
+    default: return static_cast<int64_t>(v);
+  }
+}
+
+int64_t FloatToInt(double v) {
+  if (std::isnan(v)) return 0;
+  v = std::trunc(v);
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(v);
+}
+
+int64_t IntPow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    return 0;  // |base^exp| < 1 truncates to 0 (base 0: defined as 0 too)
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  while (exp > 0) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// A buffer's storage; floats in `f`, integers and bool in `i`.
+struct Storage {
+  DType dtype = DType::kInvalid;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+  int64_t size = 0;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const LoopProgram& p, const InterpreterOptions& options)
+      : p_(p), options_(options) {}
+
+  absl::StatusOr<std::map<std::string, Tensor>> Run(
+      const std::map<std::string, Tensor>& bindings) {
+    KILN_RETURN_IF_ERROR(VerifyProgram(p_));
+    KILN_RETURN_IF_ERROR(Allocate(bindings));
+    for (const Kernel& k : p_.kernels) {
+      if (k.kind == Kernel::Kind::kExtern) {
+        return absl::UnimplementedError(absl::StrCat(
+            "kernel '", k.name, "': the loop interpreter cannot run extern "
+            "call '", k.call.op, "'"));
+      }
+      KILN_RETURN_IF_ERROR(RunKernel(k));
+    }
+    std::map<std::string, Tensor> outputs;
+    for (size_t b = 0; b < p_.buffers.size(); ++b) {
+      if (p_.buffers[b].kind == BufferKind::kOutput) {
+        outputs.emplace(p_.buffers[b].name, Gather(b));
+      }
+    }
+    return outputs;
+  }
+
+ private:
+  // Calls fn(element index, storage offset) for each element of a buffer in
+  // row-major order.
+  template <typename Fn>
+  static void ForEachElement(const Buffer& b, Fn fn) {
+    const int64_t n = NumElements(b.shape);
+    std::vector<int64_t> coord(b.shape.size(), 0);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < coord.size(); ++d) offset += coord[d] * b.strides[d];
+      fn(e, offset);
+      for (size_t d = coord.size(); d-- > 0;) {
+        if (++coord[d] < b.shape[d]) break;
+        coord[d] = 0;
+      }
+    }
+  }
+
+  absl::Status Allocate(const std::map<std::string, Tensor>& bindings) {
+    storage_.resize(p_.buffers.size());
+    for (size_t bi = 0; bi < p_.buffers.size(); ++bi) {
+      const Buffer& b = p_.buffers[bi];
+      Storage& s = storage_[bi];
+      s.dtype = b.dtype;
+      s.size = *b.StorageSize();  // the verifier checked it exists
+      if (s.size > options_.max_buffer_elements) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "buffer '", b.name, "' needs ", s.size,
+            " elements, more than the interpreter's limit of ",
+            options_.max_buffer_elements));
+      }
+      if (IsFloat(b.dtype)) {
+        s.f.assign(s.size, 0.0);
+      } else {
+        s.i.assign(s.size, 0);
+      }
+      if (b.kind != BufferKind::kInput && b.kind != BufferKind::kConstant) {
+        continue;
+      }
+      auto it = bindings.find(b.name);
+      if (it == bindings.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            BufferKindName(b.kind), " buffer '", b.name, "' is not bound"));
+      }
+      const Tensor& t = it->second;
+      if (t.dtype() != b.dtype || t.shape() != b.shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "buffer '", b.name, "' is ", DTypeName(b.dtype),
+            ShapeToString(b.shape), ", bound to ", t.TypeString()));
+      }
+      ForEachElement(b, [&](int64_t e, int64_t offset) {
+        if (IsFloat(b.dtype)) {
+          s.f[offset] = t.GetAsDouble(e);
+        } else {
+          s.i[offset] = Wrap(b.dtype, static_cast<uint64_t>(t.GetAsInt64(e)));
+        }
+      });
+    }
+    return absl::OkStatus();
+  }
+
+  Tensor Gather(size_t bi) const {
+    const Buffer& b = p_.buffers[bi];
+    const Storage& s = storage_[bi];
+    Tensor t(b.dtype, b.shape);
+    void* raw = t.raw_data();
+    ForEachElement(b, [&](int64_t e, int64_t offset) {
+      switch (b.dtype) {
+        case DType::kF32:
+          static_cast<float*>(raw)[e] = static_cast<float>(s.f[offset]);
+          break;
+        case DType::kF16:
+          static_cast<Float16*>(raw)[e] =
+              FloatToHalf(static_cast<float>(s.f[offset]));
+          break;
+        case DType::kF64: static_cast<double*>(raw)[e] = s.f[offset]; break;
+        case DType::kI64: static_cast<int64_t*>(raw)[e] = s.i[offset]; break;
+        case DType::kI32:
+          static_cast<int32_t*>(raw)[e] = static_cast<int32_t>(s.i[offset]);
+          break;
+        case DType::kI8:
+          static_cast<int8_t*>(raw)[e] = static_cast<int8_t>(s.i[offset]);
+          break;
+        case DType::kU8:
+          static_cast<uint8_t*>(raw)[e] = static_cast<uint8_t>(s.i[offset]);
+          break;
+        case DType::kBool:
+          static_cast<uint8_t*>(raw)[e] = s.i[offset] != 0 ? 1 : 0;
+          break;
+        case DType::kInvalid: break;
+      }
+    });
+    return t;
+  }
+
+  // ---- Kernels.
+
+  absl::Status RunKernel(const Kernel& k) {
+    kernel_ = &k;
+    const size_t n = k.body.size();
+    // Reduction-varying ops, and for each reduce the varying ops its operand
+    // needs, in body order.
+    std::vector<bool> varying(n, false);
+    const int first_r = static_cast<int>(k.ranges.size());
+    for (size_t i = 0; i < n; ++i) {
+      const Op& op = k.body[i];
+      if (op.code == OpCode::kReduce) continue;
+      for (int32_t a : op.args) varying[i] = varying[i] || varying[a];
+      const bool indexed = op.code == OpCode::kLoad ||
+                           op.code == OpCode::kStore || op.code == OpCode::kIndex;
+      for (int v = first_r; indexed && v < k.num_vars(); ++v) {
+        if (op.index.UsesVar(v)) varying[i] = true;
+      }
+    }
+    std::vector<std::vector<int32_t>> cones(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (k.body[i].code != OpCode::kReduce) continue;
+      std::vector<bool> in_cone(n, false);
+      // Mark backwards from the operand through varying ops.
+      std::vector<int32_t> stack = {k.body[i].args[0]};
+      while (!stack.empty()) {
+        const int32_t j = stack.back();
+        stack.pop_back();
+        if (!varying[j] || in_cone[j]) continue;
+        in_cone[j] = true;
+        for (int32_t a : k.body[j].args) stack.push_back(a);
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (in_cone[j]) cones[i].push_back(static_cast<int32_t>(j));
+      }
+    }
+
+    vars_.assign(k.num_vars(), 0);
+    values_.assign(n, Val());
+    for (int64_t e : k.ranges) {
+      if (e == 0) return absl::OkStatus();
+    }
+    while (true) {
+      for (size_t i = 0; i < n; ++i) {
+        if (varying[i]) continue;
+        if (k.body[i].code == OpCode::kReduce) {
+          KILN_RETURN_IF_ERROR(Reduce(k, i, cones[i]));
+        } else {
+          KILN_RETURN_IF_ERROR(Eval(i));
+        }
+      }
+      int d = first_r - 1;
+      for (; d >= 0; --d) {
+        if (++vars_[d] < k.ranges[d]) break;
+        vars_[d] = 0;
+      }
+      if (d < 0) return absl::OkStatus();
+    }
+  }
+
+  absl::Status Reduce(const Kernel& k, size_t at, const std::vector<int32_t>& cone) {
+    const Op& op = k.body[at];
+    const int32_t src = op.args[0];
+    const DType in = k.body[src].dtype;
+    const bool is_float = IsFloat(in);
+    const int first_r = static_cast<int>(k.ranges.size());
+    double acc_f = 0, mean = 0, m2 = 0;
+    int64_t acc_i = 0, count = 0, best_pos = 0;
+    bool have_best = false;
+    Val best;
+    switch (op.reduce) {
+      case ReduceKind::kProd: acc_f = 1; acc_i = 1; break;
+      case ReduceKind::kMax:
+        acc_f = -HUGE_VAL;
+        acc_i = std::numeric_limits<int64_t>::min();
+        break;
+      case ReduceKind::kMin:
+        acc_f = HUGE_VAL;
+        acc_i = std::numeric_limits<int64_t>::max();
+        break;
+      default: break;
+    }
+    bool empty = false;
+    for (int64_t e : k.reduction_ranges) empty |= e == 0;
+    for (int v = first_r; v < k.num_vars(); ++v) vars_[v] = 0;
+    for (int64_t pos = 0; !empty; ++pos) {
+      for (int32_t j : cone) KILN_RETURN_IF_ERROR(Eval(j));
+      const Val x = values_[src];
+      switch (op.reduce) {
+        case ReduceKind::kSum:
+          acc_f += x.f;
+          acc_i = static_cast<int64_t>(static_cast<uint64_t>(acc_i) +
+                                       static_cast<uint64_t>(x.i));
+          break;
+        case ReduceKind::kProd:
+          acc_f *= x.f;
+          acc_i = static_cast<int64_t>(static_cast<uint64_t>(acc_i) *
+                                       static_cast<uint64_t>(x.i));
+          break;
+        case ReduceKind::kMax:
+        case ReduceKind::kMin: {
+          const bool mx = op.reduce == ReduceKind::kMax;
+          if (std::isnan(acc_f) || std::isnan(x.f)) {
+            acc_f = std::nan("");
+          } else {
+            acc_f = mx ? std::max(acc_f, x.f) : std::min(acc_f, x.f);
+          }
+          acc_i = mx ? std::max(acc_i, x.i) : std::min(acc_i, x.i);
+          break;
+        }
+        case ReduceKind::kArgMax:
+        case ReduceKind::kArgMin:
+        case ReduceKind::kArgMaxLast:
+        case ReduceKind::kArgMinLast: {
+          const bool mx = op.reduce == ReduceKind::kArgMax ||
+                          op.reduce == ReduceKind::kArgMaxLast;
+          const bool last = op.reduce == ReduceKind::kArgMaxLast ||
+                            op.reduce == ReduceKind::kArgMinLast;
+          bool take;
+          if (!have_best) {
+            take = true;
+          } else if (is_float && (std::isnan(best.f) || std::isnan(x.f))) {
+            take = std::isnan(x.f) && (last || !std::isnan(best.f));
+          } else {
+            const int cmp = is_float ? (x.f > best.f) - (x.f < best.f)
+                                     : (x.i > best.i) - (x.i < best.i);
+            const int better = mx ? cmp : -cmp;
+            take = better > 0 || (last && better == 0);
+          }
+          if (take) {
+            best = x;
+            best_pos = pos;
+            have_best = true;
+          }
+          break;
+        }
+        case ReduceKind::kWelfordMean:
+        case ReduceKind::kWelfordVar: {
+          ++count;
+          const double delta = x.f - mean;
+          mean += delta / count;
+          m2 += delta * (x.f - mean);
+          break;
+        }
+      }
+      int d = k.num_vars() - 1;
+      for (; d >= first_r; --d) {
+        if (++vars_[d] < k.reduction_ranges[d - first_r]) break;
+        vars_[d] = 0;
+      }
+      if (d < first_r) break;
+    }
+    Val out;
+    switch (op.reduce) {
+      case ReduceKind::kArgMax:
+      case ReduceKind::kArgMin:
+      case ReduceKind::kArgMaxLast:
+      case ReduceKind::kArgMinLast:
+        out.i = best_pos;
+        break;
+      case ReduceKind::kWelfordMean:
+        out.f = RoundFloat(op.dtype, count == 0 ? std::nan("") : mean);
+        break;
+      case ReduceKind::kWelfordVar:
+        out.f = RoundFloat(op.dtype, count == 0 ? std::nan("") : m2 / count);
+        break;
+      default:
+        if (is_float) {
+          out.f = RoundFloat(op.dtype, acc_f);
+        } else {
+          out.i = Wrap(op.dtype, static_cast<uint64_t>(acc_i));
+        }
+    }
+    values_[at] = out;
+    return absl::OkStatus();
+  }
+
+  absl::Status OpError(size_t at, absl::string_view msg) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", kernel_->name, "' op #", at, " (",
+        OpCodeName(kernel_->body[at].code), "): ", msg));
+  }
+
+  absl::StatusOr<int64_t> Offset(size_t at, const Op& op) {
+    absl::StatusOr<int64_t> offset = Evaluate(op.index, vars_);
+    if (!offset.ok()) return OpError(at, offset.status().message());
+    if (*offset < 0 || *offset >= storage_[op.buffer].size) {
+      return InternalError("kernel '", kernel_->name, "' op #", at,
+                           " accesses offset ", *offset,
+                           " outside its buffer after verification");
+    }
+    return *offset;
+  }
+
+  absl::Status Eval(size_t at) {
+    const Op& op = kernel_->body[at];
+    const DType dt = op.dtype;
+    const bool fl = IsFloat(dt);
+    Val& out = values_[at];
+    auto arg = [&](int k) -> const Val& { return values_[op.args[k]]; };
+    auto arg_dtype = [&](int k) { return kernel_->body[op.args[k]].dtype; };
+    switch (op.code) {
+      case OpCode::kLoad: {
+        KILN_ASSIGN_OR_RETURN(int64_t offset, Offset(at, op));
+        const Storage& s = storage_[op.buffer];
+        if (fl) {
+          out.f = s.f[offset];
+        } else {
+          out.i = s.i[offset];
+        }
+        return absl::OkStatus();
+      }
+      case OpCode::kStore: {
+        KILN_ASSIGN_OR_RETURN(int64_t offset, Offset(at, op));
+        Storage& s = storage_[op.buffer];
+        if (IsFloat(s.dtype)) {
+          double v = arg(0).f;
+          if (s.dtype == DType::kF16) {
+            v = HalfToFloat(FloatToHalf(static_cast<float>(v)));
+          }
+          s.f[offset] = v;
+        } else {
+          s.i[offset] = arg(0).i;
+        }
+        return absl::OkStatus();
+      }
+      case OpCode::kConstant:
+        if (fl) {
+          out.f = RoundFloat(dt, op.fvalue);
+        } else {
+          out.i = Wrap(dt, static_cast<uint64_t>(op.ivalue));
+        }
+        return absl::OkStatus();
+      case OpCode::kIndex: {
+        absl::StatusOr<int64_t> v = Evaluate(op.index, vars_);
+        if (!v.ok()) return OpError(at, v.status().message());
+        if (fl) {
+          out.f = RoundFloat(dt, static_cast<double>(*v));
+        } else {
+          out.i = Wrap(dt, static_cast<uint64_t>(*v));
+        }
+        return absl::OkStatus();
+      }
+      case OpCode::kCast: {
+        const Val& a = arg(0);
+        const bool from_float = IsFloat(arg_dtype(0));
+        if (fl) {
+          out.f = RoundFloat(dt, from_float ? a.f : static_cast<double>(a.i));
+          if (dt == DType::kF16) {
+            out.f = HalfToFloat(FloatToHalf(static_cast<float>(out.f)));
+          }
+        } else if (dt == DType::kBool) {
+          out.i = from_float ? (a.f != 0 ? 1 : 0) : (a.i != 0 ? 1 : 0);
+        } else {
+          out.i = Wrap(dt, static_cast<uint64_t>(from_float ? FloatToInt(a.f)
+                                                            : a.i));
+        }
+        return absl::OkStatus();
+      }
+      case OpCode::kSelect:
+        out = arg(0).i != 0 ? arg(1) : arg(2);
+        return absl::OkStatus();
+      case OpCode::kReduce:
+        return InternalError("reduce evaluated as an elementwise op");
+      default:
+        break;
+    }
+    if (OpArity(op.code) == 1) return EvalUnary(at, op, arg(0), arg_dtype(0), out);
+    return EvalBinary(at, op, arg(0), arg(1), arg_dtype(0), out);
+  }
+
+  absl::Status EvalUnary(size_t at, const Op& op, const Val& a, DType in,
+                         Val& out) {
+    const DType dt = op.dtype;
+    if (IsFloat(in)) {
+      const double x = a.f;
+      double r = 0;
+      switch (op.code) {
+        case OpCode::kExp: r = std::exp(x); break;
+        case OpCode::kLog: r = std::log(x); break;
+        case OpCode::kSqrt: r = std::sqrt(x); break;
+        case OpCode::kRsqrt: r = 1.0 / std::sqrt(x); break;
+        case OpCode::kTanh: r = std::tanh(x); break;
+        case OpCode::kErf: r = std::erf(x); break;
+        case OpCode::kSigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
+        case OpCode::kFloor: r = std::floor(x); break;
+        case OpCode::kCeil: r = std::ceil(x); break;
+        case OpCode::kRound: r = std::nearbyint(x); break;
+        case OpCode::kSin: r = std::sin(x); break;
+        case OpCode::kCos: r = std::cos(x); break;
+        case OpCode::kTan: r = std::tan(x); break;
+        case OpCode::kAsin: r = std::asin(x); break;
+        case OpCode::kAcos: r = std::acos(x); break;
+        case OpCode::kAtan: r = std::atan(x); break;
+        case OpCode::kSinh: r = std::sinh(x); break;
+        case OpCode::kCosh: r = std::cosh(x); break;
+        case OpCode::kAsinh: r = std::asinh(x); break;
+        case OpCode::kAcosh: r = std::acosh(x); break;
+        case OpCode::kAtanh: r = std::atanh(x); break;
+        case OpCode::kReciprocal: r = 1.0 / x; break;
+        case OpCode::kNeg: r = -x; break;
+        case OpCode::kAbs: r = std::fabs(x); break;
+        case OpCode::kSign:
+          r = std::isnan(x) ? x : (x > 0) - (x < 0);
+          break;
+        case OpCode::kIsNan: out.i = std::isnan(x) ? 1 : 0; return absl::OkStatus();
+        case OpCode::kIsInf: out.i = std::isinf(x) ? 1 : 0; return absl::OkStatus();
+        default:
+          return OpError(at, "not a unary float op");
+      }
+      out.f = RoundFloat(dt, r);
+      return absl::OkStatus();
+    }
+    const uint64_t x = static_cast<uint64_t>(a.i);
+    switch (op.code) {
+      case OpCode::kNeg: out.i = Wrap(dt, 0 - x); break;
+      case OpCode::kAbs: out.i = Wrap(dt, a.i < 0 ? 0 - x : x); break;
+      case OpCode::kSign: out.i = (a.i > 0) - (a.i < 0); break;
+      case OpCode::kNot: out.i = a.i == 0 ? 1 : 0; break;
+      default:
+        return OpError(at, "not a unary integer op");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status EvalBinary(size_t at, const Op& op, const Val& a, const Val& b,
+                          DType in, Val& out) {
+    const DType dt = op.dtype;
+    switch (op.code) {
+      case OpCode::kEq:
+      case OpCode::kNe:
+      case OpCode::kLt:
+      case OpCode::kLe:
+      case OpCode::kGt:
+      case OpCode::kGe: {
+        bool r;
+        if (IsFloat(in)) {
+          switch (op.code) {
+            case OpCode::kEq: r = a.f == b.f; break;
+            case OpCode::kNe: r = a.f != b.f; break;
+            case OpCode::kLt: r = a.f < b.f; break;
+            case OpCode::kLe: r = a.f <= b.f; break;
+            case OpCode::kGt: r = a.f > b.f; break;
+            default: r = a.f >= b.f; break;
+          }
+        } else {
+          switch (op.code) {
+            case OpCode::kEq: r = a.i == b.i; break;
+            case OpCode::kNe: r = a.i != b.i; break;
+            case OpCode::kLt: r = a.i < b.i; break;
+            case OpCode::kLe: r = a.i <= b.i; break;
+            case OpCode::kGt: r = a.i > b.i; break;
+            default: r = a.i >= b.i; break;
+          }
+        }
+        out.i = r ? 1 : 0;
+        return absl::OkStatus();
+      }
+      case OpCode::kAnd: out.i = (a.i != 0 && b.i != 0); return absl::OkStatus();
+      case OpCode::kOr: out.i = (a.i != 0 || b.i != 0); return absl::OkStatus();
+      case OpCode::kXor: out.i = ((a.i != 0) != (b.i != 0)); return absl::OkStatus();
+      default:
+        break;
+    }
+    if (IsFloat(in)) {
+      const double x = a.f, y = b.f;
+      double r;
+      switch (op.code) {
+        case OpCode::kAdd: r = x + y; break;
+        case OpCode::kSub: r = x - y; break;
+        case OpCode::kMul: r = x * y; break;
+        case OpCode::kDiv: r = x / y; break;
+        case OpCode::kMax:
+          r = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::max(x, y);
+          break;
+        case OpCode::kMin:
+          r = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::min(x, y);
+          break;
+        case OpCode::kPow: r = std::pow(x, y); break;
+        case OpCode::kFmod: r = std::fmod(x, y); break;
+        case OpCode::kMod:
+          r = std::fmod(x, y);
+          if (r != 0 && ((r < 0) != (y < 0))) r += y;
+          break;
+        default:
+          return OpError(at, "not a binary float op");
+      }
+      out.f = RoundFloat(dt, r);
+      return absl::OkStatus();
+    }
+    const uint64_t x = static_cast<uint64_t>(a.i), y = static_cast<uint64_t>(b.i);
+    switch (op.code) {
+      case OpCode::kAdd: out.i = Wrap(dt, x + y); break;
+      case OpCode::kSub: out.i = Wrap(dt, x - y); break;
+      case OpCode::kMul: out.i = Wrap(dt, x * y); break;
+      case OpCode::kMax: out.i = std::max(a.i, b.i); break;
+      case OpCode::kMin: out.i = std::min(a.i, b.i); break;
+      case OpCode::kPow: out.i = Wrap(dt, static_cast<uint64_t>(IntPow(a.i, b.i))); break;
+      case OpCode::kDiv:
+      case OpCode::kMod:
+      case OpCode::kFmod: {
+        if (b.i == 0) return OpError(at, "integer division by zero");
+        if (b.i == -1) {
+          out.i = op.code == OpCode::kDiv ? Wrap(dt, 0 - x) : 0;
+          break;
+        }
+        if (op.code == OpCode::kDiv) {
+          out.i = Wrap(dt, static_cast<uint64_t>(a.i / b.i));
+        } else if (op.code == OpCode::kFmod) {
+          out.i = a.i % b.i;
+        } else {
+          out.i = FloorModInt(a.i, b.i);
+        }
+        break;
+      }
+      default:
+        return OpError(at, "not a binary integer op");
+    }
+    return absl::OkStatus();
+  }
+
+  const LoopProgram& p_;
+  const InterpreterOptions& options_;
+  std::vector<Storage> storage_;
+  const Kernel* kernel_ = nullptr;
+  std::vector<int64_t> vars_;
+  std::vector<Val> values_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, Tensor>> RunLoopProgram(
+    const LoopProgram& program, const std::map<std::string, Tensor>& bindings,
+    const InterpreterOptions& options) {
+  return Interpreter(program, options).Run(bindings);
+}
+
+}  // namespace kiln::ir::loop
