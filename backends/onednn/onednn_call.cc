@@ -384,33 +384,37 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
     const memory::desc w_md = prepack ? AnyDesc(user_w_md) : user_w_md;
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
-    // A direct JIT kernel on the caller's layouts needs no reorders and wins;
-    // otherwise oneDNN's own activation layouts (when allowed) come before
-    // the caller's, and optimized kernels before the reference one.
-    std::optional<dnnl::primitive_desc> on_user_layout;
+    // Preference: an optimized kernel (jit/brgemm) on oneDNN's own activation
+    // layouts (when allowed: blocked layouts plus two cheap reorders beat
+    // gemm-based or NHWC kernels on the caller's layout, see
+    // fusion_benchmark), then one on the caller's layouts, then anything but
+    // the reference implementation.
+    std::optional<dnnl::primitive_desc> on_user_layout, on_any_layout;
     try {
       on_user_layout =
           MakePrimitiveDesc(call, conv, user_src_md, w_md, b, user_dst_md, attr);
     } catch (const dnnl::error&) {
       if (!options.any_activation_layout) throw;
     }
-    auto starts = [](const dnnl::primitive_desc& pd, const char* prefix) {
-      return absl::StartsWith(pd.impl_info_str(), prefix);
-    };
-    std::vector<dnnl::primitive_desc> candidates;
-    if (on_user_layout && (starts(*on_user_layout, "jit") ||
-                           starts(*on_user_layout, "brg"))) {
-      candidates.push_back(*on_user_layout);
-    }
     if (options.any_activation_layout) {
       try {
-        candidates.push_back(MakePrimitiveDesc(call, conv, AnyDesc(user_src_md),
-                                               w_md, b, AnyDesc(user_dst_md), attr));
+        on_any_layout = MakePrimitiveDesc(call, conv, AnyDesc(user_src_md), w_md,
+                                          b, AnyDesc(user_dst_md), attr);
       } catch (const dnnl::error&) {
         if (!on_user_layout) throw;
       }
     }
+    auto starts = [](const dnnl::primitive_desc& pd, const char* prefix) {
+      return absl::StartsWith(pd.impl_info_str(), prefix);
+    };
+    auto direct = [&](const dnnl::primitive_desc& pd) {
+      return starts(pd, "jit") || starts(pd, "brg");
+    };
+    std::vector<dnnl::primitive_desc> candidates;
+    if (on_any_layout && direct(*on_any_layout)) candidates.push_back(*on_any_layout);
+    if (on_user_layout && direct(*on_user_layout)) candidates.push_back(*on_user_layout);
     if (on_user_layout) candidates.push_back(*on_user_layout);
+    if (on_any_layout) candidates.push_back(*on_any_layout);
     auto chosen = std::find_if(candidates.begin(), candidates.end(),
                                [&](const auto& pd) { return !starts(pd, "ref"); });
     if (chosen == candidates.end()) {

@@ -1,0 +1,228 @@
+// Microbenchmark: what post-op fusion buys. A fused oneDNN call (conv+bias+
+// relu, matmul+bias+gelu) against the same primitive followed by separate
+// bias and activation passes over the output, as an unfused runtime would
+// run them.
+//
+//   bazel run //backends/onednn:fusion_benchmark --
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backends/onednn/fused_call.h"
+#include "backends/onednn/onednn_call.h"
+#include "backends/onednn/threads.h"
+#include "benchmark/benchmark.h"
+#include "ir/graph/tensor.h"
+
+namespace kiln::onednn {
+namespace {
+
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+TensorSpec Spec(Shape shape) { return TensorSpec{DType::kF32, std::move(shape), {}}; }
+
+std::unique_ptr<OneDnnCall> MustCreate(const FusedCall& call, const Tensor& w,
+                                       const Tensor* bias,
+                                       const OneDnnCallOptions& options,
+                                       benchmark::State& state) {
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> c =
+      OneDnnCall::Create(call, &w, bias, options);
+  if (!c.ok()) {
+    state.SkipWithError(std::string(c.status().message()).c_str());
+    return nullptr;
+  }
+  return std::move(*c);
+}
+
+std::string Describe(const OneDnnCall& c) {
+  return absl::StrCat(c.impl_name(), " w=", c.weights_layout(), " src=",
+                      c.src_layout(), " reorders=", c.reorders_per_call());
+}
+
+// ---- conv 1x64x56x56, 3x3, 64 -> 64, pad 1.
+// Layout variants (range(0)): the caller's buffers are NCHW (0, 1) or NHWC
+// (2, 3); the primitive runs on them directly (0, 2) or on the layout it
+// prefers, with reorders inside the call (1, 3).
+constexpr int64_t kN = 1, kC = 64, kH = 56, kW = 56, kOC = 64;
+
+FusedCall ConvDesc(int layout, bool fused) {
+  FusedCall c;
+  c.kind = CallKind::kConv;
+  c.src = Spec({kN, kC, kH, kW});
+  c.weights = Spec({kOC, kC, 3, 3});
+  c.conv.pads_begin = c.conv.pads_end = {1, 1};
+  c.dst = Spec({kN, kOC, kH, kW});
+  if (layout >= 2) {
+    c.src.strides = ChannelsLastStrides(c.src.shape);
+    c.dst.strides = ChannelsLastStrides(c.dst.shape);
+  }
+  if (fused) {
+    c.bias = Spec({kOC});
+    c.post_ops = {PostOp::Relu()};
+  }
+  return c;
+}
+
+OneDnnCallOptions ConvOptions(int layout) {
+  OneDnnCallOptions o;
+  o.any_activation_layout = layout == 1 || layout == 3;
+  return o;
+}
+
+void SetConvCounters(benchmark::State& state) {
+  const double flops = 2.0 * kN * kOC * kH * kW * kC * 9;
+  state.counters["GFLOPS"] = benchmark::Counter(
+      flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+const char* kLayoutNames[] = {"nchw", "nchw_any", "nhwc", "nhwc_any"};
+
+void BM_ConvBiasRelu_Fused(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const int layout = static_cast<int>(state.range(0));
+  const Tensor w = Random({kOC, kC, 3, 3}, 1), b = Random({kOC}, 2);
+  const Tensor x = Random({kN, kC, kH, kW}, 3);
+  Tensor y(DType::kF32, {kN, kOC, kH, kW});
+  std::unique_ptr<OneDnnCall> call =
+      MustCreate(ConvDesc(layout, true), w, &b, ConvOptions(layout), state);
+  if (!call) return;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetLabel(absl::StrCat(kLayoutNames[layout], " ", Describe(*call)));
+  SetConvCounters(state);
+}
+
+void BM_ConvBiasRelu_Unfused(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const int layout = static_cast<int>(state.range(0));
+  const Tensor w = Random({kOC, kC, 3, 3}, 1), b = Random({kOC}, 2);
+  const Tensor x = Random({kN, kC, kH, kW}, 3);
+  Tensor y(DType::kF32, {kN, kOC, kH, kW});
+  std::unique_ptr<OneDnnCall> call =
+      MustCreate(ConvDesc(layout, false), w, nullptr, ConvOptions(layout), state);
+  if (!call) return;
+  float* out = y.data<float>();
+  const float* bias = b.data<float>();
+  const int64_t hw = kH * kW, total = kN * kOC * hw;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    // Bias pass.
+    if (layout >= 2) {
+      for (int64_t p = 0; p < kN * hw; ++p) {
+        float* row = out + p * kOC;
+        for (int64_t c = 0; c < kOC; ++c) row[c] += bias[c];
+      }
+    } else {
+      for (int64_t n = 0; n < kN; ++n) {
+        for (int64_t c = 0; c < kOC; ++c) {
+          float* plane = out + (n * kOC + c) * hw;
+          for (int64_t i = 0; i < hw; ++i) plane[i] += bias[c];
+        }
+      }
+    }
+    // Relu pass.
+    for (int64_t i = 0; i < total; ++i) out[i] = std::max(out[i], 0.0f);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetLabel(absl::StrCat(kLayoutNames[layout], " ", Describe(*call)));
+  SetConvCounters(state);
+}
+
+BENCHMARK(BM_ConvBiasRelu_Fused)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ConvBiasRelu_Unfused)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+
+// ---- matmul 128x768 x 768x3072 + bias + gelu (erf).
+constexpr int64_t kM = 128, kK = 768, kNN = 3072;
+
+FusedCall MatMulDesc(bool fused) {
+  FusedCall c;
+  c.kind = CallKind::kMatMul;
+  c.src = Spec({kM, kK});
+  c.weights = Spec({kK, kNN});
+  c.dst = Spec({kM, kNN});
+  if (fused) {
+    c.bias = Spec({kNN});
+    c.post_ops = {PostOp::GeluErf()};
+  }
+  return c;
+}
+
+void SetMatMulCounters(benchmark::State& state) {
+  state.counters["GFLOPS"] = benchmark::Counter(
+      2.0 * kM * kK * kNN * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_MatMulBiasGelu_Fused(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const Tensor w = Random({kK, kNN}, 4), b = Random({kNN}, 5);
+  const Tensor x = Random({kM, kK}, 6);
+  Tensor y(DType::kF32, {kM, kNN});
+  std::unique_ptr<OneDnnCall> call = MustCreate(MatMulDesc(true), w, &b, {}, state);
+  if (!call) return;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetLabel(Describe(*call));
+  SetMatMulCounters(state);
+}
+
+void BM_MatMulBiasGelu_Unfused(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const Tensor w = Random({kK, kNN}, 4), b = Random({kNN}, 5);
+  const Tensor x = Random({kM, kK}, 6);
+  Tensor y(DType::kF32, {kM, kNN});
+  std::unique_ptr<OneDnnCall> call = MustCreate(MatMulDesc(false), w, nullptr, {}, state);
+  if (!call) return;
+  float* out = y.data<float>();
+  const float* bias = b.data<float>();
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    for (int64_t m = 0; m < kM; ++m) {
+      float* row = out + m * kNN;
+      for (int64_t n = 0; n < kNN; ++n) row[n] += bias[n];
+    }
+    for (int64_t i = 0; i < kM * kNN; ++i) {
+      const float v = out[i];
+      out[i] = 0.5f * v * (1.0f + std::erf(v * 0.70710678f));
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetLabel(Describe(*call));
+  SetMatMulCounters(state);
+}
+
+BENCHMARK(BM_MatMulBiasGelu_Fused)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatMulBiasGelu_Unfused)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kiln::onednn
