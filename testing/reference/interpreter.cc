@@ -221,6 +221,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterNnOps(r);
     RegisterShapeOps(r);
     RegisterSequenceOps(r);
+    RegisterExtraOps(r);
     return r;
   }();
   return *registry;

@@ -77,6 +77,7 @@ void RegisterReductionOps(OpRegistry* registry);    // Reduce*, ArgMax/Min, Soft
 void RegisterNnOps(OpRegistry* registry);           // Conv, ConvTranspose, Gemm, MatMul, Einsum, BatchNorm, pools, Resize
 void RegisterShapeOps(OpRegistry* registry);        // Reshape, Transpose, Slice, Gather, Concat, Pad, ...
 void RegisterSequenceOps(OpRegistry* registry);     // LSTM, GRU, If
+void RegisterExtraOps(OpRegistry* registry);        // losses, quantization, DFT, GridSample, NMS, Unique, Scan, ...
 
 }  // namespace kiln::reference
 
