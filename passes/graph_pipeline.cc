@@ -13,6 +13,9 @@
 #include "ir/status_macros.h"
 #include "passes/graph/eliminate_dead_code.h"
 #include "passes/graph/eliminate_identity.h"
+#include "passes/graph/fold_batch_norm.h"
+#include "passes/graph/fold_binary_into_weights.h"
+#include "passes/graph/fold_constant_transpose.h"
 
 namespace kiln::passes {
 namespace {
@@ -86,7 +89,17 @@ GraphPipeline DefaultGraphPipeline() {
   // Identity/Dropout removal first: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());
-  // Dead code last: every rewrite above may leave unused nodes behind.
+  // Before the weight folds: MatMul(x, Transpose(W)) must read a plain
+  // constant for its W to be foldable (and prepackable later).
+  p.Add(std::make_unique<FoldConstantTranspose>());
+  // BN folding must run before post-op fusion so conv+bn+relu becomes one
+  // primitive; before binary folding so a Mul/Add after the BN folds too.
+  p.Add(std::make_unique<FoldBatchNorm>());
+  // After BN folding: the constant Mul/Add chains it exposes (and exporters'
+  // own scales and shifts) fold into the same weights and bias.
+  p.Add(std::make_unique<FoldBinaryIntoWeights>());
+  // Dead code last: every rewrite above may leave unused nodes behind, and
+  // the weight folds leave the unfolded constants.
   p.Add(std::make_unique<EliminateDeadCode>());
   return p;
 }

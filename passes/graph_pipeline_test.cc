@@ -1,13 +1,20 @@
-// Tests for the graph pipeline driver: order, dumps, disabling, verification.
+// Tests for the graph pipeline driver (order, dumps, disabling,
+// verification) and for the default pipeline on whole graphs: the shipped
+// tiny CNN keeps matching its ONNX test data with every BatchNorm folded.
 #include "passes/graph_pipeline.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "frontend/onnx/importer.h"
 #include "ir/graph/text.h"
+#include "testing/compare.h"
+#include "testing/reference/interpreter.h"
 
 namespace kiln::passes {
 namespace {
@@ -29,7 +36,9 @@ std::string ReadFile(const std::string& path) {
 
 TEST(GraphPipeline, DefaultOrder) {
   EXPECT_EQ(DefaultGraphPipeline().PassNames(),
-            (std::vector<std::string>{"eliminate-identity", "eliminate-dead-code"}));
+            (std::vector<std::string>{
+                "eliminate-identity", "fold-constant-transpose", "fold-batch-norm",
+                "fold-binary-into-weights", "eliminate-dead-code"}));
 }
 
 TEST(GraphPipeline, RunsAllPassesAndDumps) {
@@ -92,6 +101,105 @@ TEST(GraphPipeline, VerifierCatchesABrokenPass) {
   absl::Status s = p.Run(&*g, opts);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_NE(s.message().find("after pass break-graph"), std::string::npos) << s;
+}
+
+// Each fold only fires once the pass before it has run: the Identity hides
+// the conv from the BN, the BN hides it from the Mul, the Transpose hides the
+// MatMul's weights from the Mul.
+constexpr char kFoldingGraph[] = R"(
+graph main(%x: f32[1,2,3,3], %v: f32[2,3]) -> (%y, %z) opset 18 {
+  %w = constant f32[2,2,1,1] [0.5, -1.25, 2.0, 0.75]
+  %scale = constant f32[2] [1.5, 0.5]
+  %shift = constant f32[2] [-0.25, 1.0]
+  %mean = constant f32[2] [0.125, -0.5]
+  %var = constant f32[2] [0.8, 2.5]
+  %k = constant f32[2,1,1] [2.0, -3.0]
+  %u = constant f32[4,3] [1.0, -2.0, 0.5, 3.0, 0.25, -1.0, 1.5, 2.5, -0.75, 0.125, 2.0, -1.5]
+  %s = constant f32[4] [0.5, 2.0, -1.0, 3.0]
+  %c = Conv(%x, %w) : f32[1,2,3,3]
+  %i = Identity(%c) : f32[1,2,3,3]
+  %n = BatchNormalization(%i, %scale, %shift, %mean, %var) : f32[1,2,3,3]
+  %m = Mul(%n, %k) : f32[1,2,3,3]
+  %y = Relu(%m) : f32[1,2,3,3]
+  %ut = Transpose(%u) : f32[3,4]
+  %mm = MatMul(%v, %ut) : f32[2,4]
+  %z = Mul(%mm, %s) : f32[2,4]
+}
+)";
+
+std::vector<ir::Tensor> Inputs() {
+  ir::Tensor x = ir::Tensor::FromVector<float>(
+      {1, 2, 3, 3}, {0.1f, -0.4f, 1.2f, 0.7f, -1.1f, 0.3f, 0.9f, -0.2f, 0.5f,
+                     -0.8f, 0.6f, 1.4f, -0.3f, 0.2f, -1.5f, 1.1f, 0.4f, -0.6f});
+  ir::Tensor v = ir::Tensor::FromVector<float>(
+      {2, 3}, {0.3f, -1.2f, 0.8f, 1.5f, 0.25f, -0.7f});
+  return {x, v};
+}
+
+TEST(GraphPipeline, DefaultPipelineFoldsWeightsAndKeepsResults) {
+  absl::StatusOr<ir::Graph> before = ir::ParseGraph(kFoldingGraph);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ir::Graph after = *before;
+  PipelineOptions opts;
+  opts.verify = true;
+  ASSERT_TRUE(DefaultGraphPipeline().Run(&after, opts).ok());
+  std::vector<std::string> ops;
+  for (const ir::Node& n : after.nodes()) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "Relu", "MatMul"}))
+      << ir::PrintGraph(after);
+  // Only the folded weights and bias are left.
+  EXPECT_EQ(after.constants().size(), 3u) << ir::PrintGraph(after);
+
+  absl::StatusOr<std::vector<ir::Tensor>> want =
+      reference::Run(*before, Inputs());
+  absl::StatusOr<std::vector<ir::Tensor>> got = reference::Run(after, Inputs());
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  testing::Tolerance tol;
+  tol.rtol = 1e-5;
+  tol.atol = 1e-6;
+  for (size_t i = 0; i < 2; ++i) {
+    testing::CompareResult c = testing::CompareTensors((*got)[i], (*want)[i], tol);
+    EXPECT_TRUE(c.ok) << "output " << i << ": " << c.message;
+  }
+}
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/", ws ? ws : "kiln", "/", path);
+}
+
+TEST(GraphPipeline, TinyCnnFoldsEveryBatchNormAndMatchesItsTestData) {
+  const std::string dir = Runfile("models/tiny_cnn");
+  absl::StatusOr<frontend::ImportResult> imported =
+      frontend::ImportModelFile(dir + "/model.onnx");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  ir::Graph& g = imported->graph;
+  int batch_norms = 0;
+  for (const ir::Node& n : g.nodes()) batch_norms += n.op == "BatchNormalization";
+  ASSERT_EQ(batch_norms, 4);  // the test is pointless without them
+
+  PipelineOptions opts;
+  opts.verify = true;
+  absl::Status s = DefaultGraphPipeline().Run(&g, opts);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const ir::Node& n : g.nodes()) {
+    EXPECT_NE(n.op, "BatchNormalization") << ir::PrintGraph(g);
+  }
+
+  absl::StatusOr<ir::Tensor> input =
+      frontend::LoadTensorFile(dir + "/test_data_set_0/input_0.pb");
+  absl::StatusOr<ir::Tensor> expected =
+      frontend::LoadTensorFile(dir + "/test_data_set_0/output_0.pb");
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  absl::StatusOr<std::vector<ir::Tensor>> out = reference::Run(g, {*input});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  testing::CompareResult c = testing::CompareTensors((*out)[0], *expected);
+  EXPECT_TRUE(c.ok) << c.message;
 }
 
 }  // namespace
