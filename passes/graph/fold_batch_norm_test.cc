@@ -393,5 +393,81 @@ $1
   EXPECT_EQ(g->nodes().size(), 2u);
 }
 
+// Before opset 14 there is no training_mode: one output means inference.
+TEST(FoldBatchNorm, Opset12SingleOutputFolds) {
+  absl::StatusOr<PassCheckResult> r = RunFold(absl::StrCat(
+      "graph main(%x: f32[1,2,3,3]) -> (%n) opset 12 {\n",
+      absl::Substitute(R"(
+  %w = constant $0
+$1
+  %c = Conv(%x, %w) : f32[1,2,3,3]
+  %n = BatchNormalization(%c, %scale, %shift, %mean, %var) : f32[1,2,3,3]
+}
+// CHECK: %n = Conv(%x, %w.bn_folded, %w.bn_folded_bias)
+)",
+                       F32({2, 2, 1, 1}, 25), BnParams(2))));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+}
+
+// Opset 7-8 spatial=0 normalizes per (channel, position): not a per-channel
+// affine.
+TEST(FoldBatchNorm, Opset8NonSpatialStays) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(absl::StrCat(
+      "graph main(%x: f32[1,2,1,1]) -> (%n) opset 8 {\n",
+      absl::Substitute(R"(
+  %w = constant $0
+$1
+  %c = Conv(%x, %w) : f32[1,2,1,1]
+  %n = BatchNormalization(%c, %scale, %shift, %mean, %var) {spatial=0} : f32[1,2,1,1]
+}
+)",
+                       F32({2, 2, 1, 1}, 26), BnParams(2))));
+  ASSERT_TRUE(g.ok()) << g.status();
+  FoldBatchNorm pass;
+  absl::StatusOr<bool> changed = pass.Run(&*g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_FALSE(*changed);
+}
+
+// ---- The shared per-channel affine fold.
+
+TEST(FoldChannelAffine, FoldableChannelsPerProducer) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph main(%x: f32[1,4,3,3], %a: f32[2,4], %v: f32[2,4]) -> (%c, %t, %m, %r, %d) opset 18 {
+  %w = constant f32[6,2,1,1] splat(0.5)
+  %wt = constant f32[4,3,1,1] splat(0.5)
+  %b = constant f32[4,5] splat(0.5)
+  %c = Conv(%x, %w) {group=2} : f32[1,6,3,3]
+  %t = ConvTranspose(%x, %wt) {group=2} : f32[1,6,3,3]
+  %m = MatMul(%a, %b) : f32[2,5]
+  %r = Relu(%x) : f32[1,4,3,3]
+  %d = MatMul(%a, %v) : f32[2,2]
+}
+)");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::vector<ir::Node>& n = g->nodes();
+  EXPECT_EQ(AffineFoldableChannels(*g, n[0], true), 6);
+  EXPECT_EQ(AffineFoldableChannels(*g, n[1], true), 6);
+  EXPECT_EQ(AffineFoldableChannels(*g, n[2], false), 5);
+  EXPECT_EQ(AffineFoldableChannels(*g, n[2], true), std::nullopt);  // no bias
+  EXPECT_EQ(AffineFoldableChannels(*g, n[3], false), std::nullopt);
+  EXPECT_EQ(AffineFoldableChannels(*g, n[4], false), std::nullopt);  // W input
+  EXPECT_EQ(OutputChannelAxis(n[0], 4), 1);
+  EXPECT_EQ(OutputChannelAxis(n[2], 3), 2);
+}
+
+TEST(FoldChannelAffine, UnfoldableNodeIsAnInternalError) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph main(%x: f32[2]) -> (%y) opset 18 {
+  %y = Relu(%x) : f32[2]
+}
+)");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ChannelAffine a{{1.0, 2.0}, {0.0, 0.0}};
+  EXPECT_EQ(FoldChannelAffine(&*g, 0, a, "t").code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(FoldChannelAffine(&*g, 5, a, "t").code(), absl::StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace kiln::passes

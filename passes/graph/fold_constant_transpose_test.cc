@@ -108,5 +108,20 @@ graph main(%x: f32[2,2]) -> (%y) opset 18 {
       << r.status();
 }
 
+TEST(FoldConstantTranspose, DeclaredShapeMismatchIsAnError) {
+  absl::StatusOr<PassCheckResult> r = RunFold(R"(
+graph main(%x: f32[3,2]) -> (%y) opset 18 {
+  %w = constant f32[3,2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+  %t = Transpose(%w) name="tr" : f32[3,2]
+  %y = Add(%x, %t) : f32[3,2]
+}
+// CHECK: Transpose
+)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("node 'tr' (Transpose)"), std::string::npos)
+      << r.status();
+}
+
 }  // namespace
 }  // namespace kiln::passes
