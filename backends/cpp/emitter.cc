@@ -1,0 +1,1384 @@
+// The C++/Highway emitter (see emitter.h): per kernel, an analysis (value
+// dependences on loop variables, reduction cones), a vectorization plan, and
+// the code: a loop nest where every op sits at the innermost loop it depends
+// on, the vector variable's loop innermost.
+#include "backends/cpp/emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backends/cpp/prelude.h"
+#include "ir/loop/verifier.h"
+#include "ir/status_macros.h"
+
+namespace kiln::backends::cpp {
+namespace {
+
+using ir::DType;
+using ir::loop::Buffer;
+using ir::loop::IndexExpr;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+using ir::loop::Op;
+using ir::loop::OpCode;
+using ir::loop::ReduceKind;
+using ir::loop::SanitizeIdentifier;
+using ir::loop::VecStatus;
+
+constexpr size_t kMaxNamePart = 48;
+
+std::string NamePart(absl::string_view raw) {
+  std::string s = SanitizeIdentifier(raw);
+  if (s.size() > kMaxNamePart) s.resize(kMaxNamePart);
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Types and literals.
+
+// The C++ type of a value of `dtype` (f16 computes in float).
+const char* ValueType(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kF16: return "float";
+    case DType::kF64: return "double";
+    case DType::kI64: return "int64_t";
+    case DType::kI32: return "int32_t";
+    case DType::kI8: return "int8_t";
+    case DType::kU8: return "uint8_t";
+    case DType::kBool: return "bool";
+    case DType::kInvalid: break;
+  }
+  return "void";
+}
+
+// The C++ type of one stored element.
+const char* StorageType(DType t) {
+  switch (t) {
+    case DType::kF16: return "uint16_t";
+    case DType::kBool: return "uint8_t";
+    default: return ValueType(t);
+  }
+}
+
+std::string IntLiteral(int64_t v) {
+  if (v == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807LL - 1)";
+  if (v < 0) return absl::StrCat("(", v, "LL)");
+  return absl::StrCat(v, "LL");
+}
+
+std::string DoubleLiteral(double v) {
+  if (std::isnan(v)) return "std::numeric_limits<double>::quiet_NaN()";
+  if (std::isinf(v)) {
+    return v > 0 ? "std::numeric_limits<double>::infinity()"
+                 : "(-std::numeric_limits<double>::infinity())";
+  }
+  return absl::StrFormat("(%a)", v);
+}
+
+// Two's-complement wrap of a constant to its dtype (the interpreter's Wrap).
+int64_t WrapConst(DType t, int64_t v) {
+  switch (t) {
+    case DType::kI32: return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::kI8: return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::kU8: return static_cast<uint8_t>(v);
+    case DType::kBool: return v != 0 ? 1 : 0;
+    default: return v;
+  }
+}
+
+using VarNamer = std::function<std::string(int var)>;
+
+// C++ int64 arithmetic for an index expression (floor semantics via kiln_rt).
+std::string CppIndex(const IndexExpr& e, const VarNamer& var) {
+  switch (e.kind()) {
+    case IndexExpr::Kind::kConst: return IntLiteral(e.value());
+    case IndexExpr::Kind::kVar: return var(e.var());
+    case IndexExpr::Kind::kAdd:
+    case IndexExpr::Kind::kMul: {
+      std::vector<std::string> parts;
+      for (const IndexExpr& o : e.operands()) parts.push_back(CppIndex(o, var));
+      return absl::StrCat(
+          "(", absl::StrJoin(parts, e.kind() == IndexExpr::Kind::kAdd ? " + " : " * "), ")");
+    }
+    case IndexExpr::Kind::kFloorDiv:
+      return absl::StrCat("kiln_rt::FloorDiv(", CppIndex(e.operand(0), var), ", ",
+                          CppIndex(e.operand(1), var), ")");
+    case IndexExpr::Kind::kMod:
+      return absl::StrCat("kiln_rt::FloorMod(", CppIndex(e.operand(0), var), ", ",
+                          CppIndex(e.operand(1), var), ")");
+    case IndexExpr::Kind::kMin:
+    case IndexExpr::Kind::kMax:
+      return absl::StrCat("std::", e.kind() == IndexExpr::Kind::kMin ? "min" : "max",
+                          "<int64_t>(", CppIndex(e.operand(0), var), ", ",
+                          CppIndex(e.operand(1), var), ")");
+  }
+  return "0";
+}
+
+// ---------------------------------------------------------------------------
+// Analysis.
+
+bool IsVecDType(DType t) {
+  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool;
+}
+
+bool IsArgReduce(ReduceKind k) {
+  return k == ReduceKind::kArgMax || k == ReduceKind::kArgMin ||
+         k == ReduceKind::kArgMaxLast || k == ReduceKind::kArgMinLast;
+}
+
+struct Analysis {
+  const Kernel* k = nullptr;
+  std::vector<int64_t> extents;
+  std::vector<IndexExpr> index;   // simplified, per op
+  std::vector<uint64_t> deps;     // loop variables each op depends on
+  std::vector<bool> rvarying;     // reduction-varying ops
+  std::vector<std::vector<int>> cone;  // per reduce: its varying ops
+  std::vector<bool> in_cone;
+  std::string hazard;             // non-empty: ops must keep body order
+  bool empty = false;             // an iteration extent is 0
+};
+
+uint64_t Bit(int var) { return uint64_t{1} << var; }
+
+Analysis Analyze(const LoopProgram& p, const Kernel& k) {
+  Analysis a;
+  a.k = &k;
+  a.extents = k.VarExtents();
+  const size_t n = k.body.size();
+  a.index.resize(n);
+  a.deps.assign(n, 0);
+  a.rvarying.assign(n, false);
+  a.cone.resize(n);
+  a.in_cone.assign(n, false);
+  for (int64_t e : k.ranges) a.empty |= e == 0;
+  const int nv = k.num_vars();
+  const int first_r = static_cast<int>(k.ranges.size());
+  uint64_t rmask = 0;
+  for (int v = first_r; v < nv && v < 64; ++v) rmask |= Bit(v);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    const bool indexed = op.code == OpCode::kLoad || op.code == OpCode::kStore ||
+                         op.code == OpCode::kIndex;
+    if (indexed) a.index[i] = ir::loop::Simplify(op.index, a.extents);
+    if (op.code == OpCode::kReduce) {
+      a.deps[i] = a.deps[op.args[0]] & ~rmask;
+      continue;
+    }
+    for (int32_t arg : op.args) {
+      a.deps[i] |= a.deps[arg];
+      a.rvarying[i] = a.rvarying[i] || a.rvarying[arg];
+    }
+    for (int v = 0; indexed && v < nv && v < 64; ++v) {
+      if (a.index[i].UsesVar(v)) {
+        a.deps[i] |= Bit(v);
+        if (v >= first_r) a.rvarying[i] = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (k.body[i].code != OpCode::kReduce) continue;
+    std::vector<bool> mark(n, false);
+    std::vector<int32_t> stack = {k.body[i].args[0]};
+    while (!stack.empty()) {
+      const int32_t j = stack.back();
+      stack.pop_back();
+      if (!a.rvarying[j] || mark[j]) continue;
+      mark[j] = true;
+      for (int32_t arg : k.body[j].args) stack.push_back(arg);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (mark[j]) {
+        a.cone[i].push_back(static_cast<int>(j));
+        a.in_cone[j] = true;
+      }
+    }
+  }
+  // Hazards: reordering (hoisting, vector lanes) is only sound when no buffer
+  // is both read and written and no buffer is stored twice.
+  if (nv > 64) {
+    a.hazard = "more than 64 loop variables";
+    return a;
+  }
+  std::vector<int> loads(p.buffers.size(), 0), stores(p.buffers.size(), 0);
+  for (const Op& op : k.body) {
+    if (op.code == OpCode::kLoad) ++loads[op.buffer];
+    if (op.code == OpCode::kStore) ++stores[op.buffer];
+  }
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (stores[b] > 0 && loads[b] > 0) {
+      a.hazard = absl::StrCat("kernel reads buffer '", NamePart(p.buffers[b].name),
+                              "' that it writes");
+      break;
+    }
+    if (stores[b] > 1) {
+      a.hazard = absl::StrCat("kernel stores into buffer '", NamePart(p.buffers[b].name),
+                              "' more than once");
+      break;
+    }
+  }
+  return a;
+}
+
+// How a vectorized load or store reaches memory.
+enum class Access { kContiguous, kGathered };
+
+struct VecCheck {
+  std::string failure;              // empty: vectorizable
+  int score = 0;                    // contiguous accesses 2, gathered -1
+  std::vector<std::string> notes;   // gathered accesses
+};
+
+std::string VarLabel(const Kernel& k, int var) { return k.VarName(var); }
+
+std::optional<Access> AccessOf(const LoopProgram& p, const Analysis& a, int op, int var) {
+  const Op& o = a.k->body[op];
+  const DType t = p.buffers[o.buffer].dtype;
+  if (t == DType::kBool) return Access::kGathered;
+  std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
+  if (s.has_value() && *s == 1) return Access::kContiguous;
+  return Access::kGathered;
+}
+
+// Whether op `i` (which depends on `var`) has a vector form with `var` as the
+// vector variable.
+void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecCheck* c) {
+  const Kernel& k = *a.k;
+  const Op& op = k.body[i];
+  auto fail = [&](std::string why) {
+    if (c->failure.empty()) c->failure = std::move(why);
+  };
+  auto dt = [&](int arg) { return k.body[op.args[arg]].dtype; };
+  const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
+  if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
+    const Buffer& b = p.buffers[op.buffer];
+    if (!IsVecDType(b.dtype)) {
+      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+                               " is not vectorized"));
+    }
+    if (AccessOf(p, a, i, var) == Access::kContiguous) {
+      c->score += 2;
+    } else {
+      c->score -= 1;
+      std::optional<int64_t> s = ir::loop::StrideOf(a.index[i], var);
+      c->notes.push_back(absl::StrCat(
+          op.code == OpCode::kLoad ? "gathered load of '" : "scattered store to '",
+          NamePart(b.name), "' (",
+          b.dtype == DType::kBool ? "bool buffer"
+          : s.has_value()         ? absl::StrCat("stride ", *s, " in ", VarLabel(k, var))
+                                  : absl::StrCat("not affine in ", VarLabel(k, var)),
+          ")"));
+    }
+    return;
+  }
+  if (!IsVecDType(op.dtype)) {
+    return fail(absl::StrCat(where, ": dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
+  }
+  for (size_t j = 0; j < op.args.size(); ++j) {
+    if (!IsVecDType(dt(static_cast<int>(j)))) {
+      return fail(absl::StrCat(where, ": operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
+                               " is not vectorized"));
+    }
+  }
+  switch (op.code) {
+    case OpCode::kReduce:
+      if (IsArgReduce(op.reduce) || op.reduce == ReduceKind::kWelfordMean ||
+          op.reduce == ReduceKind::kWelfordVar) {
+        return fail(absl::StrCat(where, ": ", ir::loop::ReduceKindName(op.reduce),
+                                 " reductions are not vectorized yet"));
+      }
+      if (op.dtype == DType::kBool) return fail(absl::StrCat(where, ": bool reduction"));
+      for (int64_t e : k.reduction_ranges) {
+        if (e == 0) return fail(absl::StrCat(where, ": empty reduction"));
+      }
+      return;
+    case OpCode::kIndex:
+      c->notes.push_back(absl::StrCat("index op #", i, " computed per lane"));
+      return;
+    default:
+      return;
+  }
+}
+
+struct Plan {
+  bool hoist = false;
+  int vec_var = -1;                // iteration variable, or -1
+  std::vector<bool> inner_reduce;  // per op: reduce vectorized along its last r
+  std::vector<int> loop_order;     // iteration variables, outermost first
+  int parallel_pos = -1;           // index into loop_order
+  VecStatus status;
+};
+
+// Tries to vectorize reduce `i` along the last reduction variable.
+VecCheck CheckInnerReduce(const LoopProgram& p, const Analysis& a, int i) {
+  VecCheck c;
+  const Kernel& k = *a.k;
+  if (k.reduction_ranges.empty()) {
+    c.failure = "no reduction variable";
+    return c;
+  }
+  const int rv = k.num_vars() - 1;
+  if (a.extents[rv] < 2) {
+    c.failure = absl::StrCat("reduction extent of ", k.VarName(rv), " below 2");
+    return c;
+  }
+  CheckVectorOp(p, a, i, rv, &c);
+  for (int j : a.cone[i]) {
+    if (a.deps[j] & Bit(rv)) CheckVectorOp(p, a, j, rv, &c);
+  }
+  return c;
+}
+
+Plan MakePlan(const LoopProgram& p, const Analysis& a, const EmitOptions& options) {
+  const Kernel& k = *a.k;
+  Plan plan;
+  plan.inner_reduce.assign(k.body.size(), false);
+  plan.hoist = a.hazard.empty();
+  const int ni = static_cast<int>(k.ranges.size());
+  auto scalar = [&](std::string reason) {
+    plan.status.kind = VecStatus::Kind::kScalar;
+    plan.status.reason = std::move(reason);
+  };
+  std::string reason;
+  if (!options.vectorize) {
+    reason = "vectorization disabled";
+  } else if (!a.hazard.empty()) {
+    reason = a.hazard;
+  } else if (a.empty) {
+    reason = "empty iteration space";
+  }
+  struct Choice {
+    int var = -1;
+    int score = 0;
+    bool any_vector = false;
+    std::vector<bool> inner;
+    std::vector<std::string> notes;
+    std::string failure;
+  };
+  std::vector<Choice> choices;
+  if (reason.empty()) {
+    // Candidates: each iteration variable with extent >= 2 (innermost first),
+    // then none (only reductions vectorized along their own variable).
+    std::vector<int> cands;
+    for (int v = ni - 1; v >= 0; --v) {
+      if (k.ranges[v] >= 2) cands.push_back(v);
+    }
+    cands.push_back(-1);
+    for (int v : cands) {
+      Choice ch;
+      ch.var = v;
+      ch.inner.assign(k.body.size(), false);
+      VecCheck c;
+      for (size_t i = 0; v >= 0 && i < k.body.size(); ++i) {
+        if (a.deps[i] & Bit(v)) CheckVectorOp(p, a, static_cast<int>(i), v, &c);
+      }
+      if (!c.failure.empty()) {
+        ch.failure = absl::StrCat("vectorizing ", k.VarName(v), ": ", c.failure);
+        choices.push_back(std::move(ch));
+        continue;
+      }
+      for (size_t i = 0; v >= 0 && i < k.body.size(); ++i) {
+        if (a.deps[i] & Bit(v)) ch.any_vector = true;
+      }
+      ch.score = c.score;
+      ch.notes = c.notes;
+      for (size_t i = 0; i < k.body.size(); ++i) {
+        if (k.body[i].code != OpCode::kReduce) continue;
+        if (v >= 0 && (a.deps[i] & Bit(v))) {
+          ch.notes.push_back(absl::StrCat("reduce #", i, " per lane over ", k.VarName(v)));
+          continue;
+        }
+        VecCheck rc = CheckInnerReduce(p, a, static_cast<int>(i));
+        if (rc.failure.empty()) {
+          ch.inner[i] = true;
+          ch.any_vector = true;
+          ch.score += rc.score;
+          ch.notes.push_back(absl::StrCat("reduce #", i, " vectorized over ",
+                                          k.VarName(k.num_vars() - 1)));
+          for (std::string& note : rc.notes) ch.notes.push_back(std::move(note));
+        } else {
+          ch.notes.push_back(absl::StrCat("reduce #", i, " scalar: ", rc.failure));
+        }
+      }
+      choices.push_back(std::move(ch));
+    }
+    const Choice* best = nullptr;
+    for (const Choice& ch : choices) {
+      if (!ch.failure.empty() || !ch.any_vector) continue;
+      if (best == nullptr || ch.score > best->score) best = &ch;
+    }
+    if (best != nullptr) {
+      plan.vec_var = best->var;
+      plan.inner_reduce = best->inner;
+      plan.status.kind = VecStatus::Kind::kVectorized;
+      std::string head = best->var >= 0
+                             ? absl::StrCat("vectorized over ", k.VarName(best->var))
+                             : std::string("reductions vectorized");
+      plan.status.reason = best->notes.empty()
+                               ? head
+                               : absl::StrCat(head, "; ", absl::StrJoin(best->notes, "; "));
+    } else {
+      for (const Choice& ch : choices) {
+        if (!ch.failure.empty()) {
+          reason = ch.failure;
+          break;
+        }
+      }
+      if (reason.empty()) {
+        reason = choices.back().notes.empty() ? "no loop with extent >= 2 to vectorize"
+                                              : absl::StrJoin(choices.back().notes, "; ");
+      }
+    }
+  }
+  if (plan.status.kind != VecStatus::Kind::kVectorized) scalar(reason);
+  for (int v = 0; v < ni; ++v) {
+    if (v != plan.vec_var) plan.loop_order.push_back(v);
+  }
+  if (plan.vec_var >= 0) plan.loop_order.push_back(plan.vec_var);
+  int64_t work = 1;
+  for (int64_t e : a.extents) {
+    work = (e != 0 && work > std::numeric_limits<int64_t>::max() / e) ? std::numeric_limits<int64_t>::max() : work * e;
+  }
+  if (work > options.parallel_grain && !a.empty) {
+    for (size_t pos = 0; pos < plan.loop_order.size(); ++pos) {
+      if (k.ranges[plan.loop_order[pos]] > 1) {
+        plan.parallel_pos = static_cast<int>(pos);
+        break;
+      }
+    }
+  }
+  return plan;
+}
+
+// ---------------------------------------------------------------------------
+// Code writer.
+
+class Writer {
+ public:
+  void Line(absl::string_view s) {
+    if (s.empty()) {
+      text_ += "\n";
+      return;
+    }
+    text_.append(indent_ * 2, ' ');
+    absl::StrAppend(&text_, s, "\n");
+  }
+  void Open(absl::string_view s) {
+    Line(absl::StrCat(s, s.empty() ? "{" : " {"));
+    ++indent_;
+  }
+  void Close(absl::string_view suffix = "") {
+    --indent_;
+    Line(absl::StrCat("}", suffix));
+  }
+  std::string& text() { return text_; }
+
+ private:
+  std::string text_;
+  int indent_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Kernel emission.
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const LoopProgram& p, const Analysis& a, const Plan& plan, Writer* w,
+                std::vector<std::string> buffer_params)
+      : p_(p), a_(a), k_(*a.k), plan_(plan), w_(*w), params_(std::move(buffer_params)) {}
+
+  void EmitBody() {
+    if (a_.empty) {
+      w_.Line("return 0;");
+      return;
+    }
+    const int nloops = static_cast<int>(plan_.loop_order.size());
+    pos_of_var_.assign(k_.num_vars(), -1);
+    for (int pos = 0; pos < nloops; ++pos) pos_of_var_[plan_.loop_order[pos]] = pos;
+    level_.assign(k_.body.size(), -1);
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      if (a_.in_cone[i]) continue;
+      if (!plan_.hoist) {
+        level_[i] = nloops - 1;
+        continue;
+      }
+      for (int v = 0; v < static_cast<int>(k_.ranges.size()); ++v) {
+        if (a_.deps[i] & Bit(v)) level_[i] = std::max(level_[i], pos_of_var_[v]);
+      }
+    }
+    EmitLevelOps(-1);
+    EmitNest(0);
+    w_.Line("return kiln_err;");
+  }
+
+ private:
+  std::string Var(int v) const { return k_.VarName(v); }
+  std::string S(int i) const { return absl::StrCat("s", i); }
+  std::string V(int i) const { return absl::StrCat("v", i); }
+  DType Dt(int i) const { return k_.body[i].dtype; }
+  const Buffer& Buf(int i) const { return p_.buffers[k_.body[i].buffer]; }
+  const std::string& Param(int i) const { return params_[k_.body[i].buffer]; }
+  std::string Idx(int i) const {
+    return CppIndex(a_.index[i], [this](int v) { return Var(v); });
+  }
+
+  void EmitLevelOps(int level) {
+    for (size_t i = 0; i < k_.body.size(); ++i) {
+      if (a_.in_cone[i] || level_[i] != level) continue;
+      EmitScalarOp(static_cast<int>(i));
+    }
+  }
+
+  void EmitNest(int pos) {
+    if (pos >= static_cast<int>(plan_.loop_order.size())) return;
+    const int v = plan_.loop_order[pos];
+    const int64_t e = k_.ranges[v];
+    if (v == plan_.vec_var) {
+      EmitVectorLoop(v, e, pos == plan_.parallel_pos, [&](bool tail) {
+        for (size_t i = 0; i < k_.body.size(); ++i) {
+          if (a_.in_cone[i] || level_[i] != pos) continue;
+          EmitVectorOp(static_cast<int>(i), v, tail);
+        }
+      });
+      return;
+    }
+    if (pos == plan_.parallel_pos) w_.Line("#pragma omp parallel for reduction(|:kiln_err)");
+    w_.Open(absl::StrCat("for (int64_t ", Var(v), " = 0; ", Var(v), " < ", IntLiteral(e), "; ++",
+                         Var(v), ")"));
+    EmitLevelOps(pos);
+    EmitNest(pos + 1);
+    w_.Close();
+  }
+
+  // A loop over `v` in steps of the vector width; `body(tail)` emits one step
+  // (tail: kiln_n < Lanes valid lanes).
+  void EmitVectorLoop(int v, int64_t e, bool parallel, const std::function<void(bool)>& body) {
+    const std::string full = absl::StrCat("kiln_full_", Var(v));
+    w_.Line(absl::StrCat("const int64_t ", full, " = ", IntLiteral(e), " / kL * kL;"));
+    if (parallel) w_.Line("#pragma omp parallel for reduction(|:kiln_err)");
+    w_.Open(absl::StrCat("for (int64_t ", Var(v), " = 0; ", Var(v), " < ", full, "; ", Var(v),
+                         " += kL)"));
+    w_.Line("const size_t kiln_n = static_cast<size_t>(kL);");
+    w_.Line("(void)kiln_n;");
+    body(false);
+    w_.Close();
+    w_.Open(absl::StrCat("if (", full, " < ", IntLiteral(e), ")"));
+    w_.Line(absl::StrCat("const int64_t ", Var(v), " = ", full, ";"));
+    w_.Line(absl::StrCat("const size_t kiln_n = static_cast<size_t>(", IntLiteral(e), " - ", full,
+                         ");"));
+    body(true);
+    w_.Close();
+  }
+
+  // ---- Scalar ops.
+
+  std::string ScalarExpr(int i) {
+    const Op& op = k_.body[i];
+    const DType t = op.dtype;
+    const std::string vt = ValueType(t);
+    auto arg = [&](int j) { return S(op.args[j]); };
+    auto adt = [&](int j) { return k_.body[op.args[j]].dtype; };
+    const bool fl = ir::IsFloat(t);
+    // Float math in double, rounded to the value type (as the interpreter).
+    auto fcall = [&](const std::string& fn) {
+      return absl::StrCat("static_cast<", vt, ">(", fn, "(static_cast<double>(", arg(0), ")))");
+    };
+    switch (op.code) {
+      case OpCode::kLoad: {
+        const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
+        if (Buf(i).dtype == DType::kF16) return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
+        if (Buf(i).dtype == DType::kBool) return absl::StrCat("(", ref, " != 0)");
+        return ref;
+      }
+      case OpCode::kConstant:
+        if (fl) return absl::StrCat("static_cast<", vt, ">(", DoubleLiteral(op.fvalue), ")");
+        if (t == DType::kBool) return WrapConst(t, op.ivalue) != 0 ? "true" : "false";
+        return absl::StrCat("static_cast<", vt, ">(", IntLiteral(WrapConst(t, op.ivalue)), ")");
+      case OpCode::kIndex: {
+        const std::string v = absl::StrCat("static_cast<int64_t>(", Idx(i), ")");
+        if (fl) return absl::StrCat("static_cast<", vt, ">(static_cast<double>(", v, "))");
+        return absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(", v, "))");
+      }
+      case OpCode::kCast: {
+        const DType from = adt(0);
+        std::string r;
+        if (fl) {
+          r = absl::StrCat("static_cast<", vt, ">(static_cast<double>(", arg(0), "))");
+          if (t == DType::kF16) r = absl::StrCat("kiln_rt::RoundHalf(", r, ")");
+        } else if (t == DType::kBool) {
+          r = absl::StrCat("(", arg(0), " != 0)");
+        } else if (ir::IsFloat(from)) {
+          r = absl::StrCat("kiln_rt::FloatToInt<", vt, ">(static_cast<double>(", arg(0), "))");
+        } else {
+          r = absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(static_cast<int64_t>(",
+                           arg(0), ")))");
+        }
+        return r;
+      }
+      case OpCode::kSelect:
+        return absl::StrCat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
+      default:
+        break;
+    }
+    const bool in_float = !op.args.empty() && ir::IsFloat(adt(0));
+    if (in_float) {
+      const std::string d0 = absl::StrCat("static_cast<double>(", arg(0), ")");
+      const std::string d1 = op.args.size() > 1 ? absl::StrCat("static_cast<double>(", arg(1), ")")
+                                                 : std::string();
+      auto round = [&](const std::string& e) { return absl::StrCat("static_cast<", vt, ">(", e, ")"); };
+      switch (op.code) {
+        case OpCode::kExp: return fcall("std::exp");
+        case OpCode::kLog: return fcall("std::log");
+        case OpCode::kSqrt: return fcall("std::sqrt");
+        case OpCode::kRsqrt: return round(absl::StrCat("1.0 / std::sqrt(", d0, ")"));
+        case OpCode::kTanh: return fcall("std::tanh");
+        case OpCode::kErf: return fcall("std::erf");
+        case OpCode::kSigmoid: return round(absl::StrCat("1.0 / (1.0 + std::exp(-", d0, "))"));
+        case OpCode::kFloor: return fcall("std::floor");
+        case OpCode::kCeil: return fcall("std::ceil");
+        case OpCode::kRound: return fcall("std::nearbyint");
+        case OpCode::kSin: return fcall("std::sin");
+        case OpCode::kCos: return fcall("std::cos");
+        case OpCode::kTan: return fcall("std::tan");
+        case OpCode::kAsin: return fcall("std::asin");
+        case OpCode::kAcos: return fcall("std::acos");
+        case OpCode::kAtan: return fcall("std::atan");
+        case OpCode::kSinh: return fcall("std::sinh");
+        case OpCode::kCosh: return fcall("std::cosh");
+        case OpCode::kAsinh: return fcall("std::asinh");
+        case OpCode::kAcosh: return fcall("std::acosh");
+        case OpCode::kAtanh: return fcall("std::atanh");
+        case OpCode::kReciprocal: return round(absl::StrCat("1.0 / ", d0));
+        case OpCode::kNeg: return absl::StrCat("(-", arg(0), ")");
+        case OpCode::kAbs: return absl::StrCat("std::fabs(", arg(0), ")");
+        case OpCode::kSign: return absl::StrCat("kiln_rt::SignF(", arg(0), ")");
+        case OpCode::kIsNan: return absl::StrCat("std::isnan(", arg(0), ")");
+        case OpCode::kIsInf: return absl::StrCat("std::isinf(", arg(0), ")");
+        case OpCode::kAdd: return absl::StrCat("(", arg(0), " + ", arg(1), ")");
+        case OpCode::kSub: return absl::StrCat("(", arg(0), " - ", arg(1), ")");
+        case OpCode::kMul: return absl::StrCat("(", arg(0), " * ", arg(1), ")");
+        case OpCode::kDiv: return absl::StrCat("(", arg(0), " / ", arg(1), ")");
+        case OpCode::kMax: return absl::StrCat("kiln_rt::MaxF(", arg(0), ", ", arg(1), ")");
+        case OpCode::kMin: return absl::StrCat("kiln_rt::MinF(", arg(0), ", ", arg(1), ")");
+        case OpCode::kPow: return round(absl::StrCat("std::pow(", d0, ", ", d1, ")"));
+        case OpCode::kFmod: return round(absl::StrCat("std::fmod(", d0, ", ", d1, ")"));
+        case OpCode::kMod: return round(absl::StrCat("kiln_rt::ModF(", d0, ", ", d1, ")"));
+        default: break;
+      }
+    } else {
+      switch (op.code) {
+        case OpCode::kNeg: return absl::StrCat("kiln_rt::NegW(", arg(0), ")");
+        case OpCode::kAbs: return absl::StrCat("kiln_rt::AbsW(", arg(0), ")");
+        case OpCode::kSign: return absl::StrCat("kiln_rt::SignI(", arg(0), ")");
+        case OpCode::kNot: return absl::StrCat("(!", arg(0), ")");
+        case OpCode::kAdd: return absl::StrCat("kiln_rt::AddW(", arg(0), ", ", arg(1), ")");
+        case OpCode::kSub: return absl::StrCat("kiln_rt::SubW(", arg(0), ", ", arg(1), ")");
+        case OpCode::kMul: return absl::StrCat("kiln_rt::MulW(", arg(0), ", ", arg(1), ")");
+        case OpCode::kMax: return absl::StrCat("std::max(", arg(0), ", ", arg(1), ")");
+        case OpCode::kMin: return absl::StrCat("std::min(", arg(0), ", ", arg(1), ")");
+        case OpCode::kPow: return absl::StrCat("kiln_rt::PowI(", arg(0), ", ", arg(1), ")");
+        case OpCode::kDiv: return absl::StrCat("kiln_rt::DivI(", arg(0), ", ", arg(1), ", &kiln_err)");
+        case OpCode::kMod: return absl::StrCat("kiln_rt::ModI(", arg(0), ", ", arg(1), ", &kiln_err)");
+        case OpCode::kFmod: return absl::StrCat("kiln_rt::FmodI(", arg(0), ", ", arg(1), ", &kiln_err)");
+        case OpCode::kAnd: return absl::StrCat("(", arg(0), " && ", arg(1), ")");
+        case OpCode::kOr: return absl::StrCat("(", arg(0), " || ", arg(1), ")");
+        case OpCode::kXor: return absl::StrCat("(", arg(0), " != ", arg(1), ")");
+        default: break;
+      }
+    }
+    switch (op.code) {
+      case OpCode::kEq: return absl::StrCat("(", arg(0), " == ", arg(1), ")");
+      case OpCode::kNe: return absl::StrCat("(", arg(0), " != ", arg(1), ")");
+      case OpCode::kLt: return absl::StrCat("(", arg(0), " < ", arg(1), ")");
+      case OpCode::kLe: return absl::StrCat("(", arg(0), " <= ", arg(1), ")");
+      case OpCode::kGt: return absl::StrCat("(", arg(0), " > ", arg(1), ")");
+      case OpCode::kGe: return absl::StrCat("(", arg(0), " >= ", arg(1), ")");
+      default: break;
+    }
+    return "0 /* unsupported */";
+  }
+
+  void EmitScalarOp(int i) {
+    const Op& op = k_.body[i];
+    if (op.code == OpCode::kStore) {
+      const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
+      const std::string v = S(op.args[0]);
+      switch (Buf(i).dtype) {
+        case DType::kF16: w_.Line(absl::StrCat(ref, " = kiln_rt::FloatToHalf(", v, ");")); break;
+        case DType::kBool: w_.Line(absl::StrCat(ref, " = ", v, " ? 1 : 0;")); break;
+        default: w_.Line(absl::StrCat(ref, " = ", v, ";")); break;
+      }
+      return;
+    }
+    if (op.code == OpCode::kReduce) {
+      if (plan_.inner_reduce[i]) {
+        EmitInnerVectorReduce(i);
+      } else {
+        EmitScalarReduce(i);
+      }
+      return;
+    }
+    w_.Line(absl::StrCat("const ", ValueType(op.dtype), " ", S(i), " = ", ScalarExpr(i), ";"));
+    w_.Line(absl::StrCat("(void)", S(i), ";"));
+  }
+
+  // Opens the loops of the reduction space (all but `skip_last` innermost).
+  int OpenReductionLoops(bool skip_last) {
+    const int first_r = static_cast<int>(k_.ranges.size());
+    const int last = k_.num_vars() - (skip_last ? 1 : 0);
+    int opened = 0;
+    for (int v = first_r; v < last; ++v) {
+      w_.Open(absl::StrCat("for (int64_t ", Var(v), " = 0; ", Var(v), " < ", IntLiteral(a_.extents[v]),
+                           "; ++", Var(v), ")"));
+      ++opened;
+    }
+    return opened;
+  }
+
+  void EmitScalarReduce(int i) {
+    const Op& op = k_.body[i];
+    const int src = op.args[0];
+    const DType in = Dt(src);
+    const bool fl = ir::IsFloat(in);
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    const std::string vt = ValueType(op.dtype);
+    const ReduceKind rk = op.reduce;
+    const bool arg = IsArgReduce(rk);
+    const bool welford = rk == ReduceKind::kWelfordMean || rk == ReduceKind::kWelfordVar;
+    if (arg) {
+      w_.Line(absl::StrCat("bool ", acc, "_have = false;"));
+      w_.Line(absl::StrCat(ValueType(in), " ", acc, "_best{};"));
+      w_.Line(absl::StrCat("int64_t ", acc, "_bpos = 0, ", acc, "_pos = 0;"));
+    } else if (welford) {
+      w_.Line(absl::StrCat("double ", acc, "_count = 0, ", acc, "_mean = 0, ", acc, "_m2 = 0;"));
+    } else if (fl) {
+      const char* init = rk == ReduceKind::kProd  ? "1.0"
+                         : rk == ReduceKind::kMax ? "-HUGE_VAL"
+                         : rk == ReduceKind::kMin ? "HUGE_VAL"
+                                                  : "0.0";
+      w_.Line(absl::StrCat("double ", acc, " = ", init, ";"));
+    } else if (rk == ReduceKind::kMax || rk == ReduceKind::kMin) {
+      w_.Line(absl::StrCat("int64_t ", acc, " = std::numeric_limits<int64_t>::",
+                           rk == ReduceKind::kMax ? "min" : "max", "();"));
+    } else {
+      w_.Line(absl::StrCat("uint64_t ", acc, " = ", rk == ReduceKind::kProd ? "1" : "0", ";"));
+    }
+    bool empty = false;
+    for (int64_t e : k_.reduction_ranges) empty |= e == 0;
+    if (!empty) {
+      w_.Open("");
+      const int opened = OpenReductionLoops(false);
+      for (int j : a_.cone[i]) EmitScalarOp(j);
+      const std::string x = S(src);
+      switch (rk) {
+        case ReduceKind::kSum:
+          w_.Line(fl ? absl::StrCat(acc, " += static_cast<double>(", x, ");")
+                     : absl::StrCat(acc, " += static_cast<uint64_t>(static_cast<int64_t>(", x, "));"));
+          break;
+        case ReduceKind::kProd:
+          w_.Line(fl ? absl::StrCat(acc, " *= static_cast<double>(", x, ");")
+                     : absl::StrCat(acc, " *= static_cast<uint64_t>(static_cast<int64_t>(", x, "));"));
+          break;
+        case ReduceKind::kMax:
+        case ReduceKind::kMin: {
+          const char* fn = rk == ReduceKind::kMax ? "max" : "min";
+          if (fl) {
+            w_.Line(absl::StrCat(acc, " = (std::isnan(", acc, ") || std::isnan(", x,
+                                 ")) ? std::numeric_limits<double>::quiet_NaN() : std::", fn,
+                                 "(", acc, ", static_cast<double>(", x, "));"));
+          } else {
+            w_.Line(absl::StrCat(acc, " = std::", fn, "<int64_t>(", acc, ", static_cast<int64_t>(",
+                                 x, "));"));
+          }
+          break;
+        }
+        case ReduceKind::kWelfordMean:
+        case ReduceKind::kWelfordVar:
+          w_.Line(absl::StrCat(acc, "_count += 1;"));
+          w_.Line(absl::StrCat("const double ", acc, "_delta = static_cast<double>(", x, ") - ",
+                               acc, "_mean;"));
+          w_.Line(absl::StrCat(acc, "_mean += ", acc, "_delta / ", acc, "_count;"));
+          w_.Line(absl::StrCat(acc, "_m2 += ", acc, "_delta * (static_cast<double>(", x, ") - ",
+                               acc, "_mean);"));
+          break;
+        default: {
+          const bool mx = rk == ReduceKind::kArgMax || rk == ReduceKind::kArgMaxLast;
+          const bool last = rk == ReduceKind::kArgMaxLast || rk == ReduceKind::kArgMinLast;
+          const std::string best = acc + "_best";
+          w_.Line("bool kiln_take;");
+          w_.Open(absl::StrCat("if (!", acc, "_have)"));
+          w_.Line("kiln_take = true;");
+          if (fl) {
+            w_.Close();
+            w_.Open(absl::StrCat("else if (std::isnan(", best, ") || std::isnan(", x, "))"));
+            w_.Line(absl::StrCat("kiln_take = std::isnan(", x, ")",
+                                 last ? ";" : absl::StrCat(" && !std::isnan(", best, ");")));
+          }
+          w_.Close();
+          w_.Open("else");
+          w_.Line(absl::StrCat("const int kiln_cmp = (", x, " > ", best, ") - (", x, " < ", best,
+                               ");"));
+          w_.Line(absl::StrCat("const int kiln_better = ", mx ? "kiln_cmp" : "-kiln_cmp", ";"));
+          w_.Line(absl::StrCat("kiln_take = kiln_better > 0",
+                               last ? " || kiln_better == 0;" : ";"));
+          w_.Close();
+          w_.Open("if (kiln_take)");
+          w_.Line(absl::StrCat(best, " = ", x, ";"));
+          w_.Line(absl::StrCat(acc, "_bpos = ", acc, "_pos;"));
+          w_.Line(absl::StrCat(acc, "_have = true;"));
+          w_.Close();
+          w_.Line(absl::StrCat("++", acc, "_pos;"));
+          break;
+        }
+      }
+      for (int c = 0; c < opened; ++c) w_.Close();
+      w_.Close();
+    }
+    std::string result;
+    if (arg) {
+      result = absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(", acc, "_bpos))");
+    } else if (welford) {
+      const std::string v = rk == ReduceKind::kWelfordMean ? absl::StrCat(acc, "_mean")
+                                                           : absl::StrCat(acc, "_m2 / ", acc, "_count");
+      result = absl::StrCat("static_cast<", vt, ">(", acc, "_count == 0 ? std::numeric_limits<double>::quiet_NaN() : ", v, ")");
+    } else if (ir::IsFloat(op.dtype)) {
+      result = absl::StrCat("static_cast<", vt, ">(", acc, ")");
+    } else {
+      result = absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(", acc, "))");
+    }
+    w_.Line(absl::StrCat("const ", vt, " ", S(i), " = ", result, ";"));
+  }
+
+  // ---- Vector ops.
+
+  // Tag of a vector value of dtype t ("df" or "di"); bool values are masks
+  // of df.
+  static const char* Tag(DType t) { return t == DType::kI32 ? "di" : "df"; }
+
+  // Operand `j` as a vector in a context vectorized over `var`.
+  std::string VArg(int j, int var) const {
+    if (a_.deps[j] & Bit(var)) return V(j);
+    switch (Dt(j)) {
+      case DType::kBool: return absl::StrCat("hn::FirstN(df, ", S(j), " ? hn::Lanes(df) : 0)");
+      default: return absl::StrCat("hn::Set(", Tag(Dt(j)), ", ", S(j), ")");
+    }
+  }
+
+  // Index of op i with `var` at lane `kl`.
+  std::string LaneIdx(int i, int var) const {
+    return CppIndex(a_.index[i], [this, var](int v) {
+      return v == var ? absl::StrCat("(", Var(v), " + static_cast<int64_t>(kl))") : Var(v);
+    });
+  }
+
+  static std::string ToMask(DType t, const std::string& m) {
+    return t == DType::kI32 ? absl::StrCat("hn::RebindMask(df, ", m, ")") : m;
+  }
+
+  std::string Lanewise(int i, int var, const std::string& scalar_fn) {
+    const Op& op = k_.body[i];
+    const DType t = Dt(op.args[0]);
+    const std::string ct = ValueType(t);
+    if (op.args.size() == 1) {
+      return absl::StrCat("KilnLanewise1(", Tag(t), ", ", VArg(op.args[0], var), ", kiln_n, [&](",
+                          ct, " a) { return ", scalar_fn, "; })");
+    }
+    return absl::StrCat("KilnLanewise2(", Tag(t), ", ", VArg(op.args[0], var), ", ",
+                        VArg(op.args[1], var), ", kiln_n, [&](", ct, " a, ", ct, " b) { return ",
+                        scalar_fn, "; })");
+  }
+
+  std::string VectorExpr(int i, int var, bool tail) {
+    const Op& op = k_.body[i];
+    const DType t = op.dtype;
+    auto x = [&](int j) { return VArg(op.args[j], var); };
+    auto adt = [&](int j) { return Dt(op.args[j]); };
+    switch (op.code) {
+      case OpCode::kLoad: {
+        const DType bt = Buf(i).dtype;
+        if (AccessOf(p_, a_, i, var) == Access::kContiguous) {
+          const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
+          return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
+                      : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
+        }
+        const char* lane_t = bt == DType::kF32 ? "float" : "int32_t";
+        const std::string elem = absl::StrCat(Param(i), "[", LaneIdx(i, var), "]");
+        std::string load = absl::StrCat(
+            "[&]() { alignas(64) ", lane_t, " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
+            bt == DType::kBool ? absl::StrCat("(", elem, " != 0) ? 1 : 0") : elem,
+            "; return hn::Load(", bt == DType::kF32 ? "df" : "di", ", kiln_t); }()");
+        if (bt == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
+        return load;
+      }
+      case OpCode::kIndex: {
+        const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
+        const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
+        const std::string conv =
+            t == DType::kF32 ? absl::StrCat("static_cast<float>(static_cast<double>(", v, "))")
+            : t == DType::kI32 ? absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(", v, "))")
+                               : absl::StrCat("(", v, " != 0) ? 1 : 0");
+        const std::string load = absl::StrCat(
+            "[&]() { alignas(64) ", lane_t, " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
+            conv, "; return hn::Load(", t == DType::kF32 ? "df" : "di", ", kiln_t); }()");
+        if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
+        return load;
+      }
+      case OpCode::kCast: {
+        const DType from = adt(0);
+        if (from == t) return x(0);
+        if (t == DType::kF32) {
+          if (from == DType::kI32) return absl::StrCat("hn::ConvertTo(df, ", x(0), ")");
+          return absl::StrCat("hn::IfThenElseZero(", x(0), ", hn::Set(df, 1.0f))");
+        }
+        if (t == DType::kI32) {
+          if (from == DType::kF32) return absl::StrCat("KilnF32ToI32(di, df, ", x(0), ")");
+          return absl::StrCat("hn::IfThenElseZero(hn::RebindMask(di, ", x(0), "), hn::Set(di, 1))");
+        }
+        // To bool.
+        if (from == DType::kF32) return absl::StrCat("hn::Not(", x(0), " == hn::Zero(df))");
+        return absl::StrCat("hn::RebindMask(df, hn::Not(", x(0), " == hn::Zero(di)))");
+      }
+      case OpCode::kSelect:
+        if (t == DType::kBool) {
+          return absl::StrCat("hn::Or(hn::And(", x(0), ", ", x(1), "), hn::AndNot(", x(0), ", ",
+                              x(2), "))");
+        }
+        if (t == DType::kI32) {
+          return absl::StrCat("hn::IfThenElse(hn::RebindMask(di, ", x(0), "), ", x(1), ", ", x(2),
+                              ")");
+        }
+        return absl::StrCat("hn::IfThenElse(", x(0), ", ", x(1), ", ", x(2), ")");
+      default:
+        break;
+    }
+    const DType in = op.args.empty() ? t : adt(0);
+    if (in == DType::kF32) {
+      auto m = [&](const char* fn) { return absl::StrCat(fn, "(df, ", x(0), ")"); };
+      switch (op.code) {
+        case OpCode::kExp: return m("KilnExp");
+        case OpCode::kLog: return m("KilnLog");
+        case OpCode::kSqrt: return absl::StrCat("hn::Sqrt(", x(0), ")");
+        case OpCode::kRsqrt:
+          return absl::StrCat("hn::Div(hn::Set(df, 1.0f), hn::Sqrt(", x(0), "))");
+        case OpCode::kTanh: return m("KilnTanh");
+        case OpCode::kErf: return m("KilnErf");
+        case OpCode::kSigmoid: return m("KilnSigmoid");
+        case OpCode::kFloor: return absl::StrCat("hn::Floor(", x(0), ")");
+        case OpCode::kCeil: return absl::StrCat("hn::Ceil(", x(0), ")");
+        case OpCode::kRound: return absl::StrCat("hn::Round(", x(0), ")");
+        case OpCode::kSin: return m("KilnSin");
+        case OpCode::kCos: return m("KilnCos");
+        case OpCode::kAsin: return m("KilnAsin");
+        case OpCode::kAcos: return m("KilnAcos");
+        case OpCode::kAtan: return m("KilnAtan");
+        case OpCode::kSinh: return m("KilnSinh");
+        case OpCode::kAsinh: return m("KilnAsinh");
+        case OpCode::kAcosh: return m("KilnAcosh");
+        case OpCode::kAtanh: return m("KilnAtanh");
+        case OpCode::kTan:
+          return Lanewise(i, var, "static_cast<float>(std::tan(static_cast<double>(a)))");
+        case OpCode::kCosh:
+          return Lanewise(i, var, "static_cast<float>(std::cosh(static_cast<double>(a)))");
+        case OpCode::kReciprocal: return absl::StrCat("hn::Div(hn::Set(df, 1.0f), ", x(0), ")");
+        case OpCode::kNeg: return absl::StrCat("hn::Neg(", x(0), ")");
+        case OpCode::kAbs: return absl::StrCat("hn::Abs(", x(0), ")");
+        case OpCode::kSign: return m("KilnSignF");
+        case OpCode::kIsNan: return absl::StrCat("hn::IsNaN(", x(0), ")");
+        case OpCode::kIsInf: return absl::StrCat("hn::IsInf(", x(0), ")");
+        case OpCode::kAdd: return absl::StrCat("hn::Add(", x(0), ", ", x(1), ")");
+        case OpCode::kSub: return absl::StrCat("hn::Sub(", x(0), ", ", x(1), ")");
+        case OpCode::kMul: return absl::StrCat("hn::Mul(", x(0), ", ", x(1), ")");
+        case OpCode::kDiv: return absl::StrCat("hn::Div(", x(0), ", ", x(1), ")");
+        case OpCode::kMax: return absl::StrCat("KilnMaxF(df, ", x(0), ", ", x(1), ")");
+        case OpCode::kMin: return absl::StrCat("KilnMinF(df, ", x(0), ", ", x(1), ")");
+        case OpCode::kPow:
+          return Lanewise(i, var, "static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)))");
+        case OpCode::kFmod:
+          return Lanewise(i, var, "static_cast<float>(std::fmod(static_cast<double>(a), static_cast<double>(b)))");
+        case OpCode::kMod:
+          return Lanewise(i, var, "static_cast<float>(kiln_rt::ModF(static_cast<double>(a), static_cast<double>(b)))");
+        case OpCode::kEq: return absl::StrCat("(", x(0), " == ", x(1), ")");
+        case OpCode::kNe: return absl::StrCat("hn::Not(", x(0), " == ", x(1), ")");
+        case OpCode::kLt: return absl::StrCat("(", x(0), " < ", x(1), ")");
+        case OpCode::kLe: return absl::StrCat("(", x(0), " <= ", x(1), ")");
+        case OpCode::kGt: return absl::StrCat("(", x(0), " > ", x(1), ")");
+        case OpCode::kGe: return absl::StrCat("(", x(0), " >= ", x(1), ")");
+        default: break;
+      }
+    } else if (in == DType::kI32) {
+      switch (op.code) {
+        case OpCode::kNeg: return absl::StrCat("hn::Neg(", x(0), ")");
+        case OpCode::kAbs: return absl::StrCat("hn::Abs(", x(0), ")");
+        case OpCode::kSign: return absl::StrCat("KilnSignI(di, ", x(0), ")");
+        case OpCode::kAdd: return absl::StrCat("hn::Add(", x(0), ", ", x(1), ")");
+        case OpCode::kSub: return absl::StrCat("hn::Sub(", x(0), ", ", x(1), ")");
+        case OpCode::kMul: return absl::StrCat("hn::Mul(", x(0), ", ", x(1), ")");
+        case OpCode::kMax: return absl::StrCat("hn::Max(", x(0), ", ", x(1), ")");
+        case OpCode::kMin: return absl::StrCat("hn::Min(", x(0), ", ", x(1), ")");
+        case OpCode::kPow: return Lanewise(i, var, "kiln_rt::PowI(a, b)");
+        case OpCode::kDiv: return Lanewise(i, var, "kiln_rt::DivI(a, b, &kiln_err)");
+        case OpCode::kMod: return Lanewise(i, var, "kiln_rt::ModI(a, b, &kiln_err)");
+        case OpCode::kFmod: return Lanewise(i, var, "kiln_rt::FmodI(a, b, &kiln_err)");
+        case OpCode::kEq: return ToMask(in, absl::StrCat("(", x(0), " == ", x(1), ")"));
+        case OpCode::kNe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " == ", x(1), ")"));
+        case OpCode::kLt: return ToMask(in, absl::StrCat("(", x(0), " < ", x(1), ")"));
+        case OpCode::kLe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " > ", x(1), ")"));
+        case OpCode::kGt: return ToMask(in, absl::StrCat("(", x(0), " > ", x(1), ")"));
+        case OpCode::kGe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " < ", x(1), ")"));
+        default: break;
+      }
+    } else {  // bool
+      switch (op.code) {
+        case OpCode::kNot: return absl::StrCat("hn::Not(", x(0), ")");
+        case OpCode::kAnd: return absl::StrCat("hn::And(", x(0), ", ", x(1), ")");
+        case OpCode::kOr: return absl::StrCat("hn::Or(", x(0), ", ", x(1), ")");
+        case OpCode::kXor:
+        case OpCode::kNe: return absl::StrCat("hn::Xor(", x(0), ", ", x(1), ")");
+        case OpCode::kEq: return absl::StrCat("hn::Not(hn::Xor(", x(0), ", ", x(1), "))");
+        default: break;
+      }
+    }
+    return "/* unsupported */";
+  }
+
+  void EmitVectorStore(int i, int var, bool tail) {
+    const Op& op = k_.body[i];
+    const DType bt = Buf(i).dtype;
+    const std::string v = VArg(op.args[0], var);
+    if (AccessOf(p_, a_, i, var) == Access::kContiguous) {
+      const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
+      w_.Line(tail ? absl::StrCat("KilnStoreN(", v, ", ", Tag(bt), ", ", ptr, ", kiln_n);")
+                   : absl::StrCat("hn::StoreU(", v, ", ", Tag(bt), ", ", ptr, ");"));
+      return;
+    }
+    w_.Open("");
+    if (bt == DType::kBool) {
+      w_.Line("alignas(64) int32_t kiln_t[kKilnMaxLanes];");
+      w_.Line(absl::StrCat("hn::Store(hn::IfThenElseZero(hn::RebindMask(di, ", v,
+                           "), hn::Set(di, 1)), di, kiln_t);"));
+    } else {
+      w_.Line(absl::StrCat("alignas(64) ", ValueType(bt), " kiln_t[kKilnMaxLanes];"));
+      w_.Line(absl::StrCat("hn::Store(", v, ", ", Tag(bt), ", kiln_t);"));
+    }
+    w_.Line(absl::StrCat("for (size_t kl = 0; kl < kiln_n; ++kl) ", Param(i), "[", LaneIdx(i, var),
+                         "] = ", bt == DType::kBool ? "static_cast<uint8_t>(kiln_t[kl])" : "kiln_t[kl]",
+                         ";"));
+    w_.Close();
+  }
+
+  // Op i inside a vector body over `var`: vector form when it depends on
+  // var, else scalar.
+  void EmitVectorOp(int i, int var, bool tail) {
+    const Op& op = k_.body[i];
+    if (!(a_.deps[i] & Bit(var))) {
+      EmitScalarOp(i);
+      return;
+    }
+    if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
+    if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
+    w_.Line(absl::StrCat("const auto ", V(i), " = ", VectorExpr(i, var, tail), ";"));
+  }
+
+  std::string Identity(ReduceKind rk, DType t) const {
+    const bool f = t == DType::kF32;
+    switch (rk) {
+      case ReduceKind::kSum: return f ? "hn::Zero(df)" : "hn::Zero(di)";
+      case ReduceKind::kProd: return f ? "hn::Set(df, 1.0f)" : "hn::Set(di, 1)";
+      case ReduceKind::kMax:
+        return f ? "hn::Set(df, -std::numeric_limits<float>::infinity())"
+                 : "hn::Set(di, std::numeric_limits<int32_t>::min())";
+      default:
+        return f ? "hn::Set(df, std::numeric_limits<float>::infinity())"
+                 : "hn::Set(di, std::numeric_limits<int32_t>::max())";
+    }
+  }
+
+  // acc = acc (op) x; with `mask` (tail of a reduction loop) the masked-off
+  // lanes contribute the identity.
+  void EmitAccumulate(int i, const std::string& x, const std::string& mask) {
+    const Op& op = k_.body[i];
+    const DType t = op.dtype;
+    const ReduceKind rk = op.reduce;
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    const std::string xm =
+        mask.empty() ? x
+        : rk == ReduceKind::kSum
+            ? absl::StrCat("hn::IfThenElseZero(", mask, ", ", x, ")")
+            : absl::StrCat("hn::IfThenElse(", mask, ", ", x, ", ", Identity(rk, t), ")");
+    switch (rk) {
+      case ReduceKind::kSum: w_.Line(absl::StrCat(acc, " = hn::Add(", acc, ", ", xm, ");")); break;
+      case ReduceKind::kProd: w_.Line(absl::StrCat(acc, " = hn::Mul(", acc, ", ", xm, ");")); break;
+      default: {
+        const char* fn = rk == ReduceKind::kMax ? "hn::Max" : "hn::Min";
+        w_.Line(absl::StrCat(acc, " = ", fn, "(", acc, ", ", xm, ");"));
+        if (t == DType::kF32) {
+          const std::string isnan = absl::StrCat("hn::IsNaN(", x, ")");
+          w_.Line(absl::StrCat(acc, "_nan = hn::Or(", acc, "_nan, ",
+                               mask.empty() ? isnan : absl::StrCat("hn::And(", mask, ", ", isnan, ")"),
+                               ");"));
+        }
+      }
+    }
+  }
+
+  void EmitAccInit(int i) {
+    const Op& op = k_.body[i];
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    w_.Line(absl::StrCat("auto ", acc, " = ", Identity(op.reduce, op.dtype), ";"));
+    if (op.dtype == DType::kF32 &&
+        (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
+      w_.Line(absl::StrCat("auto ", acc, "_nan = hn::FirstN(df, 0);"));
+    }
+  }
+
+  // A reduce that depends on the kernel's vector variable: one accumulator
+  // per lane, scalar loops over the reduction space.
+  void EmitLaneReduce(int i, int var, bool tail) {
+    const Op& op = k_.body[i];
+    EmitAccInit(i);
+    w_.Open("");
+    const int opened = OpenReductionLoops(false);
+    for (int j : a_.cone[i]) EmitVectorOp(j, var, tail);
+    EmitAccumulate(i, VArg(op.args[0], var), "");
+    for (int c = 0; c < opened; ++c) w_.Close();
+    w_.Close();
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    if (op.dtype == DType::kF32 &&
+        (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
+      w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
+                           "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
+    } else {
+      w_.Line(absl::StrCat("const auto ", V(i), " = ", acc, ";"));
+    }
+  }
+
+  // A reduce computed once per iteration point, vectorized along the last
+  // reduction variable; lanes are combined at the end.
+  void EmitInnerVectorReduce(int i) {
+    const Op& op = k_.body[i];
+    const int rv = k_.num_vars() - 1;
+    const DType t = op.dtype;
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    EmitAccInit(i);
+    w_.Open("");
+    const int opened = OpenReductionLoops(true);
+    for (int j : a_.cone[i]) {
+      if (!(a_.deps[j] & Bit(rv))) EmitScalarOp(j);
+    }
+    EmitVectorLoop(rv, a_.extents[rv], false, [&](bool tail) {
+      for (int j : a_.cone[i]) {
+        if (a_.deps[j] & Bit(rv)) EmitVectorOp(j, rv, tail);
+      }
+      const std::string mask =
+          tail ? (t == DType::kI32 ? "hn::FirstN(di, kiln_n)" : "hn::FirstN(df, kiln_n)") : "";
+      EmitAccumulate(i, VArg(op.args[0], rv), mask);
+    });
+    for (int c = 0; c < opened; ++c) w_.Close();
+    w_.Close();
+    // Horizontal combine in double / 64-bit, as the scalar form.
+    const bool f = t == DType::kF32;
+    w_.Line(absl::StrCat("alignas(64) ", f ? "float" : "int32_t", " ", acc, "_l[kKilnMaxLanes];"));
+    w_.Line(absl::StrCat("hn::Store(", acc, ", ", f ? "df" : "di", ", ", acc, "_l);"));
+    std::string combine, result;
+    switch (op.reduce) {
+      case ReduceKind::kSum:
+      case ReduceKind::kProd: {
+        const bool sum = op.reduce == ReduceKind::kSum;
+        w_.Line(absl::StrCat(f ? "double " : "uint64_t ", acc, "_h = ", sum ? "0" : "1", ";"));
+        w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", acc, "_h ",
+                             sum ? "+" : "*", "= ",
+                             f ? absl::StrCat("static_cast<double>(", acc, "_l[l]);")
+                               : absl::StrCat("static_cast<uint64_t>(static_cast<int64_t>(", acc, "_l[l]));")));
+        break;
+      }
+      default: {
+        const char* fn = op.reduce == ReduceKind::kMax ? "max" : "min";
+        w_.Line(absl::StrCat(f ? "double " : "int64_t ", acc, "_h = ", acc, "_l[0];"));
+        w_.Line(absl::StrCat("for (size_t l = 1; l < hn::Lanes(df); ++l) ", acc, "_h = std::", fn,
+                             "<", f ? "double" : "int64_t", ">(", acc, "_h, ", acc, "_l[l]);"));
+        if (f) {
+          w_.Line(absl::StrCat("if (!hn::AllFalse(df, ", acc, "_nan)) ", acc,
+                               "_h = std::numeric_limits<double>::quiet_NaN();"));
+        }
+      }
+    }
+    w_.Line(absl::StrCat("const ", ValueType(t), " ", S(i), " = ",
+                         f ? absl::StrCat("static_cast<float>(", acc, "_h)")
+                           : absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(", acc, "_h))"),
+                         ";"));
+  }
+
+  const LoopProgram& p_;
+  const Analysis& a_;
+  const Kernel& k_;
+  const Plan& plan_;
+  Writer& w_;
+  std::vector<std::string> params_;  // per program buffer
+  std::vector<int> pos_of_var_;
+  std::vector<int> level_;
+};
+
+bool PlanHasVectorCode(const Plan& plan) {
+  if (plan.vec_var >= 0) return true;
+  for (bool b : plan.inner_reduce) {
+    if (b) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+EmitOptions EmitOptionsForIsa(const isa::VecIsa& isa) {
+  EmitOptions o;
+  o.parallel_grain = isa.parallel_grain;
+  return o;
+}
+
+absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOptions& options) {
+  if (options.kernels_per_unit < 1) {
+    return absl::InvalidArgumentError("EmitOptions::kernels_per_unit must be >= 1");
+  }
+  if (options.verify) {
+    absl::Status st = ir::loop::VerifyProgram(program);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("loop program fails verification: ", st.message()));
+    }
+  }
+  for (const Buffer& b : program.buffers) {
+    if (!b.StorageSize().has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer '", NamePart(b.name), "' has no valid storage size"));
+    }
+  }
+  const std::string prefix = SanitizeIdentifier(options.symbol_prefix);
+  const std::string unit_prefix = NamePart(options.unit_prefix);
+
+  EmittedProgram out;
+  struct Unit {
+    std::string name;
+    Writer body;       // inside HWY_NAMESPACE
+    std::string entries;  // extern "C"
+    bool vector = false;
+  };
+  std::vector<Unit> units;
+  bool has_extern = false;
+  int in_unit = options.kernels_per_unit;
+
+  for (size_t ki = 0; ki < program.kernels.size(); ++ki) {
+    const Kernel& k = program.kernels[ki];
+    if (k.kind == Kernel::Kind::kExtern) {
+      out.skipped_extern_kernels.push_back(static_cast<int>(ki));
+      has_extern = true;
+      continue;
+    }
+    if (in_unit >= options.kernels_per_unit) {
+      units.emplace_back();
+      units.back().name = absl::StrCat(unit_prefix, "_", units.size() - 1);
+      in_unit = 0;
+    }
+    ++in_unit;
+    Unit& u = units.back();
+
+    const Analysis a = Analyze(program, k);
+    const Plan plan = MakePlan(program, a, options);
+    EmittedKernel ek;
+    ek.kernel_index = static_cast<int>(ki);
+    ek.name = k.name;
+    ek.unit = u.name;
+    ek.vec = plan.status;
+    ek.parallel = plan.parallel_pos >= 0;
+    const std::string fn = absl::StrCat("k", ki, "_", NamePart(k.name));
+    ek.symbol = absl::StrCat(prefix, fn);
+
+    std::vector<bool> used(program.buffers.size(), false), stored(program.buffers.size(), false);
+    for (const Op& op : k.body) {
+      if (op.code == OpCode::kLoad || op.code == OpCode::kStore) used[op.buffer] = true;
+      if (op.code == OpCode::kStore) stored[op.buffer] = true;
+    }
+    std::vector<std::string> param_names(program.buffers.size());
+    std::vector<std::string> params, casts;
+    for (size_t b = 0; b < program.buffers.size(); ++b) {
+      if (!used[b]) continue;
+      const Buffer& buf = program.buffers[b];
+      param_names[b] = absl::StrCat("b", b, "_", NamePart(buf.name));
+      const std::string type =
+          absl::StrCat(stored[b] ? "" : "const ", StorageType(buf.dtype), "*");
+      params.push_back(absl::StrCat(type, " __restrict ", param_names[b]));
+      casts.push_back(absl::StrCat("static_cast<", type, ">(args[", ek.buffer_args.size(), "])"));
+      ek.buffer_args.push_back(static_cast<int32_t>(b));
+      ek.buffer_names.push_back(buf.name);
+    }
+
+    const bool vector = PlanHasVectorCode(plan);
+    u.vector |= vector;
+    Writer& w = u.body;
+    w.Line(absl::StrCat("// kernel ", ki, ": ", ir::loop::VecKindName(plan.status.kind),
+                        plan.parallel_pos >= 0 ? ", parallel" : ""));
+    w.Open(absl::StrCat("static int ", fn, "(", absl::StrJoin(params, ", "), ")"));
+    w.Line("int kiln_err = 0;");
+    if (vector) {
+      w.Line("const hn::ScalableTag<float> df;");
+      w.Line("const hn::RebindToSigned<decltype(df)> di;");
+      w.Line("const int64_t kL = static_cast<int64_t>(hn::Lanes(df));");
+      w.Line("(void)di;");
+      w.Line("(void)kL;");
+    }
+    KernelEmitter(program, a, plan, &w, param_names).EmitBody();
+    w.Close();
+    w.Line("");
+
+    absl::StrAppend(&u.entries, "extern \"C\" int ", ek.symbol, "(void* const* args) {\n",
+                    "  (void)args;\n", "  return kiln_gen::HWY_NAMESPACE::", fn, "(",
+                    absl::StrJoin(casts, ", "), ");\n", "}\n\n");
+    out.kernels.push_back(std::move(ek));
+  }
+
+  if (!has_extern) {
+    if (units.empty()) {
+      units.emplace_back();
+      units.back().name = absl::StrCat(unit_prefix, "_0");
+    }
+    out.run_symbol = absl::StrCat(prefix, "run");
+    std::string& e = units.front().entries;
+    for (const EmittedKernel& ek : out.kernels) {
+      absl::StrAppend(&e, "extern \"C\" int ", ek.symbol, "(void* const* args);\n");
+    }
+    absl::StrAppend(&e, "\nextern \"C\" int ", out.run_symbol, "(void* const* buffers) {\n",
+                    "  (void)buffers;\n");
+    for (const EmittedKernel& ek : out.kernels) {
+      std::vector<std::string> args;
+      for (int32_t b : ek.buffer_args) args.push_back(absl::StrCat("buffers[", b, "]"));
+      absl::StrAppend(&e, "  {\n    void* const args[] = {", args.empty() ? "nullptr" : absl::StrJoin(args, ", "),
+                      "};\n    const int rc = ", ek.symbol,
+                      "(args);\n    if (rc != 0) return rc;\n  }\n");
+    }
+    absl::StrAppend(&e, "  return 0;\n}\n");
+  }
+
+  for (Unit& u : units) {
+    std::string text =
+        "// Generated by kiln's C++/Highway emitter (backends/cpp). DO NOT EDIT.\n";
+    absl::StrAppend(&text, ScalarPrelude(), "\n#include \"hwy/highway.h\"\n");
+    if (u.vector) absl::StrAppend(&text, "#include \"hwy/contrib/math/math-inl.h\"\n");
+    absl::StrAppend(&text, "\nHWY_BEFORE_NAMESPACE();\nnamespace kiln_gen {\nnamespace HWY_NAMESPACE {\n",
+                    "namespace hn = hwy::HWY_NAMESPACE;\n");
+    if (u.vector) absl::StrAppend(&text, VectorPrelude());
+    absl::StrAppend(&text, "\n", u.body.text(), "}  // namespace HWY_NAMESPACE\n",
+                    "}  // namespace kiln_gen\nHWY_AFTER_NAMESPACE();\n\n", u.entries);
+    out.sources.push_back({u.name, std::move(text)});
+  }
+  return out;
+}
+
+}  // namespace kiln::backends::cpp

@@ -1,0 +1,112 @@
+// File: backends/cpp/emitter.h — the C++/Highway emitter: turns the loop
+// kernels of a LoopProgram into translation units for runtime/jit (one
+// emitter for every ISA; the VecISA module only changes compiler flags).
+//
+//   EmitOptions opts = EmitOptionsForIsa(*isa);
+//   KILN_ASSIGN_OR_RETURN(EmittedProgram out, EmitCpp(program, opts));
+//   KILN_ASSIGN_OR_RETURN(auto lib, jit.Compile(out.sources));
+//   auto* fn = reinterpret_cast<KernelFn>(*lib->Symbol(out.kernels[0].symbol));
+//   void* args[] = {x_storage, y_storage};   // out.kernels[0].buffer_args order
+//   int rc = fn(args);                       // 0, or kErrorIntegerDivByZero
+//
+// ABI. Every loop kernel gets an entry `extern "C" int <symbol>(void* const*
+// args)`: args[k] points at the storage (laid out with the buffer's strides,
+// element types: f32 float, f16 IEEE half bits, f64 double, i64/i32/i8/u8 the
+// C integer, bool one byte 0/1) of buffer `buffer_args[k]`, listed by
+// ascending buffer index. Buffers passed to one kernel must not overlap.
+// `run_symbol` (when the program has no extern kernels) runs every kernel in
+// order and takes all program buffers indexed by buffer number. Entries return
+// 0 or kErrorIntegerDivByZero (integer division or modulo by zero; the result
+// element is then 0).
+//
+// Generated code follows Highway's skeleton: kernels are functions over raw
+// `__restrict` pointers inside `HWY_NAMESPACE` (between HWY_BEFORE_NAMESPACE
+// and HWY_AFTER_NAMESPACE), no vectors at namespace scope, the static target
+// chosen by the JIT's flags. The only names in the code are identifiers kiln
+// made: `k<index>_<SanitizeIdentifier(kernel name)>`,
+// `b<index>_<SanitizeIdentifier(buffer name)>`, value numbers and loop
+// variables; descriptions and ONNX node names never reach it.
+//
+// Vectorization (per kernel; the decision is in EmittedKernel::vec):
+//  - One iteration variable may become the vector variable (its loop moves
+//    innermost; the kernel must not read a buffer it writes nor store twice
+//    into one buffer). Ops that do not depend on it are computed as scalars
+//    once per enclosing iteration and broadcast; loads with stride 1 are
+//    LoadU, other strides / non-affine indices and bool buffers are gathered
+//    lane by lane into a vector. Tails use FirstN + MaskedLoad/BlendedStore
+//    where the target's masked ops cannot fault (else a lane copy).
+//  - A reduce that depends on the vector variable keeps one accumulator per
+//    lane (reducing over a non-contiguous dim: "accumulate columns"). A
+//    reduce that does not is vectorized along its innermost reduction
+//    variable with vector accumulators and a horizontal combine.
+//  - f32, i32 and bool values vectorize; other dtypes, argmax and Welford
+//    reductions are scalar (the reason is recorded).
+//  - The first loop with extent > 1 gets `#pragma omp parallel for` when the
+//    kernel's work (iteration x reduction points) exceeds parallel_grain.
+#ifndef KILN_BACKENDS_CPP_EMITTER_H_
+#define KILN_BACKENDS_CPP_EMITTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/loop/loop_ir.h"
+#include "isa/isa.h"
+#include "runtime/jit/jit_compiler.h"
+
+namespace kiln::backends::cpp {
+
+// Returned by an entry when an integer division or modulo divided by zero.
+inline constexpr int kErrorIntegerDivByZero = 1;
+
+// Signature of every kernel entry and of the run-all entry.
+using KernelFn = int (*)(void* const* args);
+
+struct EmitOptions {
+  // Prefix of every exported symbol (sanitized).
+  std::string symbol_prefix = "kiln_";
+  // Translation units are named <unit_prefix>_<n> (sanitized).
+  std::string unit_prefix = "kiln_kernels";
+  // Loop kernels per translation unit (>= 1).
+  int kernels_per_unit = 16;
+  // Smallest work (iteration x reduction points) worth an OpenMP loop.
+  int64_t parallel_grain = 32768;
+  // false: every kernel scalar (reason "vectorization disabled").
+  bool vectorize = true;
+  // Run the loop IR verifier first (its in-bounds proof is what makes the
+  // generated code memory-safe). Only for callers that verified already.
+  bool verify = true;
+};
+
+// Defaults with the ISA's tuning (parallel_grain).
+EmitOptions EmitOptionsForIsa(const isa::VecIsa& isa);
+
+struct EmittedKernel {
+  int kernel_index = -1;    // into LoopProgram::kernels
+  std::string name;         // the kernel's name
+  std::string symbol;       // extern "C" entry
+  std::string unit;         // the translation unit holding it
+  std::vector<int32_t> buffer_args;        // buffer indices, argument order
+  std::vector<std::string> buffer_names;   // their names, same order
+  ir::loop::VecStatus vec;  // vectorized (with notes) or scalar (with reason)
+  bool parallel = false;    // got an OpenMP loop
+};
+
+struct EmittedProgram {
+  std::vector<runtime::SourceFile> sources;
+  std::vector<EmittedKernel> kernels;  // loop kernels, program order
+  // Extern kernels are not emitted (the wrapper calls library code).
+  std::vector<int> skipped_extern_kernels;
+  // Runs every kernel; empty when the program has extern kernels.
+  std::string run_symbol;
+};
+
+// InvalidArgument when the program fails the verifier (the verifier's
+// message) or an option is out of range.
+absl::StatusOr<EmittedProgram> EmitCpp(const ir::loop::LoopProgram& program,
+                                       const EmitOptions& options = {});
+
+}  // namespace kiln::backends::cpp
+
+#endif  // KILN_BACKENDS_CPP_EMITTER_H_

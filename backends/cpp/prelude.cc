@@ -1,0 +1,358 @@
+// The helper code at the top of every generated translation unit (see
+// prelude.h). Semantics mirror ir/loop/interpreter.cc.
+#include "backends/cpp/prelude.h"
+
+namespace kiln::backends::cpp {
+
+absl::string_view ScalarPrelude() {
+  static constexpr char kText[] = R"cc(#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+namespace {
+namespace kiln_rt {
+
+inline int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t FloorMod(int64_t a, int64_t b) {
+  const int64_t m = a % b;
+  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}
+
+template <class T>
+inline T Wrap(uint64_t v) { return static_cast<T>(v); }
+template <>
+inline bool Wrap<bool>(uint64_t v) { return v != 0; }
+
+template <class T>
+inline T AddW(T a, T b) { return Wrap<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+template <class T>
+inline T SubW(T a, T b) { return Wrap<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+template <class T>
+inline T MulW(T a, T b) { return Wrap<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+template <class T>
+inline T NegW(T a) { return Wrap<T>(uint64_t{0} - static_cast<uint64_t>(a)); }
+template <class T>
+inline T AbsW(T a) { return (std::is_signed<T>::value && a < T{0}) ? NegW(a) : a; }
+template <class T>
+inline T SignI(T a) { return static_cast<T>((a > T{0}) - (a < T{0})); }
+
+template <class T>
+inline T PowI(T base_t, T exp_t) {
+  const int64_t base = base_t, exp = exp_t;
+  if (exp < 0) {
+    if (base == 1) return T{1};
+    if (base == -1) return static_cast<T>((exp % 2 == 0) ? 1 : -1);
+    return T{0};
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (int64_t e = exp; e > 0; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return Wrap<T>(result);
+}
+
+template <class T>
+inline bool IsMinusOne(T b) { return std::is_signed<T>::value && static_cast<int64_t>(b) == -1; }
+template <class T>
+inline T DivI(T a, T b, int* err) {
+  if (b == T{0}) { *err = 1; return T{0}; }
+  if (IsMinusOne(b)) return NegW(a);
+  return static_cast<T>(a / b);
+}
+template <class T>
+inline T FmodI(T a, T b, int* err) {
+  if (b == T{0}) { *err = 1; return T{0}; }
+  if (IsMinusOne(b)) return T{0};
+  return static_cast<T>(a % b);
+}
+template <class T>
+inline T ModI(T a, T b, int* err) {
+  if (b == T{0}) { *err = 1; return T{0}; }
+  if (IsMinusOne(b)) return T{0};
+  return static_cast<T>(FloorMod(a, b));
+}
+
+template <class T>
+inline T FloatToInt(double v) {
+  if (std::isnan(v)) return T{0};
+  v = std::trunc(v);
+  int64_t i;
+  if (v <= -9223372036854775808.0) {
+    i = std::numeric_limits<int64_t>::min();
+  } else if (v >= 9223372036854775807.0) {
+    i = std::numeric_limits<int64_t>::max();
+  } else {
+    i = static_cast<int64_t>(v);
+  }
+  return Wrap<T>(static_cast<uint64_t>(i));
+}
+
+template <class T>
+inline T MaxF(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  return a < b ? b : a;
+}
+template <class T>
+inline T MinF(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  return b < a ? b : a;
+}
+template <class T>
+inline T SignF(T x) { return std::isnan(x) ? x : static_cast<T>((x > 0) - (x < 0)); }
+inline double ModF(double x, double y) {
+  double r = std::fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+
+inline float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign != 0 ? -v : v;
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+inline uint16_t FloatToHalf(float x) {
+  uint32_t f;
+  memcpy(&f, &x, sizeof(f));
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  uint32_t a = f & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (a < 0x38800000u) {
+    float v;
+    memcpy(&v, &a, sizeof(v));
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(v * 16777216.0f)));
+  }
+  a += 0xc8000fffu + ((a >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (a >> 13));
+}
+inline float RoundHalf(float x) { return HalfToFloat(FloatToHalf(x)); }
+
+}  // namespace kiln_rt
+}  // namespace
+)cc";
+  return kText;
+}
+
+absl::string_view VectorPrelude() {
+  static constexpr char kText[] = R"cc(
+// Lanes of the widest vector of 32-bit lanes this target has.
+constexpr size_t kKilnMaxLanes = HWY_MAX_BYTES / 4 > 0 ? HWY_MAX_BYTES / 4 : 1;
+
+// Masked 32-bit loads/stores cannot fault on AVX2/AVX-512 (vmaskmov / k-masks).
+#if HWY_TARGET == HWY_AVX2 || !HWY_MEM_OPS_MIGHT_FAULT
+#define KILN_MASKED_32BIT_OPS 1
+#else
+#define KILN_MASKED_32BIT_OPS 0
+#endif
+
+template <class D, class T>
+HWY_INLINE hn::Vec<D> KilnLoadN(D d, const T* HWY_RESTRICT p, size_t n) {
+#if KILN_MASKED_32BIT_OPS
+  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+#else
+  alignas(64) T tmp[kKilnMaxLanes] = {};
+  memcpy(tmp, p, n * sizeof(T));
+  return hn::Load(d, tmp);
+#endif
+}
+
+template <class D, class T>
+HWY_INLINE void KilnStoreN(hn::Vec<D> v, D d, T* HWY_RESTRICT p, size_t n) {
+#if KILN_MASKED_32BIT_OPS
+  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+#else
+  alignas(64) T tmp[kKilnMaxLanes];
+  hn::Store(v, d, tmp);
+  memcpy(p, tmp, n * sizeof(T));
+#endif
+}
+
+// Lanes where `bad` holds are recomputed with the scalar function `f`: the
+// fast path for in-range inputs, exact libm results at the edges (NaN, inf,
+// outside the Highway function's valid range).
+template <class D, class M, class F>
+HWY_NOINLINE hn::Vec<D> KilnPatchLanes(D d, hn::Vec<D> x, hn::Vec<D> r, M bad, F f) {
+  alignas(64) float xs[kKilnMaxLanes], rs[kKilnMaxLanes], ms[kKilnMaxLanes];
+  hn::Store(x, d, xs);
+  hn::Store(r, d, rs);
+  hn::Store(hn::IfThenElseZero(bad, hn::Set(d, 1.0f)), d, ms);
+  for (size_t l = 0; l < hn::Lanes(d); ++l) {
+    if (ms[l] != 0.0f) rs[l] = f(xs[l]);
+  }
+  return hn::Load(d, rs);
+}
+template <class D, class M, class F>
+HWY_INLINE hn::Vec<D> KilnPatch(D d, hn::Vec<D> x, hn::Vec<D> r, M bad, F f) {
+  if (HWY_LIKELY(hn::AllFalse(d, bad))) return r;
+  return KilnPatchLanes(d, x, r, bad, f);
+}
+
+template <class D, class F>
+HWY_INLINE hn::Vec<D> KilnLanewise1(D d, hn::Vec<D> a, size_t n, F f) {
+  using T = hn::TFromD<D>;
+  alignas(64) T as[kKilnMaxLanes];
+  alignas(64) T rs[kKilnMaxLanes] = {};
+  hn::Store(a, d, as);
+  for (size_t l = 0; l < n; ++l) rs[l] = f(as[l]);
+  return hn::Load(d, rs);
+}
+
+template <class D, class F>
+HWY_INLINE hn::Vec<D> KilnLanewise2(D d, hn::Vec<D> a, hn::Vec<D> b, size_t n, F f) {
+  using T = hn::TFromD<D>;
+  alignas(64) T as[kKilnMaxLanes], bs[kKilnMaxLanes];
+  alignas(64) T rs[kKilnMaxLanes] = {};
+  hn::Store(a, d, as);
+  hn::Store(b, d, bs);
+  for (size_t l = 0; l < n; ++l) rs[l] = f(as[l], bs[l]);
+  return hn::Load(d, rs);
+}
+
+template <class D>
+HWY_NOINLINE hn::Vec<D> KilnExp(D d, hn::Vec<D> x) {
+  const auto ok = hn::And(x >= hn::Set(d, -87.0f), x <= hn::Set(d, 88.0f));
+  return KilnPatch(d, x, hn::Exp(d, x), hn::Not(ok),
+                   [](float v) { return static_cast<float>(std::exp(static_cast<double>(v))); });
+}
+template <class D>
+HWY_NOINLINE hn::Vec<D> KilnLog(D d, hn::Vec<D> x) {
+  const auto ok = hn::And(x >= hn::Set(d, std::numeric_limits<float>::min()),
+                          x < hn::Set(d, std::numeric_limits<float>::infinity()));
+  return KilnPatch(d, x, hn::Log(d, x), hn::Not(ok),
+                   [](float v) { return static_cast<float>(std::log(static_cast<double>(v))); });
+}
+template <class D>
+HWY_NOINLINE hn::Vec<D> KilnSigmoid(D d, hn::Vec<D> x) {
+  const auto one = hn::Set(d, 1.0f);
+  return hn::Div(one, hn::Add(one, KilnExp(d, hn::Neg(x))));
+}
+template <class D>
+HWY_NOINLINE hn::Vec<D> KilnTanh(D d, hn::Vec<D> x) {
+  return KilnPatch(d, x, hn::Tanh(d, x), hn::IsNaN(x),
+                   [](float v) { return static_cast<float>(std::tanh(static_cast<double>(v))); });
+}
+
+#define KILN_RANGE_CHECKED(NAME, HWYFN, LIBM, OK)                                         \
+  template <class D>                                                                      \
+  HWY_NOINLINE hn::Vec<D> NAME(D d, hn::Vec<D> x) {                                       \
+    const auto ax = hn::Abs(x);                                                           \
+    (void)ax;                                                                             \
+    return KilnPatch(d, x, hn::HWYFN(d, x), hn::Not(OK), [](float v) {                    \
+      return static_cast<float>(std::LIBM(static_cast<double>(v)));                       \
+    });                                                                                   \
+  }
+KILN_RANGE_CHECKED(KilnSin, Sin, sin, ax <= hn::Set(d, 39000.0f))
+KILN_RANGE_CHECKED(KilnCos, Cos, cos, ax <= hn::Set(d, 39000.0f))
+KILN_RANGE_CHECKED(KilnAsin, Asin, asin, ax <= hn::Set(d, 1.0f))
+KILN_RANGE_CHECKED(KilnAcos, Acos, acos, ax <= hn::Set(d, 1.0f))
+KILN_RANGE_CHECKED(KilnAtan, Atan, atan, ax <= hn::Set(d, 1e30f))
+KILN_RANGE_CHECKED(KilnSinh, Sinh, sinh, ax <= hn::Set(d, 88.0f))
+KILN_RANGE_CHECKED(KilnAsinh, Asinh, asinh, ax <= hn::Set(d, 1e18f))
+KILN_RANGE_CHECKED(KilnAcosh, Acosh, acosh,
+                   hn::And(x >= hn::Set(d, 1.0f), x <= hn::Set(d, 1e18f)))
+KILN_RANGE_CHECKED(KilnAtanh, Atanh, atanh, ax < hn::Set(d, 1.0f))
+#undef KILN_RANGE_CHECKED
+
+template <class D>
+HWY_NOINLINE hn::Vec<D> KilnErf(D d, hn::Vec<D> x) {
+  const auto ax = hn::Abs(x);
+  // |x| < 0.875: x + x * P(x^2).
+  const auto x2 = hn::Mul(x, x);
+  auto p = hn::Set(d, 8.7376281672367883e-05f);
+  p = hn::MulAdd(p, x2, hn::Set(d, -8.2258736029141991e-04f));
+  p = hn::MulAdd(p, x2, hn::Set(d, 5.2080755779143886e-03f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -2.6862144509465564e-02f));
+  p = hn::MulAdd(p, x2, hn::Set(d, 1.1283743999789085e-01f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -3.7612636912750291e-01f));
+  p = hn::MulAdd(p, x2, hn::Set(d, 1.2837916701052962e-01f));
+  const auto small = hn::MulAdd(x, p, x);
+  // 0.875 <= |x| < 4: 1 - erfc(|x|), erfc a polynomial in t = |x| - 2.4375.
+  const auto t = hn::Sub(hn::Min(ax, hn::Set(d, 4.0f)), hn::Set(d, 2.4375f));
+  auto q = hn::Set(d, 3.5602601053622327e-08f);
+  q = hn::MulAdd(q, t, hn::Set(d, 3.0372080418293866e-07f));
+  q = hn::MulAdd(q, t, hn::Set(d, -1.5124311407456687e-06f));
+  q = hn::MulAdd(q, t, hn::Set(d, -2.1638611184232500e-06f));
+  q = hn::MulAdd(q, t, hn::Set(d, 1.9151450385662528e-05f));
+  q = hn::MulAdd(q, t, hn::Set(d, -2.1698654113199225e-05f));
+  q = hn::MulAdd(q, t, hn::Set(d, -7.3163911425524886e-05f));
+  q = hn::MulAdd(q, t, hn::Set(d, 3.0345828433359291e-04f));
+  q = hn::MulAdd(q, t, hn::Set(d, -4.1351869654271666e-04f));
+  q = hn::MulAdd(q, t, hn::Set(d, -3.7881924056811563e-04f));
+  q = hn::MulAdd(q, t, hn::Set(d, 3.0012338214336072e-03f));
+  q = hn::MulAdd(q, t, hn::Set(d, -7.2055943658021968e-03f));
+  q = hn::MulAdd(q, t, hn::Set(d, 1.0702499339271582e-02f));
+  q = hn::MulAdd(q, t, hn::Set(d, -1.0758861024640210e-02f));
+  q = hn::MulAdd(q, t, hn::Set(d, 7.2290114406885391e-03f));
+  q = hn::MulAdd(q, t, hn::Set(d, -2.9657397662443789e-03f));
+  q = hn::MulAdd(q, t, hn::Set(d, 5.6654345656451111e-04f));
+  const auto one = hn::Set(d, 1.0f);
+  auto large = hn::Sub(one, q);
+  large = hn::IfThenElse(ax >= hn::Set(d, 4.0f), one, large);
+  large = hn::CopySign(large, x);
+  const auto r = hn::IfThenElse(ax < hn::Set(d, 0.875f), small, large);
+  return KilnPatch(d, x, r, hn::IsNaN(x),
+                   [](float v) { return static_cast<float>(std::erf(static_cast<double>(v))); });
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> KilnMaxF(D d, hn::Vec<D> a, hn::Vec<D> b) {
+  const auto nan = hn::Or(hn::IsNaN(a), hn::IsNaN(b));
+  return hn::IfThenElse(nan, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), hn::Max(a, b));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> KilnMinF(D d, hn::Vec<D> a, hn::Vec<D> b) {
+  const auto nan = hn::Or(hn::IsNaN(a), hn::IsNaN(b));
+  return hn::IfThenElse(nan, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), hn::Min(a, b));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> KilnSignF(D d, hn::Vec<D> x) {
+  const auto s = hn::CopySign(hn::Set(d, 1.0f), x);
+  const auto z = hn::IfThenElseZero(hn::Not(x == hn::Zero(d)), s);
+  return hn::IfThenElse(hn::IsNaN(x), x, z);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> KilnSignI(D d, hn::Vec<D> x) {
+  const auto z = hn::Zero(d);
+  return hn::IfThenElse(x > z, hn::Set(d, 1), hn::IfThenElseZero(x < z, hn::Set(d, -1)));
+}
+// f32 -> i32 with the interpreter's semantics: NaN 0, saturate to int64, wrap.
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> KilnF32ToI32(DI di, DF df, hn::Vec<DF> x) {
+  const auto ok = hn::Abs(x) < hn::Set(df, 2147483520.0f);
+  const auto r = hn::ConvertTo(di, hn::IfThenElseZero(ok, x));
+  if (HWY_LIKELY(hn::AllTrue(df, ok))) return r;
+  alignas(64) float xs[kKilnMaxLanes];
+  alignas(64) int32_t rs[kKilnMaxLanes];
+  hn::Store(x, df, xs);
+  hn::Store(r, di, rs);
+  for (size_t l = 0; l < hn::Lanes(df); ++l) {
+    rs[l] = kiln_rt::FloatToInt<int32_t>(static_cast<double>(xs[l]));
+  }
+  return hn::Load(di, rs);
+}
+)cc";
+  return kText;
+}
+
+}  // namespace kiln::backends::cpp

@@ -1,0 +1,29 @@
+// File: backends/cpp/prelude.h — the helper code every generated translation
+// unit starts with: scalar semantics of the loop IR (wrapping integers, floor
+// division, NaN-propagating max, f16 conversion) and Highway vector helpers
+// (masked tails, range-checked math with a scalar patch, erf).
+#ifndef KILN_BACKENDS_CPP_PRELUDE_H_
+#define KILN_BACKENDS_CPP_PRELUDE_H_
+
+#include "absl/strings/string_view.h"
+
+namespace kiln::backends::cpp {
+
+// Includes and namespace-scope scalar helpers (namespace kiln_rt, internal
+// linkage).
+absl::string_view ScalarPrelude();
+
+// Vector helpers; emitted inside `namespace HWY_NAMESPACE` after
+// `namespace hn = hwy::HWY_NAMESPACE;` in units with vectorized kernels,
+// which also include hwy/contrib/math/math-inl.h.
+//
+// KilnErf: erf(x) in f32, |x| < 0.875: x + x*P6(x^2); 0.875 <= |x| < 4:
+// sign(x)*(1 - P16(|x| - 2.4375)) (Chebyshev fits of erf(x)/x - 1 and erfc);
+// |x| >= 4: +-1 (erf(4) rounds to 1 in f32); NaN via std::erf. Max abs error
+// against std::erf about 1.1e-7 (<= 2 ulp of values near 1), checked over a
+// dense grid by codegen_test.
+absl::string_view VectorPrelude();
+
+}  // namespace kiln::backends::cpp
+
+#endif  // KILN_BACKENDS_CPP_PRELUDE_H_

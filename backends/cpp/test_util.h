@@ -1,0 +1,63 @@
+// File: backends/cpp/test_util.h — for emitter tests: seeded random tensors,
+// and running a batch of emitted loop programs with the JIT for one ISA (in
+// process, or as an executable with a generated main() under the emulator for
+// neon) so they can be compared with the loop interpreter.
+//
+//   std::vector<ProgramCase> cases = ...;
+//   KILN_ASSIGN_OR_RETURN(auto results, RunCases(test_isa, cases));
+//   ExpectMatchesInterpreter(cases[0], results[0]);
+#ifndef KILN_BACKENDS_CPP_TEST_UTIL_H_
+#define KILN_BACKENDS_CPP_TEST_UTIL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backends/cpp/emitter.h"
+#include "ir/graph/tensor.h"
+#include "ir/loop/loop_ir.h"
+#include "runtime/jit/isa_test_util.h"
+#include "testing/compare.h"
+
+namespace kiln::backends::cpp {
+
+struct ProgramCase {
+  std::string name;  // for messages only
+  ir::loop::LoopProgram program;
+  std::map<std::string, ir::Tensor> inputs;  // input and constant buffers
+  testing::Tolerance tol{1e-6, 1e-7, {}};
+  // Symbol/unit prefixes are set per case by RunCases; one unit per program
+  // by default (the Highway headers dominate compile time).
+  EmitOptions options = [] {
+    EmitOptions o;
+    o.kernels_per_unit = 1000;
+    return o;
+  }();
+};
+
+struct CaseResult {
+  EmittedProgram emitted;
+  int rc = -1;  // what the run entry returned
+  std::map<std::string, ir::Tensor> outputs;  // row-major, by buffer name
+};
+
+// Uniform values in [lo, hi] (integers: rounded; bool: 0/1), seeded. With
+// `specials`, some elements become NaN, +-inf, -0 and 0 (float dtypes).
+ir::Tensor RandomTensor(ir::DType dtype, const ir::Shape& shape, uint32_t seed, double lo,
+                        double hi, bool specials = false);
+
+// Emits every case (with its own symbol prefix), builds them all in one JIT
+// call for the ISA under test, runs each program's run entry and gathers
+// its outputs.
+absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+                                                 std::vector<ProgramCase>& cases);
+
+// Runs the loop interpreter on the case and compares every output (gtest
+// failures naming the case, buffer and mismatch).
+void ExpectMatchesInterpreter(const ProgramCase& c, const CaseResult& r);
+
+}  // namespace kiln::backends::cpp
+
+#endif  // KILN_BACKENDS_CPP_TEST_UTIL_H_
