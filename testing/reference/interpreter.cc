@@ -151,10 +151,8 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
       if (absl::StartsWith(msg, described)) msg.remove_prefix(described.size());
       return absl::Status(s.code(), absl::StrCat(where(), ": ", msg));
     }
-    if (outs->size() > node.outputs.size()) {
-      return kiln::InternalError(where(), " kernel returned ", outs->size(),
-                                 " outputs, node has ", node.outputs.size());
-    }
+    // Extra results are trailing optional outputs the node does not declare
+    // (e.g. BatchNormalization's running statistics): dropped.
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       ValueId out = node.outputs[i];
       if (out == ir::kNoValue) continue;

@@ -49,7 +49,8 @@ struct OpContext {
 };
 
 // Returns the node's outputs in order. Kernels may return fewer tensors than
-// the node declares only when the missing trailing outputs are omitted.
+// the node declares only when the missing trailing outputs are omitted, and
+// more when the node omits trailing optional outputs (the extras are dropped).
 using OpKernel = std::function<absl::StatusOr<std::vector<Tensor>>(OpContext&)>;
 
 class OpRegistry {

@@ -632,3 +632,36 @@ TEST(ResizeTest, Errors) {
 
 }  // namespace
 }  // namespace kiln::reference
+
+namespace kiln::reference {
+namespace {
+
+// A node may omit trailing optional outputs the kernel computes anyway:
+// training-mode BatchNormalization declaring only Y.
+TEST(InterpreterOutputs, TrailingOptionalOutputsMayBeOmitted) {
+  ir::Graph g("bn");
+  g.set_opset(15);
+  ir::ValueId x = g.AddValue("x", ir::DType::kF32, {2, 1});
+  ir::ValueId scale = g.AddValue("scale", ir::DType::kF32, {1});
+  ir::ValueId bias = g.AddValue("bias", ir::DType::kF32, {1});
+  ir::ValueId mean = g.AddValue("mean", ir::DType::kF32, {1});
+  ir::ValueId var = g.AddValue("var", ir::DType::kF32, {1});
+  g.SetConstant(scale, ir::Tensor::FromVector<float>({1}, {1.0f}));
+  g.SetConstant(bias, ir::Tensor::FromVector<float>({1}, {0.0f}));
+  g.SetConstant(mean, ir::Tensor::FromVector<float>({1}, {0.0f}));
+  g.SetConstant(var, ir::Tensor::FromVector<float>({1}, {1.0f}));
+  ir::ValueId y = g.AddValue("y", ir::DType::kF32, {2, 1});
+  g.AddInput(x);
+  g.AddNode("BatchNormalization", {x, scale, bias, mean, var}, {y},
+            {{"training_mode", int64_t{1}}, {"epsilon", 0.0f}}, "bn0");
+  g.AddOutput(y);
+  // Batch statistics of [1, 3]: mean 2, variance 1 -> y = x - 2.
+  absl::StatusOr<std::vector<ir::Tensor>> out =
+      reference::Run(g, {ir::Tensor::FromVector<float>({2, 1}, {1.0f, 3.0f})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ((*out)[0].data<float>()[0], -1.0f);
+  EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 1.0f);
+}
+
+}  // namespace
+}  // namespace kiln::reference
