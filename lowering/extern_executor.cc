@@ -1,0 +1,195 @@
+// Runs lowered programs for tests: consecutive loop kernels as one
+// sub-program on the loop interpreter, extern kernels on the reference
+// interpreter.
+#include "lowering/extern_executor.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "ir/graph/graph.h"
+#include "ir/loop/interpreter.h"
+#include "ir/status_macros.h"
+#include "lowering/extern_attrs.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::lowering {
+namespace {
+
+using ir::loop::BufferKind;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+
+// Runs kernels [begin, end) (all loop kernels) with the buffers in `env`
+// bound; stores what they write into `env`.
+absl::Status RunLoopSegment(const LoopProgram& p, size_t begin, size_t end,
+                            std::map<int32_t, ir::Tensor>* env) {
+  LoopProgram sub;
+  sub.buffers = p.buffers;
+  std::vector<bool> written(p.buffers.size(), false);
+  for (size_t k = begin; k < end; ++k) {
+    for (const ir::loop::Op& op : p.kernels[k].body) {
+      if (op.code == ir::loop::OpCode::kStore) written[op.buffer] = true;
+    }
+    sub.kernels.push_back(p.kernels[k]);
+  }
+  std::map<std::string, ir::Tensor> bindings;
+  for (size_t b = 0; b < sub.buffers.size(); ++b) {
+    ir::loop::Buffer& buf = sub.buffers[b];
+    if (written[b]) {
+      if (env->count(b)) {
+        return InternalError("buffer '", buf.name, "' is written twice");
+      }
+      buf.kind = BufferKind::kOutput;
+    } else if (env->count(b)) {
+      buf.kind = BufferKind::kInput;
+      bindings.emplace(buf.name, env->at(b));
+    } else {
+      buf.kind = BufferKind::kIntermediate;
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(auto outs, ir::loop::RunLoopProgram(sub, bindings));
+  for (size_t b = 0; b < sub.buffers.size(); ++b) {
+    if (written[b]) env->insert_or_assign(b, std::move(outs.at(sub.buffers[b].name)));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<T> GetAttr(const Kernel& k, const char* name) {
+  auto it = k.call.attrs.find(name);
+  if (it == k.call.attrs.end() || !std::holds_alternative<T>(it->second)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("extern kernel '", k.name, "' lacks attribute ", name));
+  }
+  return std::get<T>(it->second);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
+    const LoopProgram& program, const Kernel& kernel,
+    absl::Span<const ir::Tensor> inputs) {
+  const std::string op(absl::StripPrefix(kernel.call.op, kExternOpPrefix));
+  if (op == kernel.call.op) {
+    return absl::UnimplementedError(
+        absl::StrCat("extern call '", kernel.call.op, "' is not an ONNX op"));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t opset, GetAttr<int64_t>(kernel, kAttrOpset));
+  KILN_ASSIGN_OR_RETURN(auto in_slots,
+                        GetAttr<std::vector<int64_t>>(kernel, kAttrInputSlots));
+  KILN_ASSIGN_OR_RETURN(auto out_slots,
+                        GetAttr<std::vector<int64_t>>(kernel, kAttrOutputSlots));
+  if (in_slots.size() != kernel.call.inputs.size() ||
+      out_slots.size() != kernel.call.outputs.size() ||
+      inputs.size() != kernel.call.inputs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("extern kernel '", kernel.name, "': slot counts differ"));
+  }
+  std::vector<std::string> lists;
+  if (auto it = kernel.call.attrs.find(kAttrStringLists);
+      it != kernel.call.attrs.end()) {
+    lists = absl::StrSplit(std::get<std::string>(it->second), kListSeparator);
+  }
+  ir::Graph g(absl::StrCat("extern_", kernel.name));
+  g.set_opset(opset);
+  std::vector<ir::ValueId> node_in, node_out;
+  for (size_t j = 0; j < in_slots.size(); ++j) {
+    const ir::loop::Buffer& b = program.buffers[kernel.call.inputs[j]];
+    const ir::ValueId v = g.AddValue(absl::StrCat("in", j), b.dtype, b.shape);
+    g.AddInput(v);
+    if (node_in.size() <= static_cast<size_t>(in_slots[j])) {
+      node_in.resize(in_slots[j] + 1, ir::kNoValue);
+    }
+    node_in[in_slots[j]] = v;
+  }
+  for (size_t j = 0; j < out_slots.size(); ++j) {
+    const ir::loop::Buffer& b = program.buffers[kernel.call.outputs[j]];
+    const ir::ValueId v = g.AddValue(absl::StrCat("out", j), b.dtype, b.shape);
+    g.AddOutput(v);
+    if (node_out.size() <= static_cast<size_t>(out_slots[j])) {
+      node_out.resize(out_slots[j] + 1, ir::kNoValue);
+    }
+    node_out[out_slots[j]] = v;
+  }
+  ir::AttributeMap attrs;
+  for (const auto& [name, value] : kernel.call.attrs) {
+    if (absl::StartsWith(name, "kiln_")) continue;
+    if (const auto* v = std::get_if<int64_t>(&value)) {
+      attrs[name] = *v;
+    } else if (const auto* v = std::get_if<double>(&value)) {
+      attrs[name] = static_cast<float>(*v);
+    } else if (const auto* v = std::get_if<std::string>(&value)) {
+      if (std::find(lists.begin(), lists.end(), name) != lists.end()) {
+        attrs[name] = std::vector<std::string>(absl::StrSplit(*v, kListSeparator));
+      } else {
+        attrs[name] = *v;
+      }
+    } else if (const auto* v = std::get_if<std::vector<int64_t>>(&value)) {
+      attrs[name] = *v;
+    } else if (const auto* v = std::get_if<std::vector<double>>(&value)) {
+      attrs[name] = std::vector<float>(v->begin(), v->end());
+    }
+  }
+  g.AddNode(op, node_in, node_out, std::move(attrs), kernel.name);
+  return reference::Run(g, inputs);
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
+    const LoweredProgram& lowered, absl::Span<const ir::Tensor> inputs) {
+  const LoopProgram& p = lowered.program;
+  if (inputs.size() != lowered.inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected ", lowered.inputs.size(), " inputs, got ", inputs.size()));
+  }
+  std::map<int32_t, ir::Tensor> env;
+  for (size_t i = 0; i < inputs.size(); ++i) env.emplace(lowered.inputs[i], inputs[i]);
+  for (const auto& [b, data] : lowered.constants) env.emplace(b, *data);
+  size_t k = 0;
+  while (k < p.kernels.size()) {
+    if (p.kernels[k].kind == Kernel::Kind::kLoop) {
+      size_t end = k;
+      while (end < p.kernels.size() && p.kernels[end].kind == Kernel::Kind::kLoop) {
+        ++end;
+      }
+      KILN_RETURN_IF_ERROR(RunLoopSegment(p, k, end, &env));
+      k = end;
+      continue;
+    }
+    const Kernel& ext = p.kernels[k];
+    std::vector<ir::Tensor> args;
+    for (int32_t b : ext.call.inputs) {
+      auto it = env.find(b);
+      if (it == env.end()) {
+        return InternalError("extern kernel '", ext.name, "' reads buffer '",
+                             p.buffers[b].name, "' before it is written");
+      }
+      args.push_back(it->second);
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, RunExternKernel(p, ext, args));
+    for (size_t j = 0; j < ext.call.outputs.size(); ++j) {
+      const ir::loop::Buffer& b = p.buffers[ext.call.outputs[j]];
+      if (j >= outs.size() || outs[j].dtype() != b.dtype || outs[j].shape() != b.shape) {
+        return absl::InternalError(absl::StrCat(
+            "extern kernel '", ext.name, "' output ", j, " is not ",
+            ir::DTypeName(b.dtype), ir::ShapeToString(b.shape)));
+      }
+      env.insert_or_assign(ext.call.outputs[j], std::move(outs[j]));
+    }
+    ++k;
+  }
+  std::vector<ir::Tensor> result;
+  for (int32_t b : lowered.outputs) {
+    auto it = env.find(b);
+    if (it == env.end()) {
+      return InternalError("output buffer '", p.buffers[b].name, "' is never written");
+    }
+    result.push_back(it->second);
+  }
+  return result;
+}
+
+}  // namespace kiln::lowering

@@ -1,0 +1,57 @@
+// File: lowering/lower_graph.h — lowers a static-shape ir::Graph to an
+// ir::loop::LoopProgram: one loop kernel per op (fusion is a later pass),
+// extern kernels for Conv/GEMM/RNN-class ops, view ops as index remappings
+// composed into their consumers' loads (no copies).
+//
+//   KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph, {}));
+//   // lp.program: buffers + kernels; lp.inputs[k]: buffer of graph input k
+#ifndef KILN_LOWERING_LOWER_GRAPH_H_
+#define KILN_LOWERING_LOWER_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+#include "ir/loop/loop_ir.h"
+
+namespace kiln::lowering {
+
+struct LoweringOptions {
+  // Constants with at most this many elements, all equal, become constant
+  // ops inside kernels instead of constant buffers.
+  int64_t max_inline_constant_elements = 1;
+  // Longest buffer name taken from a model value name (before the suffix
+  // that makes it unique).
+  int max_name_length = 40;
+};
+
+// The loop program plus how it binds to the graph's interface.
+struct LoweredProgram {
+  ir::loop::LoopProgram program;
+  // Buffer index of each graph input / output, in the graph's order.
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  // Data of each constant buffer (bound by buffer name at run time).
+  std::map<int32_t, std::shared_ptr<const ir::Tensor>> constants;
+  // Buffer name -> the model's value name it holds (for the API and
+  // messages; model names never reach generated code).
+  std::map<std::string, std::string> value_names;
+};
+
+// InvalidArgument for a graph that is not static-shape (naming the value and
+// its producer) or malformed; Unimplemented naming the node and op for what
+// cannot be lowered yet.
+absl::StatusOr<LoweredProgram> LowerGraph(const ir::Graph& graph,
+                                          const LoweringOptions& options = {});
+
+// The ONNX op types lowered to extern kernels (Conv, Gemm, MatMul, ...).
+bool IsExternOp(const ir::Node& node);
+
+}  // namespace kiln::lowering
+
+#endif  // KILN_LOWERING_LOWER_GRAPH_H_

@@ -1,0 +1,479 @@
+// Lowering tests: each op family lowered, run on the loop interpreter (plus
+// the reference for externs) and compared with the graph reference
+// interpreter on seeded random inputs with odd shapes and broadcasting;
+// structural checks (views make no kernels) and error paths.
+#include "lowering/lower_graph.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "ir/graph/text.h"
+#include "ir/loop/text.h"
+#include "lowering/lowering_test_util.h"
+
+namespace kiln::lowering {
+namespace {
+
+using testing::CheckLowering;
+using testing::CheckOptions;
+
+// A one-node graph: `x` f32[3,5,7] (and `y` f32[5,1] when binary).
+std::string Unary(const std::string& op, const std::string& attrs = "") {
+  return absl::StrCat("graph g(%x: f32[3,5,7]) -> (%y) opset 18 {\n  %y = ",
+                      op, "(%x) ", attrs, " : f32[3,5,7]\n}\n");
+}
+
+class UnaryOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UnaryOpTest, MatchesReference) {
+  EXPECT_TRUE(CheckLowering(Unary(GetParam())).ok())
+      << CheckLowering(Unary(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Elementwise, UnaryOpTest,
+    ::testing::Values("Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt",
+                      "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Round",
+                      "Sign", "Sin", "Cos", "Softplus", "Softsign", "Elu",
+                      "Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
+                      "Identity", "ThresholdedRelu", "Shrink", "Atan",
+                      "Asinh"));
+
+TEST(LowerElementwise, ActivationsWithAttributes) {
+  for (const char* attrs :
+       {"{alpha=0.3}", "{alpha=0.25, beta=0.4}"}) {
+    EXPECT_TRUE(CheckLowering(Unary("LeakyRelu", attrs)).ok());
+    EXPECT_TRUE(CheckLowering(Unary("HardSigmoid", attrs)).ok());
+    EXPECT_TRUE(CheckLowering(Unary("Elu", attrs)).ok());
+  }
+}
+
+TEST(LowerElementwise, BroadcastingBinaryOps) {
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}) {
+    const std::string g = absl::StrCat(
+        "graph g(%a: f32[3,5,7], %b: f32[5,1]) -> (%c) opset 18 {\n"
+        "  %c = ", op, "(%a, %b) : f32[3,5,7]\n}\n");
+    absl::Status s = CheckLowering(g);
+    EXPECT_TRUE(s.ok()) << op << ": " << s;
+  }
+}
+
+TEST(LowerElementwise, BothSidesBroadcast) {
+  EXPECT_TRUE(CheckLowering(R"(
+graph g(%a: f32[3,1,7], %b: f32[1,5,1]) -> (%c) opset 18 {
+  %c = Mul(%a, %b) : f32[3,5,7]
+}
+)").ok());
+}
+
+TEST(LowerElementwise, IntegerArithmeticAndMod) {
+  CheckOptions opts;
+  opts.inputs[1] = ir::Tensor::FromVector<int64_t>({5}, {3, -2, 7, -4, 1});
+  absl::Status s = CheckLowering(R"(
+graph g(%a: i64[3,5], %b: i64[5]) -> (%c, %d, %e, %f) opset 18 {
+  %c = Mod(%a, %b) : i64[3,5]
+  %d = Mod(%a, %b) {fmod=1} : i64[3,5]
+  %e = Div(%a, %b) : i64[3,5]
+  %f = Sub(%a, %b) : i64[3,5]
+}
+)", opts);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerElementwise, ComparisonsLogicWhereCast) {
+  absl::Status s = CheckLowering(R"(
+graph g(%a: f32[4,6], %b: f32[6], %p: bool[4,1]) -> (%w, %n, %x, %i, %e) opset 18 {
+  %lt = Less(%a, %b) : bool[4,6]
+  %ge = GreaterOrEqual(%a, %b) : bool[4,6]
+  %and = And(%lt, %p) : bool[4,6]
+  %x = Xor(%ge, %p) : bool[4,6]
+  %n = Not(%and) : bool[4,6]
+  %w = Where(%and, %a, %b) : f32[4,6]
+  %i = Cast(%a) {to=7} : i64[4,6]
+  %e = Equal(%i, %i) : bool[4,6]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerElementwise, ClipPreluVariadic) {
+  absl::Status s = CheckLowering(R"(
+graph g(%a: f32[2,3,5], %s: f32[3,1], %b: f32[5], %c: f32[3,5]) -> (%y, %p, %m, %u, %v) opset 18 {
+  %lo = constant f32[] -0.5
+  %hi = constant f32[] 1.25
+  %y = Clip(%a, %lo, %hi) : f32[2,3,5]
+  %p = PRelu(%a, %s) : f32[2,3,5]
+  %m = Max(%a, %b, %c) : f32[2,3,5]
+  %u = Sum(%a, %b, %c) : f32[2,3,5]
+  %v = Mean(%a, %b) : f32[2,3,5]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerElementwise, ClipBeforeOpset11UsesAttributes) {
+  absl::Status s = CheckLowering(R"(
+graph g(%a: f32[4,5]) -> (%y) opset 6 {
+  %y = Clip(%a) {min=-1.0, max=0.5} : f32[4,5]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, AllReduceOpsWithAxesAndKeepdims) {
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                         "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSumExp"}) {
+    const std::string g = absl::StrCat(
+        "graph g(%x: f32[3,4,5]) -> (%a, %b, %c) opset 18 {\n"
+        "  %ax = constant i64[2] [0, -1]\n"
+        "  %a = ", op, "(%x, %ax) {keepdims=1} : f32[1,4,1]\n"
+        "  %b = ", op, "(%x, %ax) {keepdims=0} : f32[4]\n"
+        "  %c = ", op, "(%x) {keepdims=0} : f32[]\n}\n");
+    absl::Status s = CheckLowering(g);
+    EXPECT_TRUE(s.ok()) << op << ": " << s;
+  }
+}
+
+TEST(LowerReduction, LogSumNeedsPositiveInput) {
+  CheckOptions opts;
+  opts.inputs[0] = ir::Tensor::FromVector<float>({2, 3}, {1, 2, 3, 0.5, 4, 9});
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,3]) -> (%y) opset 13 {
+  %y = ReduceLogSum(%x) {axes=[1], keepdims=0} : f32[2]
+}
+)", opts);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, AxesAttributeBeforeOpset18) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[3,4,5]) -> (%y) opset 13 {
+  %y = ReduceMean(%x) {axes=[1], keepdims=1} : f32[3,1,5]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, ArgMaxArgMin) {
+  CheckOptions opts;
+  // Ties, so first/last index selection matters.
+  opts.inputs[0] = ir::Tensor::FromVector<float>(
+      {2, 4}, {1, 3, 3, 0, -1, -1, 2, -1});
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,4]) -> (%a, %b, %c, %d) opset 13 {
+  %a = ArgMax(%x) {axis=1} : i64[2,1]
+  %b = ArgMax(%x) {axis=1, select_last_index=1, keepdims=0} : i64[2]
+  %c = ArgMin(%x) {axis=0} : i64[1,4]
+  %d = ArgMin(%x) {axis=-1, select_last_index=1} : i64[2,1]
+}
+)", opts);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, SoftmaxFamily) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[3,4,5]) -> (%a, %b, %c, %d) opset 13 {
+  %a = Softmax(%x) {axis=1} : f32[3,4,5]
+  %b = LogSoftmax(%x) : f32[3,4,5]
+  %c = Hardmax(%x) {axis=2} : f32[3,4,5]
+  %d = Softmax(%x) {axis=0} : f32[3,4,5]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+  // Before opset 13 the input is coerced to 2-D at the axis.
+  s = CheckLowering(R"(
+graph g(%x: f32[3,4,5]) -> (%a) opset 11 {
+  %a = Softmax(%x) {axis=1} : f32[3,4,5]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, Normalizations) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,3,5,7], %s: f32[5,7], %b: f32[7], %c: f32[3], %d: f32[3]) -> (%ln, %m, %inv, %in) opset 18 {
+  %ln, %m, %inv = LayerNormalization(%x, %s, %b) {axis=2, epsilon=0.001} : f32[2,3,5,7], f32[2,3,1,1], f32[2,3,1,1]
+  %in = InstanceNormalization(%x, %c, %d) : f32[2,3,5,7]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, BatchNormInference) {
+  CheckOptions opts;
+  opts.inputs[4] = ir::Tensor::FromVector<float>({3}, {0.5, 1.5, 2.0});
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,3,4,5], %s: f32[3], %b: f32[3], %m: f32[3], %v: f32[3]) -> (%y) opset 15 {
+  %y = BatchNormalization(%x, %s, %b, %m, %v) {epsilon=0.01} : f32[2,3,4,5]
+}
+)", opts);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerReduction, Pools) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,3,7,9]) -> (%a, %b, %c, %d, %e, %f) opset 18 {
+  %a = GlobalAveragePool(%x) : f32[2,3,1,1]
+  %b = GlobalMaxPool(%x) : f32[2,3,1,1]
+  %c = MaxPool(%x) {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]} : f32[2,3,4,5]
+  %d = AveragePool(%x) {kernel_shape=[3, 2], pads=[1, 0, 1, 1], strides=[2, 2]} : f32[2,3,4,5]
+  %e = AveragePool(%x) {kernel_shape=[3, 2], pads=[1, 0, 1, 1], strides=[2, 2], count_include_pad=1} : f32[2,3,4,5]
+  %f = MaxPool(%x) {kernel_shape=[2, 2], dilations=[2, 2], auto_pad="SAME_UPPER"} : f32[2,3,7,9]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerMovement, ViewsComposeWithoutKernels) {
+  const char* text = R"(
+graph g(%x: f32[2,3,4]) -> (%y) opset 18 {
+  %t = Transpose(%x) {perm=[2, 0, 1]} : f32[4,2,3]
+  %shape = constant i64[2] [8, 3]
+  %r = Reshape(%t, %shape) : f32[8,3]
+  %st = constant i64[1] [1]
+  %en = constant i64[1] [7]
+  %ax = constant i64[1] [0]
+  %sp = constant i64[1] [2]
+  %s = Slice(%r, %st, %en, %ax, %sp) : f32[3,3]
+  %y = Relu(%s) : f32[3,3]
+}
+)";
+  EXPECT_TRUE(CheckLowering(text).ok()) << CheckLowering(text);
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  EXPECT_EQ(lp->program.kernels.size(), 1u) << ir::loop::PrintProgram(lp->program);
+}
+
+TEST(LowerMovement, ViewOpsMatchReference) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,8,3,5], %v: f32[3,1]) -> (%a, %b, %c, %d, %e, %f, %g, %h, %i) opset 13 {
+  %a = DepthToSpace(%x) {blocksize=2} : f32[2,2,6,10]
+  %b = DepthToSpace(%x) {blocksize=2, mode="CRD"} : f32[2,2,6,10]
+  %f0 = Flatten(%x) {axis=2} : f32[16,15]
+  %c = Neg(%f0) : f32[16,15]
+  %ax = constant i64[2] [0, 3]
+  %u = Unsqueeze(%x, %ax) : f32[1,2,8,1,3,5]
+  %d = Squeeze(%u, %ax) : f32[2,8,3,5]
+  %es = constant i64[3] [2, 3, 4]
+  %e = Expand(%v, %es) : f32[2,3,4]
+  %reps = constant i64[2] [2, 3]
+  %f = Tile(%v, %reps) : f32[6,3]
+  %g, %h = Split(%x) {axis=1} : f32[2,4,3,5], f32[2,4,3,5]
+  %st = constant i64[2] [-1, 4]
+  %en = constant i64[2] [-100, 0]
+  %sa = constant i64[2] [3, 1]
+  %ss = constant i64[2] [-2, -1]
+  %i = Slice(%x, %st, %en, %sa, %ss) : f32[2,4,3,3]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+  s = CheckLowering(R"(
+graph g(%x: f32[1,3,4,6]) -> (%y) opset 13 {
+  %y = SpaceToDepth(%x) {blocksize=2} : f32[1,12,2,3]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerMovement, ConcatAndPad) {
+  absl::Status s = CheckLowering(R"(
+graph g(%a: f32[2,3,5], %b: f32[2,1,5], %c: f32[2,4,5]) -> (%y, %p, %q, %r, %w) opset 18 {
+  %t = Transpose(%c) {perm=[0, 1, 2]} : f32[2,4,5]
+  %y = Concat(%a, %b, %t) {axis=-2} : f32[2,8,5]
+  %pads = constant i64[6] [0, 1, 2, 1, 0, 3]
+  %cv = constant f32[] 0.75
+  %p = Pad(%a, %pads, %cv) : f32[3,4,10]
+  %q = Pad(%a, %pads) {mode="edge"} : f32[3,4,10]
+  %rp = constant i64[6] [0, 2, 1, 1, 0, 3]
+  %r = Pad(%a, %rp) {mode="reflect"} : f32[3,5,9]
+  %crop = constant i64[6] [0, -1, 1, 0, 0, -2]
+  %w = Pad(%a, %crop) : f32[2,2,4]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerMovement, GatherConstantAndRuntimeIndices) {
+  CheckOptions opts;
+  opts.inputs[1] = ir::Tensor::FromVector<int64_t>({2, 2}, {3, -1, 0, 2});
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[3,5,2], %i: i64[2,2]) -> (%a, %b, %c, %d) opset 13 {
+  %a = Gather(%x, %i) {axis=1} : f32[3,2,2,2]
+  %ci = constant i64[3] [4, 2, 0]
+  %b = Gather(%x, %ci) {axis=1} : f32[3,3,2]
+  %k = constant i64[] -1
+  %c = Gather(%x, %k) {axis=0} : f32[5,2]
+  %nc = constant i64[3] [1, 0, 1]
+  %d = Gather(%x, %nc) {axis=-1} : f32[3,5,3]
+}
+)", opts);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerMovement, ShapeOpsFoldToConstants) {
+  const char* text = R"(
+graph g(%x: f32[2,3,4]) -> (%y, %z) opset 15 {
+  %s = Shape(%x) {start=1} : i64[2]
+  %n = Size(%x) : i64[]
+  %c = ConstantOfShape(%s) {value=tensor f32[1] [2.5]} : f32[3,4]
+  %y = Add(%x, %c) : f32[2,3,4]
+  %st = constant i64[] 1
+  %d = constant i64[] 3
+  %r = Range(%st, %n, %d) : i64[8]
+  %z = Mul(%r, %r) : i64[8]
+}
+)";
+  absl::Status s = CheckLowering(text);
+  EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  EXPECT_EQ(lp->program.kernels.size(), 2u) << ir::loop::PrintProgram(lp->program);
+}
+
+TEST(LowerExtern, ConvGemmMatMulRunThroughExecutor) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[1,3,6,6], %w: f32[4,3,3,3], %m: f32[5,7], %n: f32[7,2]) -> (%y, %g, %mm) opset 13 {
+  %t = Transpose(%x) {perm=[0, 1, 3, 2]} : f32[1,3,6,6]
+  %c = Conv(%t, %w) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,4,6,6]
+  %y = Relu(%c) : f32[1,4,6,6]
+  %g = Gemm(%m, %n) {alpha=0.5} : f32[5,2]
+  %mm = MatMul(%m, %n) : f32[5,2]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerExtern, ExternKernelRecordsCall) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph g(%m: f32[5,7], %n: f32[2,7]) -> (%y) opset 13 {
+  %y = Gemm(%m, %n) {transB=1, alpha=0.5} name="fc" : f32[5,2]
+}
+)");
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  ASSERT_EQ(lp->program.kernels.size(), 1u);
+  const ir::loop::Kernel& k = lp->program.kernels[0];
+  EXPECT_EQ(k.kind, ir::loop::Kernel::Kind::kExtern);
+  EXPECT_EQ(k.call.op, "onnx.Gemm");
+  EXPECT_EQ(k.ops, std::vector<std::string>{"fc"});
+  EXPECT_EQ(std::get<int64_t>(k.call.attrs.at("transB")), 1);
+  EXPECT_EQ(std::get<double>(k.call.attrs.at("alpha")), 0.5);
+  EXPECT_EQ(k.call.inputs, (std::vector<int32_t>{lp->inputs[0], lp->inputs[1]}));
+  EXPECT_EQ(k.call.outputs, std::vector<int32_t>{lp->outputs[0]});
+}
+
+TEST(LowerGraphApi, BufferNamesAreSanitizedAndUnique) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph g(%"in put;": f32[2], %"in.put_": f32[2]) -> (%"out/0") opset 18 {
+  %"out/0" = Add(%"in put;", %"in.put_") : f32[2]
+}
+)");
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  const auto& bufs = lp->program.buffers;
+  EXPECT_EQ(bufs[lp->inputs[0]].name, "in_put_");
+  EXPECT_EQ(bufs[lp->inputs[1]].name, "in_put__1");
+  EXPECT_EQ(bufs[lp->outputs[0]].name, "out_0");
+  EXPECT_EQ(lp->value_names.at("in_put__1"), "in.put_");
+  EXPECT_EQ(lp->value_names.at("out_0"), "out/0");
+}
+
+TEST(LowerGraphApi, OutputThatIsAViewOrInputIsCopied) {
+  const char* text = R"(
+graph g(%x: f32[2,3]) -> (%t, %x, %t) opset 18 {
+  %t = Transpose(%x) : f32[3,2]
+}
+)";
+  absl::Status s = CheckLowering(text);
+  EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  ASSERT_TRUE(lp.ok());
+  EXPECT_EQ(lp->program.kernels.size(), 3u);
+  EXPECT_NE(lp->outputs[0], lp->outputs[2]);
+}
+
+TEST(LowerGraphApi, ConstantsBecomeConstantBuffers) {
+  const char* text = R"(
+graph g(%x: f32[2,3]) -> (%y) opset 18 {
+  %w = constant f32[3] [1.0, 2.0, 3.0]
+  %y = Mul(%x, %w) : f32[2,3]
+}
+)";
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  ASSERT_TRUE(lp.ok());
+  ASSERT_EQ(lp->constants.size(), 1u);
+  const int32_t b = lp->constants.begin()->first;
+  EXPECT_EQ(lp->program.buffers[b].kind, ir::loop::BufferKind::kConstant);
+  EXPECT_EQ(lp->program.buffers[b].name, "w");
+  EXPECT_EQ(lp->constants.begin()->second->GetAsDouble(2), 3.0);
+  EXPECT_TRUE(CheckLowering(text).ok());
+}
+
+TEST(LowerGraphErrors, DynamicShapeNamesValueAndProducer) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph g(%x: f32[2,3]) -> (%y) opset 18 {
+  %y = Relu(%x) name="r0" : f32[?,3]
+}
+)");
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(lp.status().message().find("'y'"), std::string::npos) << lp.status();
+  EXPECT_NE(lp.status().message().find("r0"), std::string::npos) << lp.status();
+}
+
+TEST(LowerGraphErrors, UnsupportedOpIsUnimplementedNamingTheNode) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph g(%x: f32[4]) -> (%y) opset 18 {
+  %y = CumSum(%x, %x) name="cs" : f32[4]
+}
+)");
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  ASSERT_FALSE(lp.ok());
+  EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(lp.status().message().find("cs"), std::string::npos);
+  EXPECT_NE(lp.status().message().find("CumSum"), std::string::npos);
+}
+
+TEST(LowerGraphErrors, RuntimeSliceParamsAreUnimplemented) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph g(%x: f32[4], %s: i64[1], %e: i64[1]) -> (%y) opset 18 {
+  %y = Slice(%x, %s, %e) : f32[2]
+}
+)");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(LowerGraph(*g).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(LowerGraphErrors, BadModelDataIsInvalidArgument) {
+  for (const char* text : {
+           // Out-of-range constant gather index.
+           R"(graph g(%x: f32[4]) -> (%y) opset 18 {
+  %i = constant i64[1] [4]
+  %y = Gather(%x, %i) : f32[1]
+})",
+           // Non-broadcastable shapes.
+           R"(graph g(%a: f32[3], %b: f32[4]) -> (%y) opset 18 {
+  %y = Add(%a, %b) : f32[4]
+})",
+           // Bad transpose permutation.
+           R"(graph g(%x: f32[2,3]) -> (%y) opset 18 {
+  %y = Transpose(%x) {perm=[0, 0]} : f32[2,2]
+})",
+       }) {
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(LowerGraph(*g).status().code(), absl::StatusCode::kInvalidArgument)
+        << text << "\n" << LowerGraph(*g).status();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::lowering
