@@ -3,6 +3,7 @@
 // ISA (in process, or under qemu for neon) and its outputs compared with
 // ir/loop's interpreter. Cases are batched so each TEST is one JIT build.
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpp/emitter.h"
 #include "backends/cpp/test_util.h"
+#include "ir/loop/interpreter.h"
 #include "ir/loop/loop_ir.h"
 #include "runtime/jit/isa_test_util.h"
 
@@ -200,6 +202,418 @@ TEST(Codegen, EveryUnaryOp) {
   EXPECT_EQ(StatusOf(r[0], "not").kind, VecStatus::Kind::kVectorized);
   EXPECT_EQ(StatusOf(r[0], "neg_i64").kind, VecStatus::Kind::kScalar);
   EXPECT_THAT(StatusOf(r[0], "neg_i64").reason, HasSubstr("i64"));
+}
+
+// ---------------------------------------------------------------------------
+// Reductions.
+
+// y[n, :] = softmax(x[n, :]) as one kernel: max-reduce, exp-sum-reduce,
+// divide.
+void AddSoftmax(ProgramCase& c, int64_t rows, int64_t cols, uint32_t seed) {
+  LoopProgram& p = c.program;
+  const std::string sfx = absl::StrCat("_", rows, "x", cols);
+  const int x = p.AddBuffer("x" + sfx, DType::kF32, {rows, cols}, BufferKind::kInput);
+  const int y = p.AddBuffer("y" + sfx, DType::kF32, {rows, cols}, BufferKind::kOutput);
+  KernelBuilder b(&p, "softmax" + sfx, {rows, cols}, {cols});
+  const int m = b.Reduce(ReduceKind::kMax, b.Load(x, b.i(0) * cols + b.r(0)));
+  const int e = b.Unary(OpCode::kExp, b.Binary(OpCode::kSub, b.Load(x, b.i(0) * cols + b.r(0)), m));
+  const int sum = b.Reduce(ReduceKind::kSum, e);
+  const int num = b.Unary(OpCode::kExp, b.Binary(OpCode::kSub, b.Load(x, b.i(0) * cols + b.i(1)), m));
+  b.Store(y, b.i(0) * cols + b.i(1), b.Binary(OpCode::kDiv, num, sum));
+  c.inputs["x" + sfx] = RandomTensor(DType::kF32, {rows, cols}, seed, -8, 8);
+}
+
+TEST(Codegen, Softmax) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  cases[0].name = "softmax";
+  cases[0].tol = kReduction;
+  AddSoftmax(cases[0], 7, 33, 1);
+  if (!t.emulated) AddSoftmax(cases[0], 2, 1023, 2);  // qemu: too slow
+  AddSoftmax(cases[0], 2, 1, 3);
+  AddSoftmax(cases[0], 1, 17, 4);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  const VecStatus& st = StatusOf(r[0], "softmax_7x33");
+  EXPECT_EQ(st.kind, VecStatus::Kind::kVectorized);
+  EXPECT_THAT(st.reason, HasSubstr("vectorized over i1"));
+  EXPECT_THAT(st.reason, HasSubstr("reduce #1 vectorized over r0"));
+  EXPECT_THAT(st.reason, HasSubstr("reduce #5 vectorized over r0"));
+}
+
+// Column reductions (the reduced dim is not contiguous): y[c] = red_r x[r, c]
+// accumulates per lane over i0; row reductions of f32 and i32 vectorize
+// along r0; two reduction variables; an empty reduction.
+void AddReductions(ProgramCase& c, int64_t rows, int64_t cols, uint32_t seed) {
+  LoopProgram& p = c.program;
+  const std::string sfx = absl::StrCat("_", rows, "x", cols);
+  const int x = p.AddBuffer("x" + sfx, DType::kF32, {rows, cols}, BufferKind::kInput);
+  const int xi = p.AddBuffer("xi" + sfx, DType::kI32, {rows, cols}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kProd}) {
+    const std::string rn(ir::loop::ReduceKindName(rk));
+    {
+      const int y = p.AddBuffer("col_" + rn + sfx, DType::kF32, {cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "col_" + rn + sfx, {cols}, {rows});
+      b.Store(y, b.i(0), b.Reduce(rk, b.Load(x, b.r(0) * cols + b.i(0))));
+    }
+    {
+      const int y = p.AddBuffer("row_" + rn + sfx, DType::kF32, {rows}, BufferKind::kOutput);
+      KernelBuilder b(&p, "row_" + rn + sfx, {rows}, {cols});
+      b.Store(y, b.i(0), b.Reduce(rk, b.Load(x, b.i(0) * cols + b.r(0))));
+    }
+    {
+      const int y = p.AddBuffer("rowi_" + rn + sfx, DType::kI32, {rows}, BufferKind::kOutput);
+      KernelBuilder b(&p, "rowi_" + rn + sfx, {rows}, {cols});
+      b.Store(y, b.i(0), b.Reduce(rk, b.Load(xi, b.i(0) * cols + b.r(0))));
+    }
+    {
+      const int y = p.AddBuffer("coli_" + rn + sfx, DType::kI32, {cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "coli_" + rn + sfx, {cols}, {rows});
+      b.Store(y, b.i(0), b.Reduce(rk, b.Load(xi, b.r(0) * cols + b.i(0))));
+    }
+  }
+  {
+    // Mean of squares over both dims (two reduction variables), then sqrt.
+    const int y = p.AddBuffer("rms" + sfx, DType::kF32, {1}, BufferKind::kOutput);
+    KernelBuilder b(&p, "rms" + sfx, {1}, {rows, cols});
+    const int v = b.Load(x, b.r(0) * cols + b.r(1));
+    const int sum = b.Reduce(ReduceKind::kSum, b.Binary(OpCode::kMul, v, v));
+    const int n = b.Constant(DType::kF32, static_cast<double>(rows * cols));
+    b.Store(y, b.i(0), b.Unary(OpCode::kSqrt, b.Binary(OpCode::kDiv, sum, n)));
+  }
+  c.inputs["x" + sfx] = RandomTensor(DType::kF32, {rows, cols}, seed, 0.5, 1.5);
+  c.inputs["xi" + sfx] = RandomTensor(DType::kI32, {rows, cols}, seed + 1, -50, 50);
+}
+
+TEST(Codegen, ReductionsOverContiguousAndStridedDims) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  std::vector<ProgramCase> cases(2);
+  cases[0].name = "reductions a";
+  cases[1].name = "reductions b";
+  for (ProgramCase& c : cases) c.tol = kReduction;
+  AddReductions(cases[0], 7, 17, 1);
+  AddReductions(cases[0], 1, 1, 2);
+  AddReductions(cases[1], 33, 5, 3);
+  AddReductions(cases[1], 3, 1023, 4);
+  // An empty reduction gives the identity.
+  {
+    LoopProgram& p = cases[1].program;
+    const int x = p.AddBuffer("x_empty", DType::kF32, {4, 0}, BufferKind::kInput);
+    const int y = p.AddBuffer("y_empty", DType::kF32, {4}, BufferKind::kOutput);
+    KernelBuilder b(&p, "empty_max", {4}, {0});
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kMax, b.Load(x, b.i(0) * 0 + b.r(0))));
+    cases[1].inputs["x_empty"] = Tensor(DType::kF32, {4, 0});
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_THAT(StatusOf(r[0], "col_sum_7x17").reason, HasSubstr("reduce #1 per lane over i0"));
+  EXPECT_THAT(StatusOf(r[0], "row_sum_7x17").reason, HasSubstr("reduce #1 vectorized over r0"));
+  EXPECT_THAT(StatusOf(r[0], "rowi_max_7x17").reason, HasSubstr("vectorized over r0"));
+  EXPECT_THAT(StatusOf(r[0], "rms_7x17").reason, HasSubstr("vectorized over r1"));
+}
+
+// Argmax/argmin (first and last), Welford mean/variance and f16 buffers: the
+// scalar path, with the reason recorded.
+TEST(Codegen, ScalarReductionsAndHalfBuffers) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "scalar reductions";
+  c.tol = kReduction;
+  LoopProgram& p = c.program;
+  const int64_t rows = 5, cols = 37;
+  const int x = p.AddBuffer("x", DType::kF32, {rows, cols}, BufferKind::kInput);
+  const int q = p.AddBuffer("q", DType::kF32, {rows, cols}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kArgMax, ReduceKind::kArgMin, ReduceKind::kArgMaxLast,
+                        ReduceKind::kArgMinLast}) {
+    const std::string rn(ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer("y_" + rn, DType::kI64, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, rn, {rows}, {cols});
+    b.Store(y, b.i(0), b.Reduce(rk, b.Load(q, b.i(0) * cols + b.r(0))));
+  }
+  for (ReduceKind rk : {ReduceKind::kWelfordMean, ReduceKind::kWelfordVar}) {
+    const std::string rn(ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer("y_" + rn, DType::kF32, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, rn, {rows}, {cols});
+    b.Store(y, b.i(0), b.Reduce(rk, b.Load(x, b.i(0) * cols + b.r(0))));
+  }
+  const int h = p.AddBuffer("h", DType::kF16, {rows, cols}, BufferKind::kInput);
+  const int yh = p.AddBuffer("y_half", DType::kF16, {rows, cols}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "half_scale", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    b.Store(yh, at, b.Binary(OpCode::kMul, b.Load(h, at), b.Constant(DType::kF16, 3.0)));
+  }
+  c.inputs["x"] = RandomTensor(DType::kF32, {rows, cols}, 1, -2, 2);
+  // Ties and NaN for the arg reductions: values from a small set.
+  Tensor qt = RandomTensor(DType::kI32, {rows, cols}, 2, 0, 4);
+  Tensor qf(DType::kF32, {rows, cols});
+  for (int64_t i = 0; i < qt.num_elements(); ++i) {
+    qf.data<float>()[i] = static_cast<float>(qt.data<int32_t>()[i]);
+  }
+  qf.data<float>()[cols + 5] = std::numeric_limits<float>::quiet_NaN();
+  qf.data<float>()[cols + 9] = std::numeric_limits<float>::quiet_NaN();
+  c.inputs["q"] = qf;
+  c.inputs["h"] = RandomTensor(DType::kF16, {rows, cols}, 3, -100, 100);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(StatusOf(r[0], "argmax").kind, VecStatus::Kind::kScalar);
+  EXPECT_THAT(StatusOf(r[0], "argmax").reason, HasSubstr("dtype i64 is not vectorized"));
+  EXPECT_THAT(StatusOf(r[0], "half_scale").reason, HasSubstr("f16"));
+}
+
+// ---------------------------------------------------------------------------
+// Memory access patterns.
+
+TEST(Codegen, TransposeAndGatherLikeLoads) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "access patterns";
+  LoopProgram& p = c.program;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{17, 33}, {1, 7}, {64, 3}}) {
+    const std::string sfx = absl::StrCat("_", rows, "x", cols);
+    const int x = p.AddBuffer("x" + sfx, DType::kF32, {rows, cols}, BufferKind::kInput);
+    const int y = p.AddBuffer("t" + sfx, DType::kF32, {cols, rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "transpose" + sfx, {cols, rows});
+    b.Store(y, b.i(0) * rows + b.i(1), b.Load(x, b.i(1) * cols + b.i(0)));
+    c.inputs["x" + sfx] = RandomTensor(DType::kF32, {rows, cols}, 5, -1, 1);
+  }
+  // Non-affine loads: a permutation (i*7 mod 101) and an upsample (i // 3).
+  const int64_t n = 101;
+  const int src = p.AddBuffer("src", DType::kF32, {n}, BufferKind::kInput);
+  const int perm = p.AddBuffer("perm", DType::kF32, {n}, BufferKind::kOutput);
+  const int up = p.AddBuffer("up", DType::kF32, {3 * n}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "permute", {n});
+    b.Store(perm, b.i(0), b.Unary(OpCode::kNeg, b.Load(src, ir::loop::Mod(b.i(0) * 7, n))));
+  }
+  {
+    KernelBuilder b(&p, "upsample", {3 * n});
+    b.Store(up, b.i(0), b.Load(src, ir::loop::FloorDiv(b.i(0), 3)));
+  }
+  // A kernel reading the buffer it writes stays scalar (in-place update).
+  const int acc = p.AddBuffer("acc", DType::kF32, {n}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "init", {n});
+    b.Store(acc, b.i(0), b.Load(src, b.i(0)));
+  }
+  {
+    KernelBuilder b(&p, "in_place", {n});
+    b.Store(acc, b.i(0), b.Binary(OpCode::kMul, b.Load(acc, b.i(0)), b.Load(acc, b.i(0))));
+  }
+  c.inputs["src"] = RandomTensor(DType::kF32, {n}, 6, -1, 1);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_THAT(StatusOf(r[0], "transpose_17x33").reason,
+              HasSubstr("gathered load of 'x_17x33' (stride 33 in i1)"));
+  const VecStatus& g = StatusOf(r[0], "permute");
+  EXPECT_EQ(g.kind, VecStatus::Kind::kVectorized);
+  EXPECT_THAT(g.reason, HasSubstr("gathered load of 'src' (not affine in i0)"));
+  EXPECT_THAT(StatusOf(r[0], "upsample").reason, HasSubstr("not affine in i0"));
+  EXPECT_EQ(StatusOf(r[0], "in_place").kind, VecStatus::Kind::kScalar);
+  EXPECT_THAT(StatusOf(r[0], "in_place").reason, HasSubstr("reads buffer 'acc' that it writes"));
+}
+
+// ---------------------------------------------------------------------------
+// Integers, bools, casts, selects.
+
+TEST(Codegen, IntegerBoolAndCastOps) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "integers";
+  LoopProgram& p = c.program;
+  const int64_t n = 259;
+  for (DType dt : {DType::kI32, DType::kI64}) {
+    const std::string dn(ir::DTypeName(dt));
+    const int a = p.AddBuffer("a_" + dn, dt, {n}, BufferKind::kInput);
+    const int bb = p.AddBuffer("b_" + dn, dt, {n}, BufferKind::kInput);
+    for (OpCode op : {OpCode::kAdd, OpCode::kSub, OpCode::kMul, OpCode::kDiv, OpCode::kMod,
+                      OpCode::kFmod, OpCode::kPow, OpCode::kMax, OpCode::kMin}) {
+      const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+      const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+      KernelBuilder b(&p, name, {n});
+      b.Store(y, b.i(0), b.Binary(op, b.Load(a, b.i(0)), b.Load(bb, b.i(0))));
+    }
+    for (OpCode op : {OpCode::kEq, OpCode::kNe, OpCode::kLt, OpCode::kLe, OpCode::kGt, OpCode::kGe}) {
+      const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+      const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+      KernelBuilder b(&p, name, {n});
+      const int cond = b.Binary(op, b.Load(a, b.i(0)), b.Load(bb, b.i(0)));
+      b.Store(y, b.i(0), b.Select(cond, b.Load(a, b.i(0)), b.Index(b.i(0), dt)));
+    }
+    c.inputs["a_" + dn] = RandomTensor(dt, {n}, 11, -2000000000.0, 2000000000.0);
+    Tensor bt = RandomTensor(dt, {n}, 12, -9, 9);
+    for (int64_t i = 0; i < n; ++i) {  // no division by zero here
+      if (bt.GetAsInt64(i) == 0) {
+        if (dt == DType::kI32) bt.data<int32_t>()[i] = 3; else bt.data<int64_t>()[i] = 3;
+      }
+    }
+    c.inputs["b_" + dn] = bt;
+  }
+  // Float compares to bool, bool logic, casts f32 <-> i32 / i64 / bool.
+  const int f = p.AddBuffer("f", DType::kF32, {n}, BufferKind::kInput);
+  const int g = p.AddBuffer("g", DType::kF32, {n}, BufferKind::kInput);
+  for (OpCode op : {OpCode::kEq, OpCode::kNe, OpCode::kLt, OpCode::kLe, OpCode::kGt, OpCode::kGe}) {
+    const std::string name = absl::StrCat("f", ir::loop::OpCodeName(op));
+    const int y = p.AddBuffer("y_" + name, DType::kBool, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {n});
+    b.Store(y, b.i(0), b.Binary(op, b.Load(f, b.i(0)), b.Load(g, b.i(0))));
+  }
+  for (OpCode op : {OpCode::kAnd, OpCode::kOr, OpCode::kXor}) {
+    const std::string name = absl::StrCat("b", ir::loop::OpCodeName(op));
+    const int y = p.AddBuffer("y_" + name, DType::kBool, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {n});
+    const int lt = b.Binary(OpCode::kLt, b.Load(f, b.i(0)), b.Constant(DType::kF32, 0));
+    const int gt = b.Binary(OpCode::kGt, b.Load(g, b.i(0)), b.Constant(DType::kF32, 0));
+    b.Store(y, b.i(0), b.Binary(op, lt, gt));
+  }
+  for (DType to : {DType::kI32, DType::kI64, DType::kBool, DType::kF32}) {
+    const std::string name = absl::StrCat("cast_f32_", ir::DTypeName(to));
+    const int y = p.AddBuffer("y_" + name, to, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {n});
+    b.Store(y, b.i(0), b.Cast(b.Load(f, b.i(0)), to));
+  }
+  {
+    const int y = p.AddBuffer("y_cast_back", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "cast_back", {n});
+    const int as_int = b.Cast(b.Load(g, b.i(0)), DType::kI32);
+    const int as_bool = b.Cast(as_int, DType::kBool);
+    const int back = b.Binary(OpCode::kAdd, b.Cast(as_int, DType::kF32), b.Cast(as_bool, DType::kF32));
+    b.Store(y, b.i(0), back);
+  }
+  Tensor ft = RandomTensor(DType::kF32, {n}, 13, -10, 10, /*specials=*/true);
+  ft.data<float>()[1] = 3e9f;  // out of i32 range: saturates to int64, wraps
+  ft.data<float>()[2] = -5e18f;
+  ft.data<float>()[4] = 2.5f;
+  c.inputs["f"] = ft;
+  Tensor gt = RandomTensor(DType::kF32, {n}, 14, -10, 10);
+  gt.data<float>()[4] = 2.5f;  // equal pair
+  c.inputs["g"] = gt;
+  // Integer division by zero: the entry returns an error code.
+  std::vector<ProgramCase> cases2(1);
+  ProgramCase& z = cases2[0];
+  z.name = "div by zero";
+  {
+    LoopProgram& q = z.program;
+    const int a = q.AddBuffer("a", DType::kI32, {9}, BufferKind::kInput);
+    const int y = q.AddBuffer("y", DType::kI32, {9}, BufferKind::kOutput);
+    KernelBuilder b(&q, "div", {9});
+    b.Store(y, b.i(0), b.Binary(OpCode::kDiv, b.Constant(DType::kI32, 10), b.Load(a, b.i(0))));
+    z.inputs["a"] = Tensor::FromVector<int32_t>({9}, {1, 2, 3, 4, 0, 5, 6, 7, 8});
+  }
+  cases.push_back(std::move(z));
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectMatchesInterpreter(cases[0], (*r)[0]);
+  EXPECT_EQ((*r)[1].rc, kErrorIntegerDivByZero);
+  EXPECT_FALSE(ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).ok());
+  EXPECT_EQ(StatusOf((*r)[0], "div_i32").kind, VecStatus::Kind::kVectorized);
+  EXPECT_EQ(StatusOf((*r)[0], "add_i64").kind, VecStatus::Kind::kScalar);
+  EXPECT_EQ(StatusOf((*r)[0], "cast_back").kind, VecStatus::Kind::kVectorized);
+  EXPECT_EQ(StatusOf((*r)[0], "band").kind, VecStatus::Kind::kVectorized);
+}
+
+// ---------------------------------------------------------------------------
+// Erf accuracy, parallel loops, degenerate shapes.
+
+TEST(Codegen, VectorErfMatchesStdErfOnADenseGrid) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "erf grid";
+  const int64_t n = t.emulated ? 20001 : 400001;
+  LoopProgram& p = c.program;
+  const int x = p.AddBuffer("x", DType::kF32, {n}, BufferKind::kInput);
+  const int y = p.AddBuffer("y", DType::kF32, {n}, BufferKind::kOutput);
+  KernelBuilder b(&p, "erf", {n});
+  b.Store(y, b.i(0), b.Unary(OpCode::kErf, b.Load(x, b.i(0))));
+  Tensor xt(DType::kF32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    xt.data<float>()[i] = static_cast<float>(-5.0 + 10.0 * static_cast<double>(i) / (n - 1));
+  }
+  xt.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  xt.data<float>()[1] = -std::numeric_limits<float>::infinity();
+  xt.data<float>()[2] = std::numeric_limits<float>::infinity();
+  xt.data<float>()[3] = 1e-30f;
+  c.inputs["x"] = xt;
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(StatusOf((*r)[0], "erf").kind, VecStatus::Kind::kVectorized);
+  const Tensor& out = (*r)[0].outputs.at("y");
+  double max_err = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = xt.data<float>()[i];
+    const double want = std::erf(static_cast<double>(v));
+    const double got = out.data<float>()[i];
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << v;
+      continue;
+    }
+    max_err = std::max(max_err, std::fabs(got - want));
+    if (std::fabs(want) < 1e-3) {
+      EXPECT_LE(std::fabs(got - want), 4e-7 * std::fabs(want) + 1e-38) << "x=" << v;
+    }
+  }
+  EXPECT_LE(max_err, 1.5e-7);
+  std::fprintf(stderr, "max |erf error| = %.3g over %lld points\n", max_err,
+               static_cast<long long>(n));
+}
+
+TEST(Codegen, ParallelLoopsAndDegenerateShapes) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "parallel";
+  c.tol = kReduction;
+  c.options.parallel_grain = 1000;
+  LoopProgram& p = c.program;
+  const int64_t rows = 64, cols = 129;
+  const int x = p.AddBuffer("x", DType::kF32, {rows, cols}, BufferKind::kInput);
+  const int y = p.AddBuffer("y", DType::kF32, {rows, cols}, BufferKind::kOutput);
+  const int s = p.AddBuffer("s", DType::kF32, {rows}, BufferKind::kOutput);
+  const int big = p.AddBuffer("big", DType::kF32, {rows * cols}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "sigmoid_2d", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    b.Store(y, at, b.Unary(OpCode::kSigmoid, b.Load(x, at)));
+  }
+  {
+    KernelBuilder b(&p, "row_sum", {rows}, {cols});
+    b.Store(s, b.i(0), b.Reduce(ReduceKind::kSum, b.Load(x, b.i(0) * cols + b.r(0))));
+  }
+  {
+    KernelBuilder b(&p, "flat_tanh", {rows * cols});
+    b.Store(big, b.i(0), b.Unary(OpCode::kTanh, b.Load(x, b.i(0))));
+  }
+  // Zero-size and unit extents.
+  const int e = p.AddBuffer("e", DType::kF32, {0, 3}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "empty", {0, 3});
+    b.Store(e, b.i(0) * 3 + b.i(1), b.Constant(DType::kF32, 1));
+  }
+  const int one = p.AddBuffer("one", DType::kF32, {1, 1, 1}, BufferKind::kOutput);
+  {
+    KernelBuilder b(&p, "unit", {1, 1, 1});
+    b.Store(one, b.i(0) + b.i(1) + b.i(2), b.Unary(OpCode::kExp, b.Load(x, b.i(2))));
+  }
+  c.inputs["x"] = RandomTensor(DType::kF32, {rows, cols}, 21, -5, 5);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    const bool want = k.name == "sigmoid_2d" || k.name == "row_sum" || k.name == "flat_tanh";
+    EXPECT_EQ(k.parallel, want) << k.name;
+  }
+  EXPECT_THAT(r[0].emitted.sources[0].text, HasSubstr("#pragma omp parallel for"));
 }
 
 }  // namespace

@@ -177,6 +177,10 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
   runtime::JitCompiler jit(jo);
   if (!isa.emulated) {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::LoadedLibrary> lib, jit.Compile(sources));
+    // Never dlclose: OpenMP's worker threads (libgomp, loaded with the
+    // library) outlive the call and crash when their code is unmapped.
+    static auto* const kKeepLoaded = new std::vector<std::shared_ptr<runtime::LoadedLibrary>>;
+    kKeepLoaded->push_back(lib);
     for (size_t c = 0; c < cases.size(); ++c) {
       KILN_ASSIGN_OR_RETURN(void* sym, lib->Symbol(results[c].emitted.run_symbol));
       std::vector<void*> ptrs;
