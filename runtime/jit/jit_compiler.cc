@@ -399,7 +399,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   bool absent = false;
   std::string problem = CheckEntry(entry.path, meta, stats.hash, kind_name, &absent);
   if (problem.empty() && shared) {
-    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (entry.handle == nullptr) {
       const char* err = dlerror();
       problem = absl::StrCat("dlopen failed: ", err ? err : "unknown error");
@@ -536,7 +536,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
         absl::StrCat("cannot publish ", entry.path, " in the JIT cache: ", err));
   }
   if (shared) {
-    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (entry.handle == nullptr) {
       const char* err = dlerror();
       return absl::InternalError(absl::StrCat("dlopen of freshly built ", entry.path,

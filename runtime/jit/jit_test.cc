@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -379,6 +380,42 @@ TEST(JitCompiler, ConcurrentCompilesFromSeveralProcessesBuildOnce) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 77);
   EXPECT_TRUE(stats.cache_hit);
+}
+
+// Generated kernels use OpenMP; libgomp's worker threads outlive the call.
+// Unloading the library (and with it libgomp, when the host does not link
+// it) would unmap code those threads run: libraries are never unmapped.
+TEST(JitCompiler, OpenMpLibraryCanBeReleasedWhileWorkersLive) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  if (t.emulated) GTEST_SKIP() << "SKIPPED: in-process loading only";
+  JitCompiler jit(Options(t));
+  absl::StatusOr<std::shared_ptr<LoadedLibrary>> lib = jit.Compile(
+      {{"omp_sum", "#include <stdint.h>\n"
+                   "extern \"C\" int64_t kiln_test_omp_sum(int64_t n) {\n"
+                   "  int64_t s = 0;\n"
+                   "#pragma omp parallel for reduction(+ : s) num_threads(2)\n"
+                   "  for (int64_t i = 0; i < n; ++i) s += i;\n"
+                   "  return s;\n"
+                   "}\n"}});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  absl::StatusOr<void*> sym = (*lib)->Symbol("kiln_test_omp_sum");
+  ASSERT_TRUE(sym.ok()) << sym.status();
+  auto fn = reinterpret_cast<int64_t (*)(int64_t)>(*sym);
+  EXPECT_EQ(fn(100000), int64_t{100000} * 99999 / 2);
+  lib->reset();  // drops the last reference: dlclose
+  // Idle OpenMP workers keep running their spin/sleep loop meanwhile.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Loading it again is a cache hit and still works.
+  absl::StatusOr<std::shared_ptr<LoadedLibrary>> again = jit.Compile(
+      {{"omp_sum", "#include <stdint.h>\n"
+                   "extern \"C\" int64_t kiln_test_omp_sum(int64_t n) {\n"
+                   "  int64_t s = 0;\n"
+                   "#pragma omp parallel for reduction(+ : s) num_threads(2)\n"
+                   "  for (int64_t i = 0; i < n; ++i) s += i;\n"
+                   "  return s;\n"
+                   "}\n"}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->stats().cache_hit);
 }
 
 TEST(JitCompiler, EmulatedIsaCannotBeLoaded) {
