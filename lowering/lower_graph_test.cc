@@ -227,6 +227,16 @@ graph g(%x: f32[2,3,7,9]) -> (%a, %b, %c, %d, %e, %f) opset 18 {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(LowerReduction, IntegerMaxPool) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: i32[1,2,5,5], %y: u8[1,1,4,4]) -> (%a, %b) opset 18 {
+  %a = MaxPool(%x) {kernel_shape=[2, 2], pads=[1, 1, 0, 0]} : i32[1,2,5,5]
+  %b = MaxPool(%y) {kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]} : u8[1,1,4,4]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(LowerMovement, ViewsComposeWithoutKernels) {
   const char* text = R"(
 graph g(%x: f32[2,3,4]) -> (%y) opset 18 {

@@ -416,11 +416,28 @@ absl::StatusOr<std::vector<int64_t>> IntsOr(Lowerer& L, const ir::Node& n,
   return v;
 }
 
+// The smallest value of `dt` (-inf for floats) as a constant op.
+int32_t Lowest(Emitter& k, DType dt) {
+  if (ir::IsFloat(dt)) return k.Const(dt, -std::numeric_limits<double>::infinity());
+  const int32_t c = k.Const(dt, 0);
+  int64_t v = 0;
+  switch (dt) {
+    case DType::kI64: v = std::numeric_limits<int64_t>::min(); break;
+    case DType::kI32: v = std::numeric_limits<int32_t>::min(); break;
+    case DType::kI8: v = std::numeric_limits<int8_t>::min(); break;
+    default: break;
+  }
+  k.b().kernel().body[c].ivalue = v;
+  return c;
+}
+
 LowerFn MakePool(bool is_max) {
   return [is_max](Lowerer& L, const ir::Node& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
-    if (!ir::IsFloat(x.dtype) || x.shape.size() < 3) {
-      return L.Error("needs a float input of rank >= 3");
+    if ((is_max ? x.dtype == DType::kBool : !ir::IsFloat(x.dtype)) ||
+        x.shape.size() < 3) {
+      return L.Error("needs a ", is_max ? "numeric" : "float",
+                     " input of rank >= 3");
     }
     if (L.HasOutput(1)) return L.Unimplemented("the Indices output");
     const size_t nsp = x.shape.size() - 2;
@@ -490,7 +507,7 @@ LowerFn MakePool(bool is_max) {
     if (is_max) {
       const int32_t m = b.Reduce(
           ReduceKind::kMax,
-          k->Sel(valid, v, k->Const(dt, -std::numeric_limits<double>::infinity())));
+          k->Sel(valid, v, Lowest(*k, dt)));
       r = k->Sel(any, m, zero);
     } else {
       const int32_t s = b.Reduce(ReduceKind::kSum, k->Sel(valid, v, zero));

@@ -1,0 +1,140 @@
+// File: lowering/lower_conformance_main.cc — ONNX's backend test cases run
+// through "lower to loop IR + loop interpreter + reference for externs",
+// reported as pass / fail / unsupported per case, category and op.
+//
+//   bazel run //lowering:lower_conformance_main -- --filter=node/test_softmax
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "ir/status_macros.h"
+#include "lowering/extern_executor.h"
+#include "lowering/lower_graph.h"
+#include "testing/conformance/runner.h"
+
+ABSL_FLAG(std::string, data_root, kiln::conformance::kDefaultDataRoot,
+          "Folder holding node/, pytorch-converted/, pytorch-operator/, simple/.");
+ABSL_FLAG(std::string, filter, "", "Run only cases whose id contains this.");
+ABSL_FLAG(std::string, expected_failures, "",
+          "File listing '<category>/<case>  # reason' lines of known failures.");
+ABSL_FLAG(int, floor, 0, "Fail when fewer cases than this pass.");
+ABSL_FLAG(bool, no_externs, false,
+          "Count cases that need an extern kernel as unsupported (measures "
+          "what the loop IR computes by itself).");
+ABSL_FLAG(bool, list_unsupported, false, "List every unsupported case too.");
+ABSL_FLAG(bool, verbose, false, "Print each case as it runs.");
+
+namespace kiln::lowering {
+namespace {
+
+using conformance::CaseResult;
+using conformance::Outcome;
+
+conformance::Executor LoweringExecutor(bool no_externs) {
+  return [no_externs](const ir::Graph& graph, absl::Span<const ir::Tensor> inputs)
+             -> absl::StatusOr<std::vector<ir::Tensor>> {
+    KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph));
+    if (no_externs) {
+      for (const ir::loop::Kernel& k : lp.program.kernels) {
+        if (k.kind == ir::loop::Kernel::Kind::kExtern) {
+          return absl::UnimplementedError(
+              absl::StrCat("extern kernel ", k.call.op, " (--no_externs)"));
+        }
+      }
+    }
+    return RunLoweredProgram(lp, inputs);
+  };
+}
+
+bool ReadExpectedFailures(const std::string& path,
+                          std::map<std::string, std::string>* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || l[0] == '#') continue;
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(l, absl::MaxSplits('#', 1));
+    (*out)[std::string(absl::StripAsciiWhitespace(parts.first))] =
+        std::string(absl::StripAsciiWhitespace(parts.second));
+  }
+  return true;
+}
+
+int Main() {
+  const std::string root = absl::GetFlag(FLAGS_data_root);
+  std::vector<conformance::Case> cases =
+      conformance::DiscoverCases(root, absl::GetFlag(FLAGS_filter));
+  if (cases.empty()) {
+    std::cerr << "no conformance cases under " << root << "\n";
+    return 2;
+  }
+  std::map<std::string, std::string> expected;
+  const std::string expected_path = absl::GetFlag(FLAGS_expected_failures);
+  if (!expected_path.empty() && !ReadExpectedFailures(expected_path, &expected)) {
+    std::cerr << "cannot read --expected_failures file " << expected_path << "\n";
+    return 2;
+  }
+  const conformance::Executor executor =
+      LoweringExecutor(absl::GetFlag(FLAGS_no_externs));
+  std::vector<CaseResult> results;
+  for (const conformance::Case& c : cases) {
+    if (absl::GetFlag(FLAGS_verbose)) std::cerr << c.id() << " ... " << std::flush;
+    results.push_back(conformance::RunCase(c, executor));
+    if (absl::GetFlag(FLAGS_verbose)) {
+      std::cerr << conformance::OutcomeName(results.back().outcome) << "\n";
+    }
+  }
+  std::cout << conformance::FormatReport(results,
+                                         absl::GetFlag(FLAGS_list_unsupported));
+  int passed = 0;
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (const CaseResult& r : results) {
+    const std::string id = r.test_case.id();
+    seen.insert(id);
+    const bool listed = expected.count(id) > 0;
+    if (r.outcome == Outcome::kPass) {
+      ++passed;
+      if (listed) problems.push_back(absl::StrCat(id, " passes now: remove it from the expected failures"));
+    } else if (r.outcome == Outcome::kFail && !listed) {
+      problems.push_back(absl::StrCat(id, " fails unexpectedly: ", r.reason));
+    }
+  }
+  if (absl::GetFlag(FLAGS_filter).empty()) {
+    for (const auto& [id, reason] : expected) {
+      if (!seen.count(id)) problems.push_back(absl::StrCat(id, " is listed but does not exist"));
+    }
+  }
+  if (passed < absl::GetFlag(FLAGS_floor)) {
+    problems.push_back(absl::StrCat(passed, " cases pass, below the floor of ",
+                                    absl::GetFlag(FLAGS_floor)));
+  }
+  const bool checking = !expected_path.empty() || absl::GetFlag(FLAGS_floor) > 0;
+  if (checking) {
+    for (const std::string& p : problems) std::cout << "PROBLEM: " << p << "\n";
+    std::cout << (problems.empty() ? "lowering conformance: OK\n"
+                                   : "lowering conformance: FAILED\n");
+    return problems.empty() ? 0 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln::lowering
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs ONNX's backend test data through lowering + the loop interpreter.");
+  absl::ParseCommandLine(argc, argv);
+  return kiln::lowering::Main();
+}
