@@ -56,6 +56,15 @@ class Scope {
   std::vector<std::optional<Tensor>> values_;
 };
 
+// Default-domain ops by name; kiln's own ops (domain "kiln") as
+// "kiln.<op>". Dotted names are never default-domain ops.
+const OpKernel* FindKernel(const OpRegistry& registry, const Node& node) {
+  if (node.domain == "kiln") return registry.Find(absl::StrCat("kiln.", node.op));
+  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
+  if (absl::StrContains(node.op, '.')) return nullptr;
+  return registry.Find(node.op);
+}
+
 absl::Status CheckDeclaredType(const Graph& graph, const Node& node,
                                ValueId id, const Tensor& t) {
   const ir::Value& v = graph.value(id);
@@ -114,10 +123,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
     auto where = [&] {
       return absl::StrCat(node.Describe(), " [#", n, "]");
     };
-    const OpKernel* kernel =
-        node.domain.empty() || node.domain == "ai.onnx"
-            ? registry.Find(node.op)
-            : nullptr;
+    const OpKernel* kernel = FindKernel(registry, node);
     if (kernel == nullptr) {
       return absl::UnimplementedError(
           absl::StrCat(where(), ": op '", node.domain.empty() ? "" : node.domain,
@@ -184,8 +190,8 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
 void CollectUnsupported(const Graph& graph, const OpRegistry& registry,
                         std::set<std::string>* out) {
   for (const Node& node : graph.nodes()) {
-    bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
-    if (!default_domain || registry.Find(node.op) == nullptr) {
+    const bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
+    if (FindKernel(registry, node) == nullptr) {
       out->insert(default_domain ? node.op
                                  : absl::StrCat(node.domain, ".", node.op));
     }
@@ -220,6 +226,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterShapeOps(r);
     RegisterSequenceOps(r);
     RegisterExtraOps(r);
+    RegisterFusedOps(r);
     return r;
   }();
   return *registry;

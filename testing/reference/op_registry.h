@@ -79,6 +79,9 @@ void RegisterNnOps(OpRegistry* registry);           // Conv, ConvTranspose, Gemm
 void RegisterShapeOps(OpRegistry* registry);        // Reshape, Transpose, Slice, Gather, Concat, Pad, ...
 void RegisterSequenceOps(OpRegistry* registry);     // LSTM, GRU, If
 void RegisterExtraOps(OpRegistry* registry);        // losses, quantization, DFT, GridSample, NMS, Unique, Scan, ...
+// kiln's own ops (domain "kiln"), registered as "kiln.<Op>": the fused
+// library calls FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm.
+void RegisterFusedOps(OpRegistry* registry);
 
 }  // namespace kiln::reference
 
