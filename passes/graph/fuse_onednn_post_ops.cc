@@ -1,0 +1,219 @@
+// Pass fuse-onednn-post-ops: the rewriter half of oneDNN fusion (the
+// OneDnnMatcher decides what oneDNN supports; this decides what is safe).
+#include "passes/graph/fuse_onednn_post_ops.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/status_macros.h"
+#include "passes/graph/onednn_matcher.h"
+#include "passes/graph/rewrite_util.h"
+
+namespace kiln::passes {
+namespace {
+
+// One anchor and the post-op nodes it absorbs.
+struct Chain {
+  int anchor = -1;
+  std::vector<int> nodes;  // anchor included, ascending
+  std::vector<PostOpSpec> post_ops;
+  ir::ValueId output = ir::kNoValue;
+};
+
+class Fuser {
+ public:
+  Fuser(const ir::Graph& graph, OneDnnFusionStats* stats)
+      : graph_(graph),
+        matcher_(graph),
+        captured_(CapturedNames(graph)),
+        owner_(graph.nodes().size(), -1),
+        stats_(stats) {}
+
+  std::vector<Chain> FindChains() {
+    std::vector<Chain> chains;
+    for (int i = 0; i < static_cast<int>(graph_.nodes().size()); ++i) {
+      const ir::Node& n = graph_.nodes()[i];
+      if (OneDnnMatcher::FusedOpName(n).empty()) continue;
+      ++stats_->anchors;
+      std::string why;
+      if (!matcher_.IsAnchorSupported(n, &why)) {
+        ++stats_->unsupported[why];
+        continue;
+      }
+      ++stats_->supported;
+      Chain c = Grow(i);
+      if (c.post_ops.empty()) continue;
+      for (int k : c.nodes) owner_[k] = static_cast<int>(chains.size());
+      ++stats_->fused;
+      for (const PostOpSpec& p : c.post_ops) ++stats_->post_ops[p.kind];
+      chains.push_back(std::move(c));
+    }
+    return chains;
+  }
+
+ private:
+  bool Internal(ir::ValueId v) const {
+    return !IsGraphOutput(graph_, v) && !captured_.contains(graph_.value(v).name);
+  }
+
+  // Every reader of `running` and of the values the match computes on the
+  // way (all but its output) is inside the match, and nothing in it belongs
+  // to another chain: replacing the nodes drops no work.
+  bool Closed(const PostOpMatch& m, ir::ValueId running) const {
+    auto inside = [&](int k) {
+      return std::binary_search(m.nodes.begin(), m.nodes.end(), k);
+    };
+    for (int k : m.nodes) {
+      if (owner_[k] >= 0) return false;
+    }
+    for (int k : matcher_.Consumers(running)) {
+      if (!inside(k)) return false;
+    }
+    for (int k : m.nodes) {
+      for (ir::ValueId out : graph_.nodes()[k].outputs) {
+        if (out == ir::kNoValue || out == m.output) continue;
+        if (!Internal(out)) return false;
+        for (int r : matcher_.Consumers(out)) {
+          if (!inside(r)) return false;
+        }
+      }
+    }
+    for (const PostOpSpec& p : m.post_ops) {
+      if (p.operand == running) return false;
+    }
+    return true;
+  }
+
+  Chain Grow(int anchor) {
+    Chain c;
+    c.anchor = anchor;
+    c.nodes = {anchor};
+    c.output = graph_.nodes()[anchor].outputs[0];
+    bool sum_used = false;
+    while (true) {
+      const ir::ValueId r = c.output;
+      const std::vector<int>& readers = matcher_.Consumers(r);
+      std::string end;
+      if (!Internal(r)) {
+        end = "result is a graph output or captured";
+      } else if (readers.empty()) {
+        end = "result is unused";
+      } else if (std::any_of(readers.begin(), readers.end(),
+                             [&](int k) { return owner_[k] >= 0; })) {
+        end = "next node already fused into another call";
+      }
+      std::optional<PostOpMatch> accepted;
+      std::string first_reason;
+      for (size_t k = 0; end.empty() && k < readers.size(); ++k) {
+        std::string why;
+        std::optional<PostOpMatch> m =
+            matcher_.MatchPostOp(readers[k], r, !sum_used, &why);
+        if (m && Closed(*m, r)) {
+          accepted = std::move(m);
+          break;
+        }
+        if (first_reason.empty()) first_reason = why;
+      }
+      if (!accepted) {
+        if (end.empty()) {
+          if (readers.size() == 1 && !first_reason.empty()) {
+            end = first_reason;
+          } else {
+            std::vector<std::string> ops;
+            for (int k : readers) ops.push_back(graph_.nodes()[k].op);
+            end = absl::StrCat("result read by ", readers.size(), " nodes (",
+                               absl::StrJoin(ops, ", "), ")");
+          }
+        }
+        ++stats_->chain_ends[end];
+        break;
+      }
+      for (const PostOpSpec& p : accepted->post_ops) {
+        sum_used |= p.kind == "sum";
+        c.post_ops.push_back(p);
+      }
+      c.nodes.insert(c.nodes.end(), accepted->nodes.begin(), accepted->nodes.end());
+      c.output = accepted->output;
+    }
+    std::sort(c.nodes.begin(), c.nodes.end());
+    return c;
+  }
+
+  const ir::Graph& graph_;
+  OneDnnMatcher matcher_;
+  absl::flat_hash_set<std::string> captured_;
+  std::vector<int> owner_;  // chain index claiming each node, -1 if none
+  OneDnnFusionStats* stats_;
+};
+
+ir::Node BuildFusedNode(const ir::Graph& graph, const Chain& c) {
+  const ir::Node& anchor = graph.nodes()[c.anchor];
+  ir::Node f;
+  f.name = anchor.name;
+  f.op = OneDnnMatcher::FusedOpName(anchor);
+  f.domain = "kiln";
+  f.inputs = anchor.inputs;
+  while (!f.inputs.empty() && f.inputs.back() == ir::kNoValue) f.inputs.pop_back();
+  f.attrs = anchor.attrs;
+  std::vector<std::string> kinds;
+  std::vector<float> alphas, betas;
+  std::vector<int64_t> operand_inputs;
+  for (const PostOpSpec& p : c.post_ops) {
+    kinds.push_back(p.kind);
+    alphas.push_back(p.alpha);
+    betas.push_back(p.beta);
+    if (p.operand == ir::kNoValue) {
+      operand_inputs.push_back(-1);
+    } else {
+      operand_inputs.push_back(static_cast<int64_t>(f.inputs.size()));
+      f.inputs.push_back(p.operand);
+    }
+  }
+  std::vector<std::string> names;
+  for (int k : c.nodes) names.push_back(graph.nodes()[k].name);
+  f.attrs["post_ops"] = std::move(kinds);
+  f.attrs["post_op_alphas"] = std::move(alphas);
+  f.attrs["post_op_betas"] = std::move(betas);
+  f.attrs["post_op_inputs"] = std::move(operand_inputs);
+  f.attrs["fused_nodes"] = std::move(names);
+  f.outputs = {c.output};
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> FuseOneDnnPostOps::Run(ir::Graph* graph) {
+  stats_ = OneDnnFusionStats();
+  std::vector<Chain> chains = Fuser(*graph, &stats_).FindChains();
+  if (chains.empty()) return false;
+
+  const int num_nodes = static_cast<int>(graph->nodes().size());
+  std::vector<bool> absorbed(num_nodes, false);
+  // The fused node takes the place of its chain's last node: every operand
+  // is computed by then, and every reader of its output comes later.
+  std::vector<std::optional<ir::Node>> fused_at(num_nodes);
+  for (const Chain& c : chains) {
+    for (int k : c.nodes) {
+      KILN_RET_CHECK(!absorbed[k]);
+      absorbed[k] = true;
+    }
+    fused_at[c.nodes.back()] = BuildFusedNode(*graph, c);
+  }
+  std::vector<ir::Node> nodes;
+  nodes.reserve(num_nodes);
+  for (int i = 0; i < num_nodes; ++i) {
+    if (fused_at[i].has_value()) {
+      nodes.push_back(std::move(*fused_at[i]));
+    } else if (!absorbed[i]) {
+      nodes.push_back(std::move(graph->mutable_nodes()[i]));
+    }
+  }
+  graph->mutable_nodes() = std::move(nodes);
+  return true;
+}
+
+}  // namespace kiln::passes
