@@ -16,6 +16,7 @@
 #include "passes/graph/fold_batch_norm.h"
 #include "passes/graph/fold_binary_into_weights.h"
 #include "passes/graph/fold_constant_transpose.h"
+#include "passes/graph/fuse_onednn_post_ops.h"
 
 namespace kiln::passes {
 namespace {
@@ -98,6 +99,9 @@ GraphPipeline DefaultGraphPipeline() {
   // After BN folding: the constant Mul/Add chains it exposes (and exporters'
   // own scales and shifts) fold into the same weights and bias.
   p.Add(std::make_unique<FoldBinaryIntoWeights>());
+  // After every weight fold: BN and constant scales must be in the weights
+  // first, so conv+bn+relu becomes one oneDNN primitive with a relu post-op.
+  p.Add(std::make_unique<FuseOneDnnPostOps>());
   // Dead code last: every rewrite above may leave unused nodes behind, and
   // the weight folds leave the unfolded constants.
   p.Add(std::make_unique<EliminateDeadCode>());
