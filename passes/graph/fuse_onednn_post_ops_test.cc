@@ -480,7 +480,7 @@ graph main(%x: f64[1,1,3,3]) -> (%y) opset 18 {
   EXPECT_FALSE(r->changed);
   EXPECT_EQ(stats.unsupported,
             (std::map<std::string, int>{
-                {"'c' is f64[1,1,3,3]: only static-shaped f32 is supported", 1}}));
+                {"'x' is f64[1,1,3,3]: only static-shaped f32 is supported", 1}}));
 }
 
 TEST(FuseOneDnnPostOps, NonConstantConvWeightsAreNotFused) {

@@ -102,10 +102,11 @@ bool OneDnnMatcher::IsAnchorSupported(const ir::Node& n,
     return Fail(why_not, "needs exactly one output");
   }
   if (!n.has_input(0) || !n.has_input(1)) return Fail(why_not, "missing an input");
-  std::vector<ir::ValueId> tensors = {n.outputs[0]};
+  std::vector<ir::ValueId> tensors;
   for (ir::ValueId in : n.inputs) {
     if (in != ir::kNoValue) tensors.push_back(in);
   }
+  tensors.push_back(n.outputs[0]);
   for (ir::ValueId id : tensors) {
     const ir::Value& v = graph_.value(id);
     if (!IsStaticF32(v)) {
