@@ -33,22 +33,6 @@ ABSL_FLAG(bool, verbose, false, "Print each case as it runs.");
 namespace kiln::conformance {
 namespace {
 
-// id -> reason. Blank lines and lines starting with '#' are ignored.
-bool ReadExpectedFailures(const std::string& path,
-                          std::map<std::string, std::string>* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || l[0] == '#') continue;
-    std::pair<std::string, std::string> parts =
-        absl::StrSplit(l, absl::MaxSplits('#', 1));
-    (*out)[std::string(absl::StripAsciiWhitespace(parts.first))] =
-        std::string(absl::StripAsciiWhitespace(parts.second));
-  }
-  return true;
-}
 
 int Main() {
   const std::string root = absl::GetFlag(FLAGS_data_root);
@@ -60,9 +44,14 @@ int Main() {
   }
   std::map<std::string, std::string> expected;
   const std::string expected_path = absl::GetFlag(FLAGS_expected_failures);
-  if (!expected_path.empty() && !ReadExpectedFailures(expected_path, &expected)) {
-    std::cerr << "cannot read --expected_failures file " << expected_path << "\n";
-    return 2;
+  if (!expected_path.empty()) {
+    absl::StatusOr<std::map<std::string, std::string>> read =
+        conformance::ReadExpectedFailures(expected_path);
+    if (!read.ok()) {
+      std::cerr << read.status().message() << "\n";
+      return 2;
+    }
+    expected = *std::move(read);
   }
 
   std::vector<CaseResult> results;
@@ -77,29 +66,9 @@ int Main() {
   }
   std::cout << FormatReport(results, absl::GetFlag(FLAGS_list_unsupported));
 
-  int passed = 0;
-  std::vector<std::string> problems;
-  std::set<std::string> seen;
-  for (const CaseResult& r : results) {
-    const std::string id = r.test_case.id();
-    seen.insert(id);
-    const bool listed = expected.count(id) > 0;
-    if (r.outcome == Outcome::kPass) {
-      ++passed;
-      if (listed) problems.push_back(absl::StrCat(id, " passes now: remove it from the expected failures"));
-    } else if (r.outcome == Outcome::kFail && !listed) {
-      problems.push_back(absl::StrCat(id, " fails unexpectedly: ", r.reason));
-    }
-  }
-  if (absl::GetFlag(FLAGS_filter).empty()) {
-    for (const auto& [id, reason] : expected) {
-      if (!seen.count(id)) problems.push_back(absl::StrCat(id, " is listed as an expected failure but does not exist"));
-    }
-  }
-  if (passed < absl::GetFlag(FLAGS_floor)) {
-    problems.push_back(absl::StrCat(passed, " cases pass, below the floor of ",
-                                    absl::GetFlag(FLAGS_floor)));
-  }
+  const std::vector<std::string> problems = conformance::CheckExpectations(
+      results, expected, absl::GetFlag(FLAGS_floor),
+      /*complete=*/absl::GetFlag(FLAGS_filter).empty());
   for (const std::string& p : problems) std::cout << "PROBLEM: " << p << "\n";
   if (!expected_path.empty() || absl::GetFlag(FLAGS_floor) > 0) {
     std::cout << (problems.empty() ? "conformance: OK\n" : "conformance: FAILED\n");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -11,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "frontend/onnx/importer.h"
 #include "ir/status_macros.h"
 #include "testing/reference/interpreter.h"
@@ -205,6 +208,62 @@ std::string FormatReport(absl::Span<const CaseResult> results,
   absl::StrAppend(&out, "\n", total.pass, " passed, ", total.fail, " failed, ",
                   total.unsupported, " skipped\n");
   return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read expected-failures file ", path));
+  }
+  std::map<std::string, std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || l[0] == '#') continue;
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(l, absl::MaxSplits('#', 1));
+    out[std::string(absl::StripAsciiWhitespace(parts.first))] =
+        std::string(absl::StripAsciiWhitespace(parts.second));
+  }
+  return out;
+}
+
+std::vector<std::string> CheckExpectations(
+    absl::Span<const CaseResult> results,
+    const std::map<std::string, std::string>& expected, int floor,
+    bool complete) {
+  int passed = 0;
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (const CaseResult& r : results) {
+    const std::string id = r.test_case.id();
+    seen.insert(id);
+    const bool listed = expected.count(id) > 0;
+    if (r.outcome == Outcome::kPass) {
+      ++passed;
+      if (listed) {
+        problems.push_back(
+            absl::StrCat(id, " passes now: remove it from the expected failures"));
+      }
+    } else if (r.outcome == Outcome::kFail && !listed) {
+      problems.push_back(absl::StrCat(id, " fails unexpectedly: ", r.reason));
+    }
+  }
+  if (complete) {
+    for (const auto& [id, reason] : expected) {
+      if (!seen.count(id)) {
+        problems.push_back(
+            absl::StrCat(id, " is listed as an expected failure but does not exist"));
+      }
+    }
+  }
+  if (passed < floor) {
+    problems.push_back(
+        absl::StrCat(passed, " cases pass, below the floor of ", floor));
+  }
+  return problems;
 }
 
 }  // namespace kiln::conformance

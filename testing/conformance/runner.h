@@ -10,6 +10,7 @@
 #define KILN_TESTING_CONFORMANCE_RUNNER_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,20 @@ CaseResult RunCase(const Case& test_case, const Executor& executor,
 // unsupported cases.
 std::string FormatReport(absl::Span<const CaseResult> results,
                          bool list_unsupported);
+
+// Known failures: '<category>/<case>  # reason' per line; blank lines and
+// lines starting with '#' are ignored. id -> reason.
+absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(
+    const std::string& path);
+
+// What is wrong with `results` given the known failures: a failure not
+// listed, a listed case that passes (the list must stay true), a listed case
+// that does not exist (only when `complete`: every case was run), fewer than
+// `floor` passes. Empty when all is well.
+std::vector<std::string> CheckExpectations(
+    absl::Span<const CaseResult> results,
+    const std::map<std::string, std::string>& expected, int floor,
+    bool complete);
 
 }  // namespace kiln::conformance
 
