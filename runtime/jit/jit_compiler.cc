@@ -36,6 +36,18 @@
 namespace kiln::runtime {
 namespace {
 
+// Generated kernels use OpenMP. libgomp's worker threads outlive a parallel
+// region, idling in libgomp's own code; if loading a generated library were
+// what brought libgomp in, unloading that library would unmap code those
+// threads run. Pin libgomp for the life of the process before loading any
+// generated library (a no-op when the host already links it).
+void PinOpenMpRuntime() {
+  static const bool pinned = [] {
+    return dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE) != nullptr;
+  }();
+  (void)pinned;
+}
+
 // Bump when the key's layout or the build recipe changes meaning.
 constexpr absl::string_view kCacheFormat = "kiln-jit-cache v1";
 constexpr size_t kMaxNameLength = 128;
@@ -399,7 +411,8 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   bool absent = false;
   std::string problem = CheckEntry(entry.path, meta, stats.hash, kind_name, &absent);
   if (problem.empty() && shared) {
-    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    PinOpenMpRuntime();
+    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (entry.handle == nullptr) {
       const char* err = dlerror();
       problem = absl::StrCat("dlopen failed: ", err ? err : "unknown error");
@@ -536,7 +549,8 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
         absl::StrCat("cannot publish ", entry.path, " in the JIT cache: ", err));
   }
   if (shared) {
-    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    PinOpenMpRuntime();
+    entry.handle = dlopen(entry.path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (entry.handle == nullptr) {
       const char* err = dlerror();
       return absl::InternalError(absl::StrCat("dlopen of freshly built ", entry.path,

@@ -383,8 +383,8 @@ TEST(JitCompiler, ConcurrentCompilesFromSeveralProcessesBuildOnce) {
 }
 
 // Generated kernels use OpenMP; libgomp's worker threads outlive the call.
-// Unloading the library (and with it libgomp, when the host does not link
-// it) would unmap code those threads run: libraries are never unmapped.
+// Unloading the library must not unload libgomp (this test binary does not
+// link it) while those threads live.
 TEST(JitCompiler, OpenMpLibraryCanBeReleasedWhileWorkersLive) {
   KILN_TEST_ISA_OR_SKIP(t);
   if (t.emulated) GTEST_SKIP() << "SKIPPED: in-process loading only";
