@@ -48,7 +48,7 @@ absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
     return absl::FailedPreconditionError("the pass changed the number of outputs");
   }
   for (size_t i = 0; i < want.size(); ++i) {
-    testing::CompareResult c = testing::CompareTensors(got[i], want[i], {1e-5, 1e-6});
+    testing::CompareResult c = testing::CompareTensors(got[i], want[i], {1e-5, 1e-6, std::nullopt});
     if (!c.ok) {
       return absl::FailedPreconditionError(
           absl::StrCat("output ", i, " changed numerically: ", c.message));

@@ -86,10 +86,6 @@ DType DeclaredDType(const OpContext& ctx, int i, DType fallback) {
   return d == DType::kInvalid ? fallback : d;
 }
 
-bool WantsOutput(const OpContext& ctx, int i) {
-  return i < ctx.num_outputs() && ctx.node.outputs[i] != ir::kNoValue;
-}
-
 absl::Status RequireFloat(const OpContext& ctx, const Tensor& t,
                           absl::string_view what) {
   if (!ir::IsFloat(t.dtype())) {
