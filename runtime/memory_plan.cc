@@ -1,0 +1,111 @@
+// Arena offsets for a loop program's intermediates (runtime/memory_plan.h).
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime {
+
+using ir::loop::Buffer;
+using ir::loop::BufferKind;
+using ir::loop::Kernel;
+using ir::loop::OpCode;
+
+KernelAccess AccessesOf(const Kernel& kernel) {
+  KernelAccess a;
+  if (kernel.kind == Kernel::Kind::kExtern) {
+    a.reads.assign(kernel.call.inputs.begin(), kernel.call.inputs.end());
+    a.writes.assign(kernel.call.outputs.begin(), kernel.call.outputs.end());
+    return a;
+  }
+  for (const ir::loop::Op& op : kernel.body) {
+    if (op.buffer < 0) continue;
+    (op.code == OpCode::kStore ? a.writes : a.reads).push_back(op.buffer);
+  }
+  return a;
+}
+
+namespace {
+
+int64_t AlignUp(int64_t n) {
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
+                                      const MemoryPlanOptions& options) {
+  const size_t n = program.buffers.size();
+  MemoryPlan plan;
+  plan.offsets.assign(n, -1);
+  plan.first_use.assign(n, -1);
+  plan.last_use.assign(n, -1);
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const KernelAccess a = AccessesOf(program.kernels[k]);
+    for (const auto* list : {&a.reads, &a.writes}) {
+      for (int32_t b : *list) {
+        if (b < 0 || static_cast<size_t>(b) >= n) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "kernel '", program.kernels[k].name, "' uses buffer ", b,
+              " of a program with ", n, " buffers"));
+        }
+        if (plan.first_use[b] < 0) plan.first_use[b] = static_cast<int>(k);
+        plan.last_use[b] = static_cast<int>(k);
+      }
+    }
+  }
+  struct Item {
+    int32_t buffer;
+    int64_t bytes;
+  };
+  std::vector<Item> items;
+  for (size_t b = 0; b < n; ++b) {
+    const Buffer& buf = program.buffers[b];
+    if (buf.kind != BufferKind::kIntermediate || plan.first_use[b] < 0) continue;
+    const std::optional<int64_t> elems = buf.StorageSize();
+    const int64_t esize = static_cast<int64_t>(ir::DTypeSize(buf.dtype));
+    if (!elems.has_value() || esize <= 0 ||
+        *elems > (std::numeric_limits<int64_t>::max() / 2) / esize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer '", buf.name, "' has no valid storage size"));
+    }
+    items.push_back({static_cast<int32_t>(b), AlignUp(std::max<int64_t>(*elems * esize, 1))});
+  }
+  // Largest first; ties by first use so the plan is deterministic.
+  std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    return plan.first_use[x.buffer] < plan.first_use[y.buffer];
+  });
+  std::vector<Item> placed;
+  for (const Item& it : items) {
+    if (plan.intermediate_bytes > std::numeric_limits<int64_t>::max() / 2 - it.bytes) {
+      return absl::InvalidArgumentError("intermediate buffers overflow int64 bytes");
+    }
+    plan.intermediate_bytes += it.bytes;
+    int64_t offset = 0;
+    if (!options.share) {
+      offset = plan.arena_bytes;
+    } else {
+      // Address ranges of live-overlapping placed buffers, by offset.
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (const Item& p : placed) {
+        const bool overlap = plan.first_use[p.buffer] <= plan.last_use[it.buffer] &&
+                             plan.first_use[it.buffer] <= plan.last_use[p.buffer];
+        if (overlap) busy.push_back({plan.offsets[p.buffer], plan.offsets[p.buffer] + p.bytes});
+      }
+      std::sort(busy.begin(), busy.end());
+      for (const auto& [begin, end] : busy) {
+        if (offset + it.bytes <= begin) break;
+        offset = std::max(offset, end);
+      }
+    }
+    plan.offsets[it.buffer] = offset;
+    plan.arena_bytes = std::max(plan.arena_bytes, offset + it.bytes);
+    placed.push_back(it);
+  }
+  return plan;
+}
+
+}  // namespace kiln::runtime

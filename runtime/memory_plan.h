@@ -1,0 +1,55 @@
+// File: runtime/memory_plan.h — assigns every intermediate buffer of a loop
+// program an offset in one arena, reusing bytes between buffers whose live
+// ranges (first kernel touching them .. last kernel touching them) are
+// disjoint.
+//
+//   KILN_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(program, {}));
+//   char* storage_of_b = arena + plan.offsets[b];   // plan.offsets[b] >= 0
+#ifndef KILN_RUNTIME_MEMORY_PLAN_H_
+#define KILN_RUNTIME_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/loop/loop_ir.h"
+
+namespace kiln::runtime {
+
+// Every arena offset is a multiple of this (cache line; AVX-512 vectors).
+inline constexpr int64_t kArenaAlignment = 64;
+
+struct MemoryPlanOptions {
+  // false: every intermediate gets its own bytes (eager mode, ablations).
+  bool share = true;
+};
+
+struct MemoryPlan {
+  // Per buffer index: byte offset in the arena, or -1 for buffers that live
+  // outside it (inputs, outputs, constants, intermediates nobody touches).
+  std::vector<int64_t> offsets;
+  int64_t arena_bytes = 0;
+  // Sum of the planned buffers' sizes (what one allocation per buffer costs).
+  int64_t intermediate_bytes = 0;
+  // Per buffer index: the first and last kernel touching it (-1 if none).
+  std::vector<int> first_use;
+  std::vector<int> last_use;
+};
+
+// Buffers every kernel reads and writes, as buffer indices (loads, indirect
+// loads and extern inputs are reads; stores and extern outputs writes).
+struct KernelAccess {
+  std::vector<int32_t> reads;
+  std::vector<int32_t> writes;
+};
+KernelAccess AccessesOf(const ir::loop::Kernel& kernel);
+
+// Greedy by size (largest first, lowest offset that fits among the
+// already placed buffers whose live ranges overlap). InvalidArgument when a
+// buffer's storage size is unknown or the arena would overflow int64.
+absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
+                                      const MemoryPlanOptions& options = {});
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_MEMORY_PLAN_H_
