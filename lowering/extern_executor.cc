@@ -1,8 +1,9 @@
 // Runs lowered programs for tests: consecutive loop kernels as one
-// sub-program on the loop interpreter, extern kernels on the reference
-// interpreter.
+// sub-program on the loop interpreter, extern kernels ("onnx.<Op>" and
+// "kiln.Fused<Op>") on the reference interpreter.
 #include "lowering/extern_executor.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -73,10 +74,13 @@ absl::StatusOr<T> GetAttr(const Kernel& k, const char* name) {
 absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
     const LoopProgram& program, const Kernel& kernel,
     absl::Span<const ir::Tensor> inputs) {
-  const std::string op(absl::StripPrefix(kernel.call.op, kExternOpPrefix));
-  if (op == kernel.call.op) {
-    return absl::UnimplementedError(
-        absl::StrCat("extern call '", kernel.call.op, "' is not an ONNX op"));
+  std::string domain;
+  absl::string_view op = kernel.call.op;
+  if (absl::ConsumePrefix(&op, kKilnOpPrefix)) {
+    domain = kKilnDomain;
+  } else if (!absl::ConsumePrefix(&op, kExternOpPrefix)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "extern call '", kernel.call.op, "' is neither an ONNX nor a kiln op"));
   }
   KILN_ASSIGN_OR_RETURN(int64_t opset, GetAttr<int64_t>(kernel, kAttrOpset));
   KILN_ASSIGN_OR_RETURN(auto in_slots,
@@ -134,7 +138,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
       attrs[name] = std::vector<float>(v->begin(), v->end());
     }
   }
-  g.AddNode(op, node_in, node_out, std::move(attrs), kernel.name);
+  g.AddNode(std::string(op), node_in, node_out, std::move(attrs), kernel.name)
+      .domain = domain;
   return reference::Run(g, inputs);
 }
 

@@ -22,7 +22,8 @@ namespace kiln::lowering {
 absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
     const LoweredProgram& lowered, absl::Span<const ir::Tensor> inputs);
 
-// Runs one extern kernel's ONNX node on the reference interpreter.
+// Runs one extern kernel's node ("onnx.<Op>", or "kiln.<Op>" in domain
+// "kiln") on the reference interpreter.
 absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
     absl::Span<const ir::Tensor> inputs);

@@ -1,21 +1,65 @@
-// Lowering of library ops (Conv, GEMM, RNN families) to extern kernels: the
-// ONNX op and its attributes, inputs materialized as row-major buffers.
-// The runtime dispatches them to oneDNN; tests run them through the
-// reference interpreter (lowering/extern_executor.h).
+// Lowering of library ops (Conv, GEMM, RNN families, and kiln's fused
+// Conv/GEMM nodes) to extern kernels: the op and its attributes, inputs
+// materialized as row-major buffers. The runtime dispatches them to oneDNN;
+// tests run them through the reference interpreter
+// (lowering/extern_executor.h).
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
 
 namespace kiln::lowering {
+namespace {
+
+constexpr const char* kKilnFusedOps[] = {"FusedConv", "FusedConvTranspose",
+                                         "FusedMatMul", "FusedGemm"};
+// Marks a kiln node that LowerGraphWithKilnOps moved to the default domain
+// (LowerGraph refuses other domains before it reaches the op table).
+constexpr char kAttrKilnDomain[] = "kiln_domain";
+constexpr char kFusedNodesAttr[] = "fused_nodes";
+
+bool IsKilnNode(const ir::Node& node) {
+  if (node.domain == kKilnDomain) return true;
+  auto it = node.attrs.find(kAttrKilnDomain);
+  if (it == node.attrs.end()) return false;
+  const auto* v = std::get_if<std::string>(&it->second);
+  return v != nullptr && *v == kKilnDomain;
+}
+
+}  // namespace
+
+bool IsKilnFusedOp(absl::string_view op) {
+  return std::find(std::begin(kKilnFusedOps), std::end(kKilnFusedOps), op) !=
+         std::end(kKilnFusedOps);
+}
+
+absl::StatusOr<LoweredProgram> LowerGraphWithKilnOps(
+    const ir::Graph& graph, const LoweringOptions& options) {
+  const auto& nodes = graph.nodes();
+  if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node& n) {
+        return n.domain == kKilnDomain && IsKilnFusedOp(n.op);
+      })) {
+    return LowerGraph(graph, options);
+  }
+  ir::Graph copy = graph;
+  for (ir::Node& n : copy.mutable_nodes()) {
+    if (n.domain != kKilnDomain || !IsKilnFusedOp(n.op)) continue;
+    n.domain.clear();
+    n.attrs[kAttrKilnDomain] = std::string(kKilnDomain);
+  }
+  return LowerGraph(copy, options);
+}
 
 bool IsExternOp(const ir::Node& node) {
   static const char* const kOps[] = {
       "Conv",  "ConvTranspose", "ConvInteger", "Gemm", "MatMul",
       "MatMulInteger", "Einsum", "LSTM", "GRU", "RNN", "LRN"};
+  if (node.domain == kKilnDomain) return IsKilnFusedOp(node.op);
   if (!node.domain.empty() && node.domain != "ai.onnx") return false;
   for (const char* op : kOps) {
     if (node.op == op) return true;
@@ -27,8 +71,12 @@ namespace internal {
 namespace {
 
 absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
+  const bool kiln = IsKilnNode(n);
+  if (IsKilnFusedOp(n.op) != kiln) {
+    return L.Unimplemented("no lowering for op ", n.op, " in this domain");
+  }
   ir::loop::ExternCall call;
-  call.op = absl::StrCat(kExternOpPrefix, n.op);
+  call.op = absl::StrCat(kiln ? kKilnOpPrefix : kExternOpPrefix, n.op);
   std::vector<int64_t> input_slots, output_slots;
   for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
     if (!L.HasInput(i)) continue;
@@ -43,7 +91,20 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
     output_slots.push_back(i);
   }
   std::vector<std::string> lists;
+  std::vector<std::string> computes;
   for (const auto& [name, value] : n.attrs) {
+    if (name == kAttrKilnDomain) continue;
+    if (name == kFusedNodesAttr && kiln) {
+      // Node names, for reports only: a separator inside one is replaced.
+      if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {
+        for (const std::string& s : *v) {
+          computes.push_back(absl::StrReplaceAll(s, {{kListSeparator, "_"}}));
+        }
+        call.attrs[name] = absl::StrJoin(computes, kListSeparator);
+        lists.push_back(name);
+        continue;
+      }
+    }
     if (const auto* v = std::get_if<int64_t>(&value)) {
       call.attrs[name] = *v;
     } else if (const auto* v = std::get_if<float>(&value)) {
@@ -77,7 +138,10 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
   k.description = n.op;
   k.kind = ir::loop::Kernel::Kind::kExtern;
   k.call = std::move(call);
-  k.ops.push_back(L.NodeLabel());
+  computes.erase(std::remove(computes.begin(), computes.end(), std::string()),
+                 computes.end());
+  if (computes.empty()) computes.push_back(L.NodeLabel());
+  k.ops = std::move(computes);
   L.program().kernels.push_back(std::move(k));
   return absl::OkStatus();
 }
@@ -89,6 +153,7 @@ void AddExternLowerings(LowerTable& t) {
                          "MatMulInteger", "Einsum", "LSTM", "GRU", "RNN", "LRN"}) {
     t[op] = LowerExtern;
   }
+  for (const char* op : kKilnFusedOps) t[op] = LowerExtern;
 }
 
 }  // namespace internal
