@@ -1,0 +1,829 @@
+// OneDnnExternKernel: reads an extern kernel's op, attributes and buffers
+// (the contract of lowering/extern_attrs.h) into a FusedCall plus the
+// constant weights/bias, builds the OneDnnCall, and maps Run's buffer
+// pointers onto it.
+#include "backends/onednn/extern_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "backends/onednn/fused_call.h"
+#include "ir/status_macros.h"
+
+namespace kiln::onednn {
+namespace {
+
+using ir::Shape;
+using ir::Tensor;
+using ir::loop::Buffer;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+
+// Names lowering gives extern calls and their bookkeeping attributes
+// (lowering/extern_attrs.h; backends do not depend on lowering/).
+constexpr char kOnnxPrefix[] = "onnx.";
+constexpr char kKilnPrefix[] = "kiln.";
+constexpr char kAttrInputSlots[] = "kiln_input_slots";
+constexpr char kAttrOutputSlots[] = "kiln_output_slots";
+constexpr char kListSeparator[] = ",";
+
+// Where a pointer handed to OneDnnCall comes from at Run: one of Run's
+// inputs, or data the kernel owns (a scaled copy of a constant).
+struct PointerSource {
+  int input = -1;
+  const void* owned = nullptr;
+};
+
+// dst <- operand before a sum post-op, when they are different buffers.
+// The sum's scale is applied here, so oneDNN always accumulates with scale 1
+// (its optimized conv kernels refuse other scales).
+struct SumCopy {
+  int input = -1;
+  float scale = 1.0f;
+  bool dense = false;  // both row-major: one memcpy
+  int64_t bytes = 0;
+  Shape shape;
+  std::vector<int64_t> src_strides, dst_strides;
+};
+
+// Reads the call's attributes and buffers; every error names the kernel.
+class Translator {
+ public:
+  Translator(const LoopProgram& program, const Kernel& kernel,
+             const std::map<int32_t, std::shared_ptr<const Tensor>>& constants)
+      : p_(program), k_(kernel), constants_(constants) {}
+
+  template <typename... Args>
+  absl::Status Unimplemented(const Args&... args) const {
+    return absl::UnimplementedError(absl::StrCat(Where(), ": ", args...));
+  }
+  template <typename... Args>
+  absl::Status Invalid(const Args&... args) const {
+    return absl::InvalidArgumentError(absl::StrCat(Where(), ": ", args...));
+  }
+  std::string Where() const {
+    return absl::StrCat("extern kernel '", k_.name, "' (", k_.call.op, ")");
+  }
+  absl::Status Annotate(const absl::Status& s) const {
+    return absl::Status(s.code(), absl::StrCat(Where(), ": ", s.message()));
+  }
+
+  absl::Status ReadSlots() {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in, Ints(kAttrInputSlots));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out, Ints(kAttrOutputSlots));
+    if (in.size() != k_.call.inputs.size() || out.size() != k_.call.outputs.size()) {
+      return Invalid("slot attributes do not match the call's buffers");
+    }
+    for (size_t j = 0; j < in.size(); ++j) {
+      if (in[j] < 0 || slot_to_input_.count(in[j])) {
+        return Invalid("bad input slot ", in[j]);
+      }
+      slot_to_input_[in[j]] = static_cast<int>(j);
+      num_slots_ = std::max<int64_t>(num_slots_, in[j] + 1);
+    }
+    if (out.size() != 1 || out[0] != 0) {
+      return Unimplemented("expects exactly one output (slot 0)");
+    }
+    for (int32_t b : k_.call.inputs) KILN_RETURN_IF_ERROR(CheckBuffer(b));
+    for (int32_t b : k_.call.outputs) KILN_RETURN_IF_ERROR(CheckBuffer(b));
+    return absl::OkStatus();
+  }
+
+  int64_t num_slots() const { return num_slots_; }
+  bool Has(int64_t slot) const { return slot_to_input_.count(slot) > 0; }
+  // Index into the call's inputs of node input `slot` (which must exist).
+  int Input(int64_t slot) const { return slot_to_input_.at(slot); }
+  const Buffer& InputBuffer(int64_t slot) const {
+    return p_.buffers[k_.call.inputs[Input(slot)]];
+  }
+  int32_t InputBufferIndex(int64_t slot) const { return k_.call.inputs[Input(slot)]; }
+  const Buffer& OutputBuffer() const { return p_.buffers[k_.call.outputs[0]]; }
+  int32_t OutputBufferIndex() const { return k_.call.outputs[0]; }
+  // The constant data of node input `slot`, or nullptr.
+  const Tensor* Constant(int64_t slot) const {
+    auto it = constants_.find(InputBufferIndex(slot));
+    if (it == constants_.end() || it->second == nullptr) return nullptr;
+    const Tensor& t = *it->second;
+    const Buffer& b = InputBuffer(slot);
+    if (t.dtype() != b.dtype || t.shape() != b.shape || !b.IsRowMajor()) return nullptr;
+    return &t;
+  }
+
+  static TensorSpec Spec(const Buffer& b) {
+    TensorSpec s{b.dtype, b.shape, {}};
+    if (!b.IsRowMajor()) s.strides = b.strides;
+    return s;
+  }
+
+  // ---- Attributes.
+  bool HasAttr(const char* name) const { return k_.call.attrs.count(name) > 0; }
+  absl::StatusOr<int64_t> Int(const char* name, int64_t fallback) const {
+    auto it = k_.call.attrs.find(name);
+    if (it == k_.call.attrs.end()) return fallback;
+    if (const auto* v = std::get_if<int64_t>(&it->second)) return *v;
+    return Invalid("attribute '", name, "' is not an int");
+  }
+  absl::StatusOr<double> Float(const char* name, double fallback) const {
+    auto it = k_.call.attrs.find(name);
+    if (it == k_.call.attrs.end()) return fallback;
+    if (const auto* v = std::get_if<double>(&it->second)) return *v;
+    if (const auto* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+    return Invalid("attribute '", name, "' is not a float");
+  }
+  absl::StatusOr<std::string> String(const char* name, std::string fallback) const {
+    auto it = k_.call.attrs.find(name);
+    if (it == k_.call.attrs.end()) return fallback;
+    if (const auto* v = std::get_if<std::string>(&it->second)) return *v;
+    return Invalid("attribute '", name, "' is not a string");
+  }
+  absl::StatusOr<std::vector<std::string>> StringList(const char* name) const {
+    KILN_ASSIGN_OR_RETURN(std::string joined, String(name, ""));
+    if (joined.empty()) return std::vector<std::string>{};
+    return std::vector<std::string>(absl::StrSplit(joined, kListSeparator));
+  }
+  absl::StatusOr<std::vector<int64_t>> Ints(const char* name) const {
+    auto it = k_.call.attrs.find(name);
+    if (it == k_.call.attrs.end()) return std::vector<int64_t>{};
+    if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+    return Invalid("attribute '", name, "' is not a list of ints");
+  }
+  absl::StatusOr<std::vector<double>> Floats(const char* name) const {
+    auto it = k_.call.attrs.find(name);
+    if (it == k_.call.attrs.end()) return std::vector<double>{};
+    if (const auto* v = std::get_if<std::vector<double>>(&it->second)) return *v;
+    if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) {
+      return std::vector<double>(v->begin(), v->end());
+    }
+    return Invalid("attribute '", name, "' is not a list of floats");
+  }
+
+ private:
+  absl::Status CheckBuffer(int32_t b) const {
+    if (b < 0 || b >= static_cast<int32_t>(p_.buffers.size())) {
+      return Invalid("buffer index ", b, " is out of range");
+    }
+    const Buffer& buf = p_.buffers[b];
+    if (buf.dtype != ir::DType::kF32) {
+      return Unimplemented("buffer '", buf.name, "' is ", ir::DTypeName(buf.dtype),
+                           ": oneDNN calls run f32 only");
+    }
+    if (buf.strides.size() != buf.shape.size() || !buf.StorageSize().has_value()) {
+      return Invalid("buffer '", buf.name, "' has inconsistent strides");
+    }
+    for (int64_t d : buf.shape) {
+      if (d <= 0) return Unimplemented("buffer '", buf.name, "' is empty");
+    }
+    return absl::OkStatus();
+  }
+
+  const LoopProgram& p_;
+  const Kernel& k_;
+  const std::map<int32_t, std::shared_ptr<const Tensor>>& constants_;
+  std::map<int64_t, int> slot_to_input_;
+  int64_t num_slots_ = 0;
+};
+
+// The parts of the translation Create hands to OneDnnCall and keeps for Run.
+struct Translation {
+  FusedCall call;
+  const Tensor* weights = nullptr;  // constant weights, or nullptr
+  const Tensor* bias = nullptr;
+  std::deque<Tensor> owned;  // scaled / reshaped constants (stable addresses)
+  int src_input = -1;
+  int weights_input = -1;  // runtime weights (MatMul)
+  std::vector<PointerSource> binary;  // per binary post-op, in order
+  std::optional<SumCopy> sum;
+};
+
+const Tensor* Own(Translation& t, Tensor tensor) {
+  t.owned.push_back(std::move(tensor));
+  return &t.owned.back();
+}
+
+Tensor Scaled(const Tensor& t, double scale) {
+  Tensor out = t;
+  float* d = out.data<float>();
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    d[i] = static_cast<float>(d[i] * scale);
+  }
+  return out;
+}
+
+// A binary post-op reading node input `slot` (its buffer as laid out).
+PostOp BinaryFromSlot(const Translator& tr, PostOpKind kind, int64_t slot,
+                      Translation& t) {
+  PostOp p;
+  p.kind = kind;
+  p.operand = Translator::Spec(tr.InputBuffer(slot));
+  t.binary.push_back({tr.Input(slot), nullptr});
+  return p;
+}
+
+PostOp BinaryFromOwned(PostOpKind kind, TensorSpec spec, const Tensor* data,
+                       Translation& t) {
+  PostOp p;
+  p.kind = kind;
+  p.operand = std::move(spec);
+  t.binary.push_back({-1, data->raw_data()});
+  return p;
+}
+
+// Pads from ONNX's auto_pad / pads for a forward conv.
+absl::Status ConvPads(const Translator& tr, const Shape& x, const Shape& w,
+                      ConvParams* conv) {
+  const size_t spatial = x.size() - 2;
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, tr.String("auto_pad", "NOTSET"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, tr.Ints("pads"));
+  conv->pads_begin.assign(spatial, 0);
+  conv->pads_end.assign(spatial, 0);
+  if (auto_pad == "NOTSET" || auto_pad.empty()) {
+    if (!pads.empty()) {
+      if (pads.size() != 2 * spatial) {
+        return tr.Invalid("pads has ", pads.size(), " values for ", spatial,
+                          " spatial dims");
+      }
+      for (size_t i = 0; i < spatial; ++i) {
+        conv->pads_begin[i] = pads[i];
+        conv->pads_end[i] = pads[spatial + i];
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (auto_pad == "VALID") return absl::OkStatus();
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return tr.Invalid("unknown auto_pad '", auto_pad, "'");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t in = x[2 + i], s = conv->strides[i], d = conv->dilations[i];
+    const int64_t ek = (w[2 + i] - 1) * d + 1;
+    const int64_t out = (in + s - 1) / s;
+    const int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+    const int64_t half = total / 2;
+    conv->pads_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+    conv->pads_end[i] = total - conv->pads_begin[i];
+  }
+  return absl::OkStatus();
+}
+
+// Pads of a ConvTranspose: explicit, VALID, or from auto_pad SAME_* /
+// output_shape as ONNX defines them.
+absl::Status ConvTransposePads(const Translator& tr, const Shape& x,
+                               const Shape& w, ConvParams* conv) {
+  const size_t spatial = x.size() - 2;
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, tr.String("auto_pad", "NOTSET"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, tr.Ints("pads"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, tr.Ints("output_shape"));
+  if (out_shape.size() == spatial + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && out_shape.size() != spatial) {
+    return tr.Invalid("output_shape has ", out_shape.size(), " values for ",
+                      spatial, " spatial dims");
+  }
+  if (auto_pad != "NOTSET" && auto_pad.empty() == false && auto_pad != "VALID" &&
+      auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return tr.Invalid("unknown auto_pad '", auto_pad, "'");
+  }
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  const bool explicit_pads = !pads.empty() && !same;
+  if (explicit_pads && pads.size() != 2 * spatial) {
+    return tr.Invalid("pads has ", pads.size(), " values for ", spatial, " spatial dims");
+  }
+  conv->pads_begin.assign(spatial, 0);
+  conv->pads_end.assign(spatial, 0);
+  for (size_t i = 0; i < spatial; ++i) {
+    if (explicit_pads && auto_pad != "VALID") {
+      conv->pads_begin[i] = pads[i];
+      conv->pads_end[i] = pads[spatial + i];
+    }
+    if ((out_shape.empty() && !same) || explicit_pads) continue;
+    const int64_t ek = (w[2 + i] - 1) * conv->dilations[i] + 1;
+    const int64_t full =
+        conv->strides[i] * (x[2 + i] - 1) + conv->output_padding[i] + ek;
+    const int64_t out = !out_shape.empty() ? out_shape[i] : x[2 + i] * conv->strides[i];
+    const int64_t total = full - out;
+    if (total < 0) {
+      return tr.Unimplemented("ConvTranspose output larger than its full extent "
+                              "(negative pads)");
+    }
+    const int64_t half = total / 2;
+    conv->pads_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+    conv->pads_end[i] = total - conv->pads_begin[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TranslateConv(const Translator& tr, bool transpose,
+                           int64_t anchor_inputs, Translation& t) {
+  FusedCall& c = t.call;
+  c.kind = transpose ? CallKind::kConvTranspose : CallKind::kConv;
+  if (!tr.Has(0) || !tr.Has(1)) return tr.Invalid("needs X and W");
+  c.src = Translator::Spec(tr.InputBuffer(0));
+  t.src_input = tr.Input(0);
+  const Shape& x = c.src.shape;
+  const Shape w = tr.InputBuffer(1).shape;
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) {
+    return tr.Unimplemented("only 1-D to 3-D convolutions are supported (X ",
+                            ir::ShapeToString(x), ", W ", ir::ShapeToString(w), ")");
+  }
+  t.weights = tr.Constant(1);
+  if (t.weights == nullptr) {
+    return tr.Unimplemented("weights are not a constant buffer");
+  }
+  c.weights = TensorSpec{ir::DType::kF32, w, {}};
+  const size_t spatial = x.size() - 2;
+  KILN_ASSIGN_OR_RETURN(c.conv.groups, tr.Int("group", 1));
+  KILN_ASSIGN_OR_RETURN(c.conv.strides, tr.Ints("strides"));
+  KILN_ASSIGN_OR_RETURN(c.conv.dilations, tr.Ints("dilations"));
+  if (c.conv.strides.empty()) c.conv.strides.assign(spatial, 1);
+  if (c.conv.dilations.empty()) c.conv.dilations.assign(spatial, 1);
+  if (c.conv.strides.size() != spatial || c.conv.dilations.size() != spatial) {
+    return tr.Invalid("strides/dilations do not have ", spatial, " values");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    if (c.conv.strides[i] < 1 || c.conv.dilations[i] < 1) {
+      return tr.Invalid("strides and dilations must be >= 1");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape, tr.Ints("kernel_shape"));
+  if (!kernel_shape.empty() && kernel_shape != Shape(w.begin() + 2, w.end())) {
+    return tr.Invalid("kernel_shape does not match the weights ", ir::ShapeToString(w));
+  }
+  if (transpose) {
+    KILN_ASSIGN_OR_RETURN(c.conv.output_padding, tr.Ints("output_padding"));
+    if (c.conv.output_padding.empty()) c.conv.output_padding.assign(spatial, 0);
+    if (c.conv.output_padding.size() != spatial) {
+      return tr.Invalid("output_padding does not have ", spatial, " values");
+    }
+    KILN_RETURN_IF_ERROR(ConvTransposePads(tr, x, w, &c.conv));
+  } else {
+    KILN_RETURN_IF_ERROR(ConvPads(tr, x, w, &c.conv));
+  }
+  if (anchor_inputs > 2 && tr.Has(2)) {
+    const Buffer& b = tr.InputBuffer(2);
+    if (b.shape.size() != 1) return tr.Invalid("bias is not 1-D");
+    t.bias = tr.Constant(2);
+    if (t.bias != nullptr) {
+      c.bias = TensorSpec{ir::DType::kF32, b.shape, {}};
+    } else {
+      // A runtime bias: a per-channel binary add before the post-ops.
+      TensorSpec spec{ir::DType::kF32, Shape(spatial + 1, 1), {}};
+      spec.shape[0] = b.shape[0];
+      spec.strides.assign(spatial + 1, 1);
+      PostOp add;
+      add.kind = PostOpKind::kAdd;
+      add.operand = spec;
+      c.post_ops.push_back(add);
+      t.binary.push_back({tr.Input(2), nullptr});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Appends dst += beta * C as post-ops (C from node input 2, broadcasting to
+// [m, n]). A constant C is scaled once; one that broadcasts along rows only
+// ([m, 1]) is expanded to [m, n], since oneDNN's optimized kernels take
+// scalar, per-column and full binary operands.
+absl::Status AppendGemmC(const Translator& tr, double beta, int64_t m, int64_t n,
+                         Translation& t) {
+  FusedCall& c = t.call;
+  if (beta == 0.0) return absl::OkStatus();
+  const Shape cs = tr.InputBuffer(2).shape;
+  if (const Tensor* data = tr.Constant(2)) {
+    const bool direct = cs.empty() || cs == Shape{n} || cs == Shape{1, n} ||
+                        cs == Shape{m, n};
+    if (direct && beta == 1.0) {
+      c.post_ops.push_back(BinaryFromSlot(tr, PostOpKind::kAdd, 2, t));
+      return absl::OkStatus();
+    }
+    Tensor operand = Scaled(*data, beta);
+    if (!direct) {
+      if (cs.size() > 2 || ir::NumElements(cs) <= 0) {
+        return tr.Invalid("C ", ir::ShapeToString(cs), " does not broadcast to [",
+                          m, ",", n, "]");
+      }
+      Tensor full(ir::DType::kF32, {m, n});
+      const int64_t rows = cs.size() == 2 ? cs[0] : 1;
+      const int64_t cols = cs.back();
+      if ((rows != 1 && rows != m) || (cols != 1 && cols != n)) {
+        return tr.Invalid("C ", ir::ShapeToString(cs), " does not broadcast to [",
+                          m, ",", n, "]");
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          full.data<float>()[i * n + j] = operand.data<float>()[(rows == 1 ? 0 : i) * cols +
+                                                                (cols == 1 ? 0 : j)];
+        }
+      }
+      operand = std::move(full);
+    }
+    const Shape shape = operand.shape();
+    const Tensor* owned = Own(t, std::move(operand));
+    c.post_ops.push_back(BinaryFromOwned(
+        PostOpKind::kAdd, TensorSpec{ir::DType::kF32, shape, {}}, owned, t));
+    return absl::OkStatus();
+  }
+  if (beta != 1.0) {
+    // beta * (x / beta + C) would need two linear post-ops (see
+    // CheckLinearPostOps); oneDNN's binary post-op has no operand scale.
+    return tr.Unimplemented("Gemm beta != 1 with a runtime C");
+  }
+  c.post_ops.push_back(BinaryFromSlot(tr, PostOpKind::kAdd, 2, t));
+  return absl::OkStatus();
+}
+
+absl::Status TranslateGemm(const Translator& tr, int64_t anchor_inputs,
+                           Translation& t) {
+  FusedCall& c = t.call;
+  if (!tr.Has(0) || !tr.Has(1)) return tr.Invalid("needs A and B");
+  KILN_ASSIGN_OR_RETURN(int64_t trans_a, tr.Int("transA", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t trans_b, tr.Int("transB", 0));
+  KILN_ASSIGN_OR_RETURN(double alpha, tr.Float("alpha", 1.0));
+  KILN_ASSIGN_OR_RETURN(double beta, tr.Float("beta", 1.0));
+  const Buffer& ab = tr.InputBuffer(0);
+  const Buffer& bb = tr.InputBuffer(1);
+  if (ab.shape.size() != 2 || bb.shape.size() != 2) {
+    return tr.Invalid("Gemm operands must be 2-D");
+  }
+  if (!std::isfinite(alpha) || !std::isfinite(beta)) {
+    return tr.Unimplemented("non-finite alpha/beta");
+  }
+  // src: logical [M, K] over A's buffer.
+  c.src = TensorSpec{ir::DType::kF32, ab.shape, ab.strides};
+  if (trans_a) {
+    c.src.shape = {ab.shape[1], ab.shape[0]};
+    c.src.strides = {ab.strides[1], ab.strides[0]};
+  }
+  t.src_input = tr.Input(0);
+  const int64_t m = c.src.shape[0];
+  const int64_t n = trans_b ? bb.shape[0] : bb.shape[1];
+  const bool has_c = anchor_inputs > 2 && tr.Has(2);
+  const Tensor* b_const = tr.Constant(1);
+  if (b_const != nullptr) {
+    // Linear: weights [N, K] over B's buffer, alpha folded into a copy.
+    c.kind = CallKind::kInnerProduct;
+    c.weights = TensorSpec{ir::DType::kF32, {n, trans_b ? bb.shape[1] : bb.shape[0]}, {}};
+    if (!trans_b) c.weights.strides = {1, n};
+    t.weights = alpha == 1.0 ? b_const : Own(t, Scaled(*b_const, alpha));
+    if (has_c && beta != 0.0) {
+      const Shape& cs = tr.InputBuffer(2).shape;
+      const bool per_column = (cs.size() == 1 && cs[0] == n) ||
+                              (cs.size() == 2 && cs[0] == 1 && cs[1] == n);
+      const Tensor* c_const = tr.Constant(2);
+      if (per_column && c_const != nullptr) {
+        KILN_ASSIGN_OR_RETURN(Tensor bias, c_const->Reshaped({n}));
+        t.bias = beta == 1.0 && cs.size() == 1 ? c_const
+                                               : Own(t, Scaled(bias, beta));
+        c.bias = TensorSpec{ir::DType::kF32, {n}, {}};
+      } else {
+        KILN_RETURN_IF_ERROR(AppendGemmC(tr, beta, m, n, t));
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Activation B: a matmul with runtime weights [K, N].
+  c.kind = CallKind::kMatMul;
+  c.weights = TensorSpec{ir::DType::kF32, bb.shape, bb.strides};
+  if (trans_b) {
+    c.weights.shape = {bb.shape[1], bb.shape[0]};
+    c.weights.strides = {bb.strides[1], bb.strides[0]};
+  }
+  t.weights_input = tr.Input(1);
+  if (alpha != 1.0) c.post_ops.push_back(PostOp::Linear(static_cast<float>(alpha), 0.0f));
+  if (has_c) KILN_RETURN_IF_ERROR(AppendGemmC(tr, beta, m, n, t));
+  return absl::OkStatus();
+}
+
+absl::Status TranslateMatMul(const Translator& tr, Translation& t,
+                             bool has_post_ops) {
+  FusedCall& c = t.call;
+  c.kind = CallKind::kMatMul;
+  if (!tr.Has(0) || !tr.Has(1)) return tr.Invalid("needs A and B");
+  const Buffer& ab = tr.InputBuffer(0);
+  const Buffer& bb = tr.InputBuffer(1);
+  const Buffer& yb = tr.OutputBuffer();
+  c.src = Translator::Spec(ab);
+  c.weights = Translator::Spec(bb);
+  c.dst = Translator::Spec(yb);
+  const bool a1 = ab.shape.size() == 1, b1 = bb.shape.size() == 1;
+  if (a1 || b1) {
+    // 1-D operands as [1, K] / [K, 1]; the dst gains the matching 1.
+    if (has_post_ops) {
+      return tr.Unimplemented("post-ops on a MatMul with a 1-D operand");
+    }
+    if (!yb.IsRowMajor()) return tr.Unimplemented("1-D MatMul into a strided dst");
+    if (a1) c.src = TensorSpec{ir::DType::kF32, {1, ab.shape[0]},
+                                        {ab.shape[0] * ab.strides[0], ab.strides[0]}};
+    if (b1) c.weights = TensorSpec{ir::DType::kF32, {bb.shape[0], 1}, {bb.strides[0], 1}};
+    Shape dst = yb.shape;
+    if (a1) dst.insert(dst.end() - (b1 ? 0 : 1), 1);
+    if (b1) dst.push_back(1);
+    c.dst = TensorSpec{ir::DType::kF32, dst, {}};
+  }
+  t.src_input = tr.Input(0);
+  if (const Tensor* w = tr.Constant(1)) {
+    if (b1) {
+      KILN_ASSIGN_OR_RETURN(Tensor reshaped, w->Reshaped(c.weights.shape));
+      t.weights = Own(t, std::move(reshaped));
+      c.weights.strides.clear();
+    } else {
+      t.weights = w;
+    }
+  } else {
+    t.weights_input = tr.Input(1);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PostOpKind> PostOpKindFromName(absl::string_view name) {
+  static const std::pair<const char*, PostOpKind> kKinds[] = {
+      {"relu", PostOpKind::kRelu},           {"leaky_relu", PostOpKind::kLeakyRelu},
+      {"elu", PostOpKind::kElu},             {"gelu_erf", PostOpKind::kGeluErf},
+      {"gelu_tanh", PostOpKind::kGeluTanh},  {"swish", PostOpKind::kSwish},
+      {"sigmoid", PostOpKind::kSigmoid},     {"tanh", PostOpKind::kTanh},
+      {"hardswish", PostOpKind::kHardSwish}, {"hardsigmoid", PostOpKind::kHardSigmoid},
+      {"clip", PostOpKind::kClip},           {"linear", PostOpKind::kLinear},
+      {"add", PostOpKind::kAdd},             {"sub", PostOpKind::kSub},
+      {"mul", PostOpKind::kMul},             {"sum", PostOpKind::kSum}};
+  for (const auto& [n, k] : kKinds) {
+    if (name == n) return k;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown post-op '", name, "'"));
+}
+
+// The fused node's post-op chain, appended after what the anchor added.
+absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> kinds, tr.StringList("post_ops"));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> alphas, tr.Floats("post_op_alphas"));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> betas, tr.Floats("post_op_betas"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> inputs, tr.Ints("post_op_inputs"));
+  if (alphas.size() != kinds.size() || betas.size() != kinds.size() ||
+      inputs.size() != kinds.size()) {
+    return tr.Invalid("post_ops, post_op_alphas, post_op_betas and "
+                      "post_op_inputs differ in length");
+  }
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    absl::StatusOr<PostOpKind> kind = PostOpKindFromName(kinds[i]);
+    if (!kind.ok()) return tr.Invalid(kind.status().message());
+    const bool needs_operand = *kind == PostOpKind::kAdd || *kind == PostOpKind::kSub ||
+                               *kind == PostOpKind::kMul || *kind == PostOpKind::kSum;
+    if (needs_operand != (inputs[i] >= 0)) {
+      return tr.Invalid("post-op ", i, " (", kinds[i], ") ",
+                        needs_operand ? "needs" : "takes no", " operand input");
+    }
+    if (needs_operand && !tr.Has(inputs[i])) {
+      return tr.Invalid("post-op ", kinds[i], " reads input ", inputs[i],
+                        ", which the call lacks");
+    }
+    const float a = static_cast<float>(alphas[i]), b = static_cast<float>(betas[i]);
+    PostOp p;
+    switch (*kind) {
+      case PostOpKind::kAdd:
+      case PostOpKind::kSub:
+      case PostOpKind::kMul:
+        p = BinaryFromSlot(tr, *kind, inputs[i], t);
+        break;
+      case PostOpKind::kSum: {
+        if (t.sum.has_value()) return tr.Unimplemented("more than one sum post-op");
+        const Buffer& operand = tr.InputBuffer(inputs[i]);
+        const Buffer& dst = tr.OutputBuffer();
+        if (operand.shape != dst.shape) {
+          return tr.Invalid("sum operand ", ir::ShapeToString(operand.shape),
+                            " does not have the output's shape ",
+                            ir::ShapeToString(dst.shape));
+        }
+        p = PostOp::Sum(1.0f);
+        const bool same_buffer = tr.InputBufferIndex(inputs[i]) == tr.OutputBufferIndex();
+        if (!same_buffer || a != 1.0f) {
+          SumCopy copy;
+          copy.input = tr.Input(inputs[i]);
+          copy.scale = a;
+          copy.dense = operand.IsRowMajor() && dst.IsRowMajor();
+          copy.bytes = ir::NumElements(dst.shape) * static_cast<int64_t>(sizeof(float));
+          copy.shape = dst.shape;
+          copy.src_strides = operand.strides;
+          copy.dst_strides = dst.strides;
+          t.sum = std::move(copy);
+        }
+        break;
+      }
+      default:
+        p.kind = *kind;
+        p.alpha = a;
+        p.beta = b;
+        if (*kind == PostOpKind::kSwish && a == 0.0f) p.alpha = 1.0f;
+        break;
+    }
+    t.call.post_ops.push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+// Adjacent linear post-ops as one: a2 (a1 x + b1) + b2.
+void MergeLinearPostOps(std::vector<PostOp>* ops) {
+  std::vector<PostOp> out;
+  for (PostOp& p : *ops) {
+    if (p.kind == PostOpKind::kLinear && !out.empty() &&
+        out.back().kind == PostOpKind::kLinear) {
+      PostOp& q = out.back();
+      q.beta = p.alpha * q.beta + p.beta;
+      q.alpha = p.alpha * q.alpha;
+      continue;
+    }
+    out.push_back(std::move(p));
+  }
+  *ops = std::move(out);
+}
+
+// oneDNN 2.6's gemm-based matmul / inner product miscomputes chains with two
+// linear post-ops (e.g. linear(1/3)+linear(3) or linear+add+linear give wrong
+// results, measured on AVX2): such calls are refused.
+absl::Status CheckLinearPostOps(const Translator& tr, const OneDnnCall& call) {
+  const std::vector<PostOp>& ops = call.call().post_ops;
+  const auto linears = std::count_if(ops.begin(), ops.end(), [](const PostOp& p) {
+    return p.kind == PostOpKind::kLinear;
+  });
+  if (linears >= 2 && absl::StartsWith(call.impl_name(), "gemm")) {
+    return tr.Unimplemented("oneDNN's ", call.impl_name(), " miscomputes ",
+                            call.call().ToString(),
+                            " (two linear post-ops); keeping the reference extern");
+  }
+  return absl::OkStatus();
+}
+
+const char* KindName(CallKind kind) {
+  switch (kind) {
+    case CallKind::kConv: return "conv";
+    case CallKind::kConvTranspose: return "conv_transpose";
+    case CallKind::kMatMul: return "matmul";
+    case CallKind::kInnerProduct: return "inner_product";
+  }
+  return "?";
+}
+
+// dst = scale * src over a dst-shaped tensor with both strides (no
+// allocation: `index` is scratch of the tensor's rank). src may be dst.
+void ScaledCopy(const SumCopy& c, const float* src, float* dst,
+                std::vector<int64_t>& index) {
+  const int64_t total = ir::NumElements(c.shape);
+  if (c.dense) {
+    if (c.scale == 1.0f) {
+      if (src != dst) std::memmove(dst, src, static_cast<size_t>(c.bytes));
+      return;
+    }
+    for (int64_t e = 0; e < total; ++e) dst[e] = c.scale * src[e];
+    return;
+  }
+  const size_t rank = c.shape.size();
+  std::fill(index.begin(), index.end(), 0);
+  int64_t so = 0, d_off = 0;
+  for (int64_t e = 0; e < total; ++e) {
+    dst[d_off] = c.scale * src[so];
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < c.shape[d]) {
+        so += c.src_strides[d];
+        d_off += c.dst_strides[d];
+        break;
+      }
+      so -= (c.shape[d] - 1) * c.src_strides[d];
+      d_off -= (c.shape[d] - 1) * c.dst_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+struct OneDnnExternKernel::Impl {
+  std::string where;
+  std::unique_ptr<OneDnnCall> call;
+  ExternKernelInfo info;
+  std::deque<Tensor> owned;
+  size_t num_inputs = 0, num_outputs = 0;
+  int src_input = -1;
+  int weights_input = -1;
+  std::vector<PointerSource> binary;
+  std::vector<const void*> binary_ptrs;
+  std::optional<SumCopy> sum;
+  std::vector<int64_t> copy_index;
+};
+
+OneDnnExternKernel::OneDnnExternKernel(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+OneDnnExternKernel::~OneDnnExternKernel() = default;
+
+absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
+    const LoopProgram& program, const Kernel& kernel,
+    const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
+    const OneDnnCallOptions& options) {
+  Translator tr(program, kernel, constants);
+  if (kernel.kind != Kernel::Kind::kExtern) {
+    return tr.Invalid("not an extern kernel");
+  }
+  absl::string_view op = kernel.call.op;
+  bool fused = false;
+  if (absl::ConsumePrefix(&op, kKilnPrefix)) {
+    fused = absl::ConsumePrefix(&op, "Fused");
+    if (!fused) return tr.Unimplemented("no oneDNN mapping for this kiln op");
+  } else if (!absl::ConsumePrefix(&op, kOnnxPrefix)) {
+    return tr.Unimplemented("not an ONNX or kiln op");
+  }
+  if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") {
+    return tr.Unimplemented("no oneDNN mapping for ", op);
+  }
+  KILN_RETURN_IF_ERROR(tr.ReadSlots());
+
+  // The anchor's own inputs precede the post-op operands.
+  int64_t anchor_inputs = tr.num_slots();
+  if (fused) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> operand_slots, tr.Ints("post_op_inputs"));
+    for (int64_t s : operand_slots) {
+      if (s >= 0) anchor_inputs = std::min(anchor_inputs, s);
+    }
+  }
+  if (op == "MatMul" && anchor_inputs > 2) return tr.Invalid("MatMul takes two inputs");
+  if (anchor_inputs > 3) return tr.Invalid("too many anchor inputs");
+
+  Translation t;
+  t.call.dst = Translator::Spec(tr.OutputBuffer());
+  if (op == "Conv" || op == "ConvTranspose") {
+    KILN_RETURN_IF_ERROR(TranslateConv(tr, op == "ConvTranspose", anchor_inputs, t));
+  } else if (op == "Gemm") {
+    KILN_RETURN_IF_ERROR(TranslateGemm(tr, anchor_inputs, t));
+  } else {
+    KILN_RETURN_IF_ERROR(TranslateMatMul(tr, t, fused));
+  }
+  if (fused) KILN_RETURN_IF_ERROR(TranslatePostOps(tr, t));
+  MergeLinearPostOps(&t.call.post_ops);
+
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
+      OneDnnCall::Create(t.call, t.weights, t.bias, options);
+  if (!call.ok()) return tr.Annotate(call.status());
+  KILN_RETURN_IF_ERROR(CheckLinearPostOps(tr, **call));
+
+  auto impl = std::make_unique<Impl>();
+  impl->where = tr.Where();
+  impl->call = std::move(*call);
+  impl->owned = std::move(t.owned);
+  impl->num_inputs = kernel.call.inputs.size();
+  impl->num_outputs = kernel.call.outputs.size();
+  impl->src_input = t.src_input;
+  impl->weights_input = t.weights_input;
+  impl->binary = std::move(t.binary);
+  impl->binary_ptrs.assign(impl->binary.size(), nullptr);
+  impl->sum = std::move(t.sum);
+  if (impl->sum) impl->copy_index.assign(impl->sum->shape.size(), 0);
+
+  ExternKernelInfo& info = impl->info;
+  const FusedCall& fc = impl->call->call();
+  info.op = KindName(fc.kind);
+  info.call = fc.ToString();
+  for (const PostOp& p : fc.post_ops) info.post_ops.push_back(p.ToString());
+  info.weight_layout = impl->call->weights_layout();
+  info.prepacked_bytes = impl->call->prepacked_bytes();
+  info.reorders_per_call = impl->call->reorders_per_call();
+  info.impl = impl->call->impl_name();
+  return std::unique_ptr<OneDnnExternKernel>(new OneDnnExternKernel(std::move(impl)));
+}
+
+absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
+                                     absl::Span<void* const> outputs) {
+  Impl& m = *impl_;
+  if (inputs.size() != m.num_inputs || outputs.size() != m.num_outputs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        m.where, ": expects ", m.num_inputs, " inputs and ", m.num_outputs,
+        " outputs, got ", inputs.size(), " and ", outputs.size()));
+  }
+  if (std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end() ||
+      outputs[0] == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(m.where, ": null buffer pointer"));
+  }
+  for (size_t i = 0; i < m.binary.size(); ++i) {
+    m.binary_ptrs[i] =
+        m.binary[i].input >= 0 ? inputs[m.binary[i].input] : m.binary[i].owned;
+  }
+  void* dst = outputs[0];
+  if (m.sum) {
+    const float* from = static_cast<const float*>(inputs[m.sum->input]);
+    if (from != dst || m.sum->scale != 1.0f) {
+      ScaledCopy(*m.sum, from, static_cast<float*>(dst), m.copy_index);
+    }
+  }
+  absl::Status s =
+      m.weights_input >= 0
+          ? m.call->Execute(inputs[m.src_input], inputs[m.weights_input],
+                            m.binary_ptrs, dst)
+          : m.call->Execute(inputs[m.src_input], m.binary_ptrs, dst);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
+  return absl::OkStatus();
+}
+
+const ExternKernelInfo& OneDnnExternKernel::info() const { return impl_->info; }
+
+}  // namespace kiln::onednn

@@ -1,0 +1,78 @@
+// File: backends/onednn/extern_kernel.h — runs one loop-IR extern kernel
+// ("onnx.Conv/ConvTranspose/Gemm/MatMul", "kiln.Fused*" with their post-op
+// chains) as a OneDnnCall: translates the kernel's attributes and buffers
+// into a FusedCall once, then runs on raw buffer pointers.
+//
+//   KILN_ASSIGN_OR_RETURN(auto k, OneDnnExternKernel::Create(
+//                                     lp.program, kernel, lp.constants, {}));
+//   KILN_RETURN_IF_ERROR(k->Run({x_ptr, w_ptr, b_ptr}, {y_ptr}));
+//
+// Unimplemented from Create means "keep the reference extern" (non-f32,
+// ConvInteger, forms oneDNN cannot run); the caller decides.
+#ifndef KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_
+#define KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/onednn/onednn_call.h"
+#include "ir/graph/tensor.h"
+#include "ir/loop/loop_ir.h"
+
+namespace kiln::onednn {
+
+// What an extern kernel became, for the compile report and `kilnc explain`.
+struct ExternKernelInfo {
+  std::string op;    // "conv", "conv_transpose", "matmul", "inner_product"
+  std::string call;  // FusedCall::ToString()
+  std::vector<std::string> post_ops;  // PostOp::ToString() of each, in order
+  std::string weight_layout;          // OneDnnCall::weights_layout()
+  int64_t prepacked_bytes = 0;
+  int reorders_per_call = 0;
+  std::string impl;  // oneDNN's implementation name
+};
+
+// Why a class: the FusedCall translation, the oneDNN primitive and the
+// prepacked weights are built once per kernel at load time; Run only swaps
+// pointers (no allocation in the steady state). Run is not safe to call
+// concurrently on one object.
+class OneDnnExternKernel {
+ public:
+  // `kernel` is an extern kernel of `program`; `constants` holds the data of
+  // constant buffers by buffer index (LoweredProgram::constants): weights
+  // (and bias) found there are prepacked, a MatMul whose weights are not
+  // constant takes them at Run. InvalidArgument for a malformed kernel,
+  // Unimplemented (naming the kernel) for what oneDNN cannot run.
+  static absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> Create(
+      const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
+      const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
+      const OneDnnCallOptions& options = {});
+
+  ~OneDnnExternKernel();
+  OneDnnExternKernel(const OneDnnExternKernel&) = delete;
+  OneDnnExternKernel& operator=(const OneDnnExternKernel&) = delete;
+
+  // `inputs`: one pointer per kernel.call.inputs (the storage of that
+  // buffer, constants included); `outputs`: one per kernel.call.outputs.
+  // A "sum" post-op accumulates into the output: when its operand is another
+  // buffer, Run copies it into the output first.
+  absl::Status Run(absl::Span<void* const> inputs,
+                   absl::Span<void* const> outputs);
+
+  const ExternKernelInfo& info() const;
+
+ private:
+  struct Impl;
+  explicit OneDnnExternKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::onednn
+
+#endif  // KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_
