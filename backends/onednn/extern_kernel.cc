@@ -201,7 +201,28 @@ struct Translation {
   int weights_input = -1;  // runtime weights (MatMul)
   std::vector<PointerSource> binary;  // per binary post-op, in order
   std::optional<SumCopy> sum;
+  TensorSpec sum_operand;  // the sum operand's buffer, when `sum` is set
 };
+
+// The sum post-op as a binary add of its operand (read in place of the copy
+// into dst): oneDNN's gemm-based matmul has only its reference kernel for
+// some chains with a sum (e.g. +add[N]+sum) but takes the same chain with a
+// full-size binary add. False when there is nothing to rewrite.
+bool SumAsBinaryAdd(Translation& t) {
+  if (!t.sum.has_value() || t.sum->scale != 1.0f) return false;
+  std::vector<PostOp>& ops = t.call.post_ops;
+  int binaries_before = 0;
+  for (PostOp& p : ops) {
+    if (p.kind == PostOpKind::kSum) {
+      p = PostOp::Add(t.sum_operand);
+      t.binary.insert(t.binary.begin() + binaries_before, {t.sum->input, nullptr});
+      t.sum.reset();
+      return true;
+    }
+    if (p.is_binary()) ++binaries_before;
+  }
+  return false;
+}
 
 const Tensor* Own(Translation& t, Tensor tensor) {
   t.owned.push_back(std::move(tensor));
@@ -610,6 +631,7 @@ absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
           copy.src_strides = operand.strides;
           copy.dst_strides = dst.strides;
           t.sum = std::move(copy);
+          t.sum_operand = Translator::Spec(operand);
         }
         break;
       }
@@ -764,6 +786,9 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
 
   absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
       OneDnnCall::Create(t.call, t.weights, t.bias, options);
+  if (absl::IsUnimplemented(call.status()) && SumAsBinaryAdd(t)) {
+    call = OneDnnCall::Create(t.call, t.weights, t.bias, options);
+  }
   if (!call.ok()) return tr.Annotate(call.status());
   KILN_RETURN_IF_ERROR(CheckLinearPostOps(tr, **call));
 

@@ -528,6 +528,27 @@ graph main(%x: f32[1,2,3,5], %r: f32[1,3,3,5]) -> (%y) opset 17 {
   EXPECT_TRUE(c.ok) << c.message;
 }
 
+// BERT's projections: matmul + bias add + residual sum. Where oneDNN has
+// only its reference kernel for the sum form, the sum becomes a full-size
+// binary add of the residual.
+TEST(ExternKernelFused, MatMulBiasAddResidualSum) {
+  const std::string text = absl::Substitute(R"(
+graph main(%a: f32[1,9,12], %r: f32[1,9,8]) -> (%y) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %y = kiln.FusedMatMul(%a, %w, %bias, %r) {post_ops=["add", "sum"],
+      post_op_alphas=[0.0, 1.0], post_op_betas=[0.0, 0.0],
+      post_op_inputs=[2, 3]} : f32[1,9,8]
+}
+)",
+                                            C({12, 8}, 32), C({8}, 33));
+  RunResult r;
+  CheckAgainstReference(text, &r);
+  EXPECT_TRUE(r.info.call == "matmul[9x12x8]+add[8]+sum" ||
+              r.info.call == "matmul[9x12x8]+add[8]+add[1x9x8]")
+      << r.info.call;
+}
+
 TEST(ExternKernelFused, MatMulAddGeluErf) {
   const std::string text = absl::Substitute(R"(
 graph main(%a: f32[2,5,8], %mask: f32[2,1,6]) -> (%y) opset 17 {

@@ -1,0 +1,174 @@
+// extern_kernel_smoke: for ONNX models in the test layout (model.onnx +
+// test_data_set_0/), imports with the data's input shapes, runs the default
+// graph pipeline, lowers, and builds a OneDnnExternKernel for every extern
+// kernel; prints per model how many run on oneDNN and why the others are
+// refused. With --check, each created kernel also runs once on seeded random
+// inputs and is compared with the reference extern (max error within 1e-4
+// of the output's largest magnitude).
+//
+//   bazel run //backends/onednn:extern_kernel_smoke -- [--check] ~/.cache/kiln/zoo/*
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backends/onednn/extern_kernel.h"
+#include "frontend/onnx/importer.h"
+#include "ir/status_macros.h"
+#include "lowering/extern_attrs.h"
+#include "lowering/extern_executor.h"
+#include "lowering/lower_graph.h"
+#include "passes/graph_pipeline.h"
+#include "testing/compare.h"
+
+namespace kiln::onednn {
+namespace {
+
+struct Totals {
+  int externs = 0;
+  int created = 0;
+  int checked = 0;
+  int mismatches = 0;
+  std::map<std::string, int> refused;  // "<op>: <reason>" -> count
+};
+
+ir::Tensor RandomF32(const ir::Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ir::Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+// Runs `k` and the reference extern on random activations (constants as
+// lowered); true when they agree.
+absl::StatusOr<bool> CheckKernel(const lowering::LoweredProgram& lp,
+                                 const ir::loop::Kernel& ext,
+                                 OneDnnExternKernel& k, std::string* detail) {
+  std::vector<ir::Tensor> inputs;
+  std::vector<void*> in_ptrs, out_ptrs;
+  for (size_t j = 0; j < ext.call.inputs.size(); ++j) {
+    const int32_t b = ext.call.inputs[j];
+    auto c = lp.constants.find(b);
+    inputs.push_back(c != lp.constants.end()
+                         ? *c->second
+                         : RandomF32(lp.program.buffers[b].shape, 17 + j));
+  }
+  for (ir::Tensor& t : inputs) in_ptrs.push_back(t.raw_data());
+  const ir::loop::Buffer& ob = lp.program.buffers[ext.call.outputs[0]];
+  ir::Tensor got(ob.dtype, ob.shape);
+  out_ptrs.push_back(got.raw_data());
+  KILN_RETURN_IF_ERROR(k.Run(in_ptrs, out_ptrs));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want,
+                        lowering::RunExternKernel(lp.program, ext, inputs));
+  testing::Tolerance tol;
+  tol.max_rel = 1e-4;
+  const testing::CompareResult r = testing::CompareTensors(got, want[0], tol);
+  if (!r.ok) *detail = r.message;
+  return r.ok;
+}
+
+std::string ModelName(const std::string& dir) {
+  return std::filesystem::path(dir + "/").lexically_normal().parent_path().filename().string();
+}
+
+absl::Status Smoke(const std::string& dir, bool check, Totals* all) {
+  const std::string model = dir + "/model.onnx";
+  KILN_ASSIGN_OR_RETURN(frontend::ImportResult first, frontend::ImportModelFile(model));
+  frontend::ImportOptions opts;  // bind dynamic dims to the data's shapes
+  for (size_t k = 0; k < first.graph.inputs().size(); ++k) {
+    const std::string path = absl::StrCat(dir, "/test_data_set_0/input_", k, ".pb");
+    if (!std::filesystem::exists(path)) break;
+    KILN_ASSIGN_OR_RETURN(ir::Tensor t, frontend::LoadTensorFile(path));
+    opts.input_shapes[first.graph.value(first.graph.inputs()[k]).name] = t.shape();
+  }
+  KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
+                        frontend::ImportModelFile(model, opts));
+  ir::Graph graph = std::move(imported.graph);
+  KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&graph));
+  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram lp,
+                        lowering::LowerGraphWithKilnOps(graph));
+  Totals t;
+  std::map<std::string, int> kinds;  // info.op (+ "fused") -> count
+  for (const ir::loop::Kernel& k : lp.program.kernels) {
+    if (k.kind != ir::loop::Kernel::Kind::kExtern) continue;
+    ++t.externs;
+    absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> ek =
+        OneDnnExternKernel::Create(lp.program, k, lp.constants, {});
+    if (!ek.ok()) {
+      std::string why(ek.status().message());
+      // Drop the kernel name so equal reasons group.
+      const size_t colon = why.find("): ");
+      if (colon != std::string::npos) why = why.substr(colon + 3);
+      ++t.refused[absl::StrCat(k.call.op, ": ", why)];
+      continue;
+    }
+    ++t.created;
+    ++kinds[(*ek)->info().op];
+    if (check) {
+      std::string detail;
+      KILN_ASSIGN_OR_RETURN(bool ok, CheckKernel(lp, k, **ek, &detail));
+      ++t.checked;
+      if (!ok) {
+        ++t.mismatches;
+        std::printf("    MISMATCH %s %s: %s\n", k.name.c_str(),
+                    (*ek)->info().call.c_str(), detail.c_str());
+      }
+    }
+  }
+  std::string kind_text;
+  for (const auto& [op, n] : kinds) absl::StrAppend(&kind_text, " ", op, "=", n);
+  std::printf("%-22s externs %4d  oneDNN %4d  refused %3d  [%s ]%s\n",
+              ModelName(dir).c_str(), t.externs, t.created,
+              t.externs - t.created, kind_text.c_str(),
+              check ? absl::StrFormat("  checked %d, mismatches %d", t.checked,
+                                      t.mismatches)
+                          .c_str()
+                    : "");
+  for (const auto& [why, n] : t.refused) std::printf("    %3d x %s\n", n, why.c_str());
+  all->externs += t.externs;
+  all->created += t.created;
+  all->checked += t.checked;
+  all->mismatches += t.mismatches;
+  for (const auto& [why, n] : t.refused) all->refused[why] += n;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace kiln::onednn
+
+int main(int argc, char** argv) {
+  bool check = false;
+  std::vector<std::string> dirs;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--check") {
+      check = true;
+    } else if (std::filesystem::exists(a + "/model.onnx")) {
+      dirs.push_back(a);
+    }
+  }
+  if (dirs.empty()) {
+    std::fprintf(stderr, "usage: extern_kernel_smoke [--check] MODEL_DIR...\n");
+    return 2;
+  }
+  kiln::onednn::Totals all;
+  int failed = 0;
+  for (const std::string& d : dirs) {
+    absl::Status s = kiln::onednn::Smoke(d, check, &all);
+    if (!s.ok()) {
+      ++failed;
+      std::printf("%-22s ERROR %s\n", kiln::onednn::ModelName(d).c_str(),
+                  std::string(s.message()).c_str());
+    }
+  }
+  std::printf("total: externs %d, on oneDNN %d, refused %d, models failed %d", all.externs,
+              all.created, all.externs - all.created, failed);
+  if (check) std::printf(", checked %d, mismatches %d", all.checked, all.mismatches);
+  std::printf("\n");
+  return failed == 0 && all.mismatches == 0 ? 0 : 1;
+}
