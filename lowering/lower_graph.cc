@@ -106,6 +106,10 @@ Lowerer::Lowerer(const ir::Graph& graph, const LoweringOptions& options)
   AddReductionLowerings(table_);
   AddMovementLowerings(table_);
   AddExternLowerings(table_);
+  AddResizeLowerings(table_);
+  AddNnExtraLowerings(table_);
+  AddLossLowerings(table_);
+  AddMiscLowerings(table_);
 }
 
 std::string Lowerer::NodeLabel() const {

@@ -99,6 +99,11 @@ void AddElementwiseLowerings(LowerTable& table);
 void AddReductionLowerings(LowerTable& table);
 void AddMovementLowerings(LowerTable& table);
 void AddExternLowerings(LowerTable& table);
+// Registered after the extern lowerings, so they take precedence.
+void AddResizeLowerings(LowerTable& table);
+void AddNnExtraLowerings(LowerTable& table);
+void AddLossLowerings(LowerTable& table);
+void AddMiscLowerings(LowerTable& table);
 
 class Lowerer {
  public:

@@ -1,0 +1,208 @@
+// LRN, Einsum, CumSum, Trilu, EyeLike and MeanVarianceNormalization lowered
+// to loop kernels (not extern calls), compared with the reference
+// interpreter; error paths.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ir/graph/text.h"
+#include "ir/loop/loop_ir.h"
+#include "lowering/lower_graph.h"
+#include "lowering/lowering_test_util.h"
+
+namespace kiln::lowering {
+namespace {
+
+using testing::CheckLowering;
+using testing::CheckOptions;
+
+absl::StatusOr<LoweredProgram> Lower(const std::string& text) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  if (!g.ok()) return g.status();
+  return LowerGraph(*g);
+}
+
+bool HasExtern(const LoweredProgram& lp) {
+  for (const ir::loop::Kernel& k : lp.program.kernels) {
+    if (k.kind == ir::loop::Kernel::Kind::kExtern) return true;
+  }
+  return false;
+}
+
+TEST(LowerLrn, MatchesReferenceAsLoopKernel) {
+  for (const char* attrs : {"{size=3}", "{size=4, alpha=0.02, beta=0.5, bias=2.0}",
+                            "{size=1}", "{size=9, alpha=0.1}"}) {
+    const std::string g = absl::StrCat(
+        "graph g(%x: f32[2,5,3,4]) -> (%y) opset 13 {\n  %y = LRN(%x) ", attrs,
+        " : f32[2,5,3,4]\n}\n");
+    absl::Status st = CheckLowering(g);
+    EXPECT_TRUE(st.ok()) << attrs << ": " << st;
+    absl::StatusOr<LoweredProgram> lp = Lower(g);
+    ASSERT_TRUE(lp.ok()) << lp.status();
+    EXPECT_FALSE(HasExtern(*lp));
+  }
+}
+
+TEST(LowerLrn, RankTwo) {
+  EXPECT_TRUE(CheckLowering(R"(
+graph g(%x: f32[3,6]) -> (%y) opset 13 {
+  %y = LRN(%x) {size=3} : f32[3,6]
+}
+)").ok());
+}
+
+TEST(LowerLrn, Errors) {
+  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+graph g(%x: f32[1,4,2,2]) -> (%y) opset 13 {
+  %y = LRN(%x) {size=0} : f32[1,4,2,2]
+}
+)");
+  EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument) << lp.status();
+  lp = Lower(R"(
+graph g(%x: f32[1,4,2,2]) -> (%y) opset 13 {
+  %y = LRN(%x) : f32[1,4,2,2]
+}
+)");
+  EXPECT_FALSE(lp.ok());
+}
+
+struct EinsumCase {
+  const char* equation;
+  const char* inputs;  // graph inputs
+  const char* args;
+  const char* out;
+};
+
+TEST(LowerEinsum, EquationsMatchReference) {
+  const EinsumCase cases[] = {
+      {"ij,jk->ik", "%a: f32[3,4], %b: f32[4,5]", "%a, %b", "f32[3,5]"},
+      {"bij,bjk->bik", "%a: f32[2,3,4], %b: f32[2,4,5]", "%a, %b", "f32[2,3,5]"},
+      {"ij->ji", "%a: f32[3,4]", "%a", "f32[4,3]"},
+      {"ii->i", "%a: f32[4,4]", "%a", "f32[4]"},
+      {"ii", "%a: f32[4,4]", "%a", "f32[]"},
+      {"i,i", "%a: f32[5], %b: f32[5]", "%a, %b", "f32[]"},
+      {"ij->", "%a: f32[3,4]", "%a", "f32[]"},
+      {"...ii->...i", "%a: f32[2,3,4,4]", "%a", "f32[2,3,4]"},
+      {"...ij,...jk", "%a: f32[2,1,3,4], %b: f32[3,4,2]", "%a, %b", "f32[2,3,3,2]"},
+      {"i,j->ij", "%a: f32[3], %b: f32[4]", "%a, %b", "f32[3,4]"},
+      {"bhqd,bhkd->bhqk", "%a: f32[1,2,3,4], %b: f32[1,2,5,4]", "%a, %b",
+       "f32[1,2,3,5]"},
+      {"ij,jk,kl->il", "%a: f32[2,3], %b: f32[3,4], %c: f32[4,2]", "%a, %b, %c",
+       "f32[2,2]"},
+      {"ba", "%a: f32[3,4]", "%a", "f32[4,3]"},
+  };
+  for (const EinsumCase& c : cases) {
+    const std::string g = absl::StrCat("graph g(", c.inputs, ") -> (%y) opset 13 {\n",
+                                       "  %y = Einsum(", c.args, ") {equation=\"",
+                                       c.equation, "\"} : ", c.out, "\n}\n");
+    absl::Status st = CheckLowering(g);
+    EXPECT_TRUE(st.ok()) << c.equation << ": " << st;
+    absl::StatusOr<LoweredProgram> lp = Lower(g);
+    ASSERT_TRUE(lp.ok()) << c.equation << ": " << lp.status();
+    EXPECT_FALSE(HasExtern(*lp)) << c.equation;
+  }
+}
+
+TEST(LowerEinsum, Integers) {
+  EXPECT_TRUE(CheckLowering(R"(
+graph g(%a: i64[3,4], %b: i64[4,2]) -> (%y) opset 13 {
+  %y = Einsum(%a, %b) {equation="ij,jk->ik"} : i64[3,2]
+}
+)").ok());
+}
+
+TEST(LowerEinsum, Errors) {
+  const char* bad[] = {
+      // Label sizes disagree.
+      R"(graph g(%a: f32[3,4], %b: f32[5,2]) -> (%y) opset 13 {
+  %y = Einsum(%a, %b) {equation="ij,jk->ik"} : f32[3,2]
+})",
+      // Operand count differs from the equation's.
+      R"(graph g(%a: f32[3,4]) -> (%y) opset 13 {
+  %y = Einsum(%a) {equation="ij,jk->ik"} : f32[3,4]
+})",
+      // Bad character.
+      R"(graph g(%a: f32[3,4]) -> (%y) opset 13 {
+  %y = Einsum(%a) {equation="i$->i"} : f32[3]
+})",
+      // Output label not in the inputs.
+      R"(graph g(%a: f32[3,4]) -> (%y) opset 13 {
+  %y = Einsum(%a) {equation="ij->k"} : f32[3]
+})",
+  };
+  for (const char* text : bad) {
+    absl::StatusOr<LoweredProgram> lp = Lower(text);
+    EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument)
+        << text << "\n" << lp.status();
+  }
+}
+
+TEST(LowerCumSum, ConstantAxisAllFlags) {
+  for (const char* attrs : {"", "{exclusive=1}", "{reverse=1}", "{exclusive=1, reverse=1}"}) {
+    for (const char* axis : {"0", "1", "-1"}) {
+      const std::string g = absl::StrCat(
+          "graph g(%x: f32[3,4,5]) -> (%y) opset 14 {\n  %a = constant i64[] ", axis,
+          "\n  %y = CumSum(%x, %a) ", attrs, " : f32[3,4,5]\n}\n");
+      absl::Status st = CheckLowering(g);
+      EXPECT_TRUE(st.ok()) << attrs << " axis " << axis << ": " << st;
+    }
+  }
+}
+
+TEST(LowerCumSum, RuntimeAxisAndIntegers) {
+  for (int64_t axis : {0, 1, -1, -2}) {
+    CheckOptions opts;
+    opts.inputs[1] = ir::Tensor::FromVector<int32_t>({1}, {static_cast<int32_t>(axis)});
+    absl::Status st = CheckLowering(R"(
+graph g(%x: i64[3,5], %a: i32[1]) -> (%y) opset 14 {
+  %y = CumSum(%x, %a) {reverse=1} : i64[3,5]
+}
+)", opts);
+    EXPECT_TRUE(st.ok()) << axis << ": " << st;
+  }
+}
+
+TEST(LowerTrilu, UpperLowerWithConstantAndRuntimeK) {
+  for (const char* upper : {"0", "1"}) {
+    EXPECT_TRUE(CheckLowering(absl::StrCat(
+        "graph g(%x: f32[2,4,5]) -> (%y) opset 14 {\n  %y = Trilu(%x) {upper=",
+        upper, "} : f32[2,4,5]\n}\n")).ok());
+    for (int64_t k : {-7, -1, 0, 2, 9}) {
+      CheckOptions opts;
+      opts.inputs[1] = ir::Tensor::Scalar<int64_t>(k);
+      absl::Status st = CheckLowering(
+          absl::StrCat("graph g(%x: f32[4,5], %k: i64[]) -> (%y) opset 14 {\n"
+                       "  %y = Trilu(%x, %k) {upper=", upper, "} : f32[4,5]\n}\n"),
+          opts);
+      EXPECT_TRUE(st.ok()) << upper << " k=" << k << ": " << st;
+    }
+  }
+  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+graph g(%x: f32[5]) -> (%y) opset 14 {
+  %y = Trilu(%x) : f32[5]
+}
+)");
+  EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument) << lp.status();
+}
+
+TEST(LowerEyeLike, DiagonalsAndDtypes) {
+  EXPECT_TRUE(CheckLowering(R"(
+graph g(%x: f32[3,4]) -> (%y, %z, %w) opset 9 {
+  %y = EyeLike(%x) : f32[3,4]
+  %z = EyeLike(%x) {k=1, dtype=7} : i64[3,4]
+  %w = EyeLike(%x) {k=-2} : f32[3,4]
+}
+)").ok());
+}
+
+TEST(LowerMvn, DefaultAndExplicitAxes) {
+  EXPECT_TRUE(CheckLowering(R"(
+graph g(%x: f32[2,3,4,5]) -> (%y, %z) opset 13 {
+  %y = MeanVarianceNormalization(%x) : f32[2,3,4,5]
+  %z = MeanVarianceNormalization(%x) {axes=[1, -1]} : f32[2,3,4,5]
+}
+)").ok());
+}
+
+}  // namespace
+}  // namespace kiln::lowering
