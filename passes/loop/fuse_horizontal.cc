@@ -1,0 +1,145 @@
+// fuse-horizontal: sibling loop kernels over one iteration space merged
+// (rules in fuse_horizontal.h).
+#include "passes/loop/fuse_horizontal.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "ir/loop/index_expr.h"
+#include "passes/loop/fusion_util.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::loop::IndexExpr;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+using ir::loop::Op;
+using ir::loop::OpCode;
+
+bool Intersects(const std::set<int32_t>& a, const std::set<int32_t>& b) {
+  for (int32_t x : a) {
+    if (b.count(x) > 0) return true;
+  }
+  return false;
+}
+
+class HorizontalFuser {
+ public:
+  explicit HorizontalFuser(lowering::LoweredProgram* lp) : lp_(lp), p_(lp->program) {}
+
+  bool Run() {
+    alive_.assign(p_.kernels.size(), true);
+    bool changed = false;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t a = 0; a < p_.kernels.size(); ++a) {
+        if (!alive_[a] || p_.kernels[a].kind != Kernel::Kind::kLoop) continue;
+        while (MergeOne(static_cast<int>(a))) progress = changed = true;
+      }
+    }
+    if (changed) loop_util::CompactKernels(&p_, alive_);
+    return changed;
+  }
+
+ private:
+  // Merges the first legal later sibling into kernel `a`.
+  bool MergeOne(int a) {
+    const Kernel& ka = p_.kernels[a];
+    const std::set<int32_t> a_reads = loop_util::KernelReads(ka);
+    const std::set<int32_t> a_writes = loop_util::KernelWrites(ka);
+    const loop_util::BufferUses uses = loop_util::ComputeBufferUses(p_, alive_);
+    std::set<int> candidates;
+    for (int32_t x : a_reads) {
+      if (a_writes.count(x) > 0) continue;
+      for (int k : uses.readers[x]) {
+        if (k > a) candidates.insert(k);
+      }
+    }
+    for (int bk : candidates) {
+      const Kernel& kb = p_.kernels[bk];
+      if (kb.kind != Kernel::Kind::kLoop || kb.ranges != ka.ranges) continue;
+      if (!ka.reduction_ranges.empty() && !kb.reduction_ranges.empty() &&
+          ka.reduction_ranges != kb.reduction_ranges) {
+        continue;
+      }
+      const std::set<int32_t> b_reads = loop_util::KernelReads(kb);
+      const std::set<int32_t> b_writes = loop_util::KernelWrites(kb);
+      if (Intersects(a_writes, b_writes) || Intersects(a_reads, b_writes)) continue;
+      bool blocked = false;
+      for (int m = a + 1; m < bk && !blocked; ++m) {
+        if (!alive_[m]) continue;
+        const std::set<int32_t> mr = loop_util::KernelReads(p_.kernels[m]);
+        const std::set<int32_t> mw = loop_util::KernelWrites(p_.kernels[m]);
+        blocked = Intersects(mw, b_reads) || Intersects(mr, b_writes) ||
+                  Intersects(mw, b_writes);
+      }
+      if (blocked) continue;
+      std::optional<Kernel> merged = Merge(ka, kb, a_writes);
+      if (!merged.has_value()) continue;
+      if (!loop_util::VerifyKernelAlone(p_, *merged).ok()) continue;
+      p_.kernels[a] = *std::move(merged);
+      alive_[bk] = false;
+      return true;
+    }
+    return false;
+  }
+
+  // A's body then B's, B's reads of A's results forwarded (rule 3);
+  // nullopt when a read of A's result cannot be forwarded.
+  std::optional<Kernel> Merge(const Kernel& ka, const Kernel& kb,
+                              const std::set<int32_t>& a_writes) const {
+    std::vector<int64_t> extents = ka.VarExtents();
+    if (ka.reduction_ranges.empty()) extents = kb.VarExtents();
+    // A's store per buffer: (index, stored value); -1 when stored twice.
+    std::map<int32_t, std::pair<IndexExpr, int32_t>> stores;
+    for (const Op& op : ka.body) {
+      if (op.code != OpCode::kStore) continue;
+      auto [it, fresh] = stores.try_emplace(
+          op.buffer, ir::loop::Simplify(op.index, extents), op.args[0]);
+      if (!fresh) it->second.second = -1;
+    }
+    Kernel out = ka;
+    if (out.reduction_ranges.empty()) out.reduction_ranges = kb.reduction_ranges;
+    out.vec = {};
+    std::vector<int32_t> remap(kb.body.size(), -1);
+    for (size_t j = 0; j < kb.body.size(); ++j) {
+      const Op& op = kb.body[j];
+      const int32_t rb = loop_util::ReadBufferOf(op);
+      if (rb >= 0 && a_writes.count(rb) > 0) {
+        auto it = stores.find(rb);
+        if (op.code != OpCode::kLoad || it == stores.end() ||
+            it->second.second < 0 ||
+            ir::loop::Simplify(op.index, extents) != it->second.first ||
+            ka.body[it->second.second].dtype != op.dtype ||
+            p_.buffers[rb].dtype == ir::DType::kF16) {
+          return std::nullopt;
+        }
+        remap[j] = it->second.second;
+        continue;
+      }
+      Op copy = op;
+      for (int32_t& arg : copy.args) arg = remap[arg];
+      remap[j] = static_cast<int32_t>(out.body.size());
+      out.body.push_back(std::move(copy));
+    }
+    loop_util::AppendOps(kb.ops, &out.ops);
+    loop_util::EliminateCommonOps(&out);
+    return out;
+  }
+
+  lowering::LoweredProgram* lp_;
+  LoopProgram& p_;
+  std::vector<bool> alive_;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> FuseHorizontal::Run(lowering::LoweredProgram* program) {
+  return HorizontalFuser(program).Run();
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,468 @@
+// fuse-vertical on hand-written loop IR: what is inlined (golden CHECK
+// lines) and that results are unchanged (loop interpreter before vs after),
+// and every legality rule's refusal.
+#include "passes/loop/fuse_vertical.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "ir/loop/text.h"
+#include "passes/loop/loop_test_util.h"
+#include "testing/filecheck.h"
+
+namespace kiln::passes {
+namespace {
+
+// Runs fuse-vertical on `text`; expects `changed`, equal results and the
+// CHECK lines on the result.
+void Expect(const char* text, bool want_changed, const char* checks) {
+  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(text);
+  ASSERT_TRUE(before.ok()) << before.status();
+  FuseVertical pass;
+  bool changed = false;
+  absl::StatusOr<lowering::LoweredProgram> after =
+      loop_testing::Apply(pass, *before, &changed);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::string out = ir::loop::PrintProgram(after->program);
+  EXPECT_EQ(changed, want_changed) << out;
+  if (!want_changed) EXPECT_EQ(out, ir::loop::PrintProgram(before->program));
+  absl::Status same = loop_testing::CheckSameResults(*before, *after);
+  EXPECT_TRUE(same.ok()) << same;
+  absl::Status s = kiln::testing::RunFileCheck(out, checks);
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+}
+
+TEST(FuseVertical, PointwiseIntoPointwise) {
+  Expect(R"(
+buffer %x: f32[4,8] input
+buffer %t: f32[4,8] intermediate
+buffer %y: f32[4,8] output
+kernel k0 "Exp" over (i0: 4, i1: 8) ops=["exp"] {
+  %0 = load %x[i0*8 + i1]
+  %1 = exp %0
+  store %t[i0*8 + i1], %1
+}
+kernel k1 "Neg" over (i0: 4, i1: 8) ops=["neg"] {
+  %0 = load %t[i0*8 + i1]
+  %1 = neg %0
+  store %y[i0*8 + i1], %1
+}
+)", true, R"(
+    CHECK-NOT: buffer %t
+    CHECK: kernel k1 "Neg" over (i0: 4, i1: 8) ops=["neg", "exp"] {
+    CHECK-NEXT:   %0 = load %x[i0*8 + i1]
+    CHECK-NEXT:   %1 = exp %0
+    CHECK-NEXT:   %2 = neg %1
+    CHECK-NEXT:   store %y[i0*8 + i1], %2
+    CHECK-NEXT: }
+    CHECK-NOT: kernel
+  )");
+}
+
+TEST(FuseVertical, TransposedStoreIsInvertedToTheConsumersVariables) {
+  // k0 writes t column-major (a transpose); k1 reads it row-major.
+  Expect(R"(
+buffer %x: f32[4,6] input
+buffer %t: f32[6,4] intermediate
+buffer %y: f32[6,4] output
+kernel k0 over (i0: 4, i1: 6) {
+  %0 = load %x[i0*6 + i1]
+  %1 = sigmoid %0
+  store %t[i0 + i1*4], %1
+}
+kernel k1 over (i0: 6, i1: 4) {
+  %0 = load %t[i0*4 + i1]
+  %1 = constant 2.0 : f32
+  %2 = mul %0, %1
+  store %y[i0*4 + i1], %2
+}
+)", true, R"(
+    CHECK: kernel k1 over (i0: 6, i1: 4) {
+    CHECK-NEXT:   %0 = load %x[i0 + i1*6]
+    CHECK-NEXT:   %1 = sigmoid %0
+    CHECK-NOT: kernel
+  )");
+}
+
+TEST(FuseVertical, ReshapedReadKeepsDivisionWhenItDoesNotCollapse) {
+  Expect(R"(
+buffer %x: f32[6,4] input
+buffer %t: f32[6,4] intermediate
+buffer %y: f32[4,6] output
+kernel k0 over (i0: 6, i1: 4) {
+  %0 = load %x[i0*4 + i1]
+  %1 = abs %0
+  store %t[i0*4 + i1], %1
+}
+kernel k1 over (i0: 4, i1: 6) {
+  %0 = load %t[i1*4 + i0]
+  %1 = neg %0
+  store %y[i0*6 + i1], %1
+}
+)", true, R"(
+    CHECK: kernel k1 over (i0: 4, i1: 6) {
+    CHECK-NEXT:   %0 = load %x[i0 + i1*4]
+    CHECK-NOT: kernel
+  )");
+}
+
+TEST(FuseVertical, ReductionBecomesItsConsumersPrologueAndEpilogue) {
+  // Row sums of exp(x), then exp(x) / sum: the sum kernel is inlined into
+  // the division, which becomes a reduction kernel (softmax without max).
+  Expect(R"(
+buffer %x: f32[3,5] input
+buffer %e: f32[3,5] intermediate
+buffer %s: f32[3,1] intermediate
+buffer %y: f32[3,5] output
+kernel k0 over (i0: 3, i1: 5) ops=["exp"] {
+  %0 = load %x[i0*5 + i1]
+  %1 = exp %0
+  store %e[i0*5 + i1], %1
+}
+kernel k1 over (i0: 3, i1: 1) reduce (r0: 5) ops=["sum"] {
+  %0 = load %e[i0*5 + r0]
+  %1 = reduce sum %0
+  store %s[i0 + i1], %1
+}
+kernel k2 over (i0: 3, i1: 5) ops=["div"] {
+  %0 = load %e[i0*5 + i1]
+  %1 = load %s[i0]
+  %2 = div %0, %1
+  store %y[i0*5 + i1], %2
+}
+)", true, R"(
+    CHECK-NOT: buffer %e
+    CHECK-NOT: buffer %s
+    CHECK: kernel k2 over (i0: 3, i1: 5) reduce (r0: 5) ops=["div", "sum", "exp"] {
+    CHECK-NEXT:   %0 = load %x[i0*5 + i1]
+    CHECK-NEXT:   %1 = exp %0
+    CHECK-NEXT:   %2 = load %x[i0*5 + r0]
+    CHECK-NEXT:   %3 = exp %2
+    CHECK-NEXT:   %4 = reduce sum %3
+    CHECK-NEXT:   %5 = div %1, %4
+    CHECK-NEXT:   store %y[i0*5 + i1], %5
+    CHECK-NEXT: }
+    CHECK-NOT: kernel
+  )");
+}
+
+TEST(FuseVertical, ReductionFeedsAnotherReductionsPrologue) {
+  // mean, then the mean of squared deviations: the mean is an invariant of
+  // the second reduction's loop.
+  Expect(R"(
+buffer %x: f32[4,6] input
+buffer %m: f32[4] intermediate
+buffer %v: f32[4] output
+kernel k0 over (i0: 4) reduce (r0: 6) {
+  %0 = load %x[i0*6 + r0]
+  %1 = reduce sum %0
+  %2 = constant 6.0 : f32
+  %3 = div %1, %2
+  store %m[i0], %3
+}
+kernel k1 over (i0: 4) reduce (r0: 6) {
+  %0 = load %x[i0*6 + r0]
+  %1 = load %m[i0]
+  %2 = sub %0, %1
+  %3 = mul %2, %2
+  %4 = reduce sum %3
+  store %v[i0], %4
+}
+)", true, R"(
+    CHECK: kernel k1 over (i0: 4) reduce (r0: 6) {
+    CHECK-NEXT:   %0 = load %x[i0*6 + r0]
+    CHECK-NEXT:   %1 = reduce sum %0
+    CHECK-NEXT:   %2 = constant 6.0 : f32
+    CHECK-NEXT:   %3 = div %1, %2
+    CHECK-NEXT:   %4 = sub %0, %3
+    CHECK:        reduce sum
+    CHECK-NOT: kernel
+  )");
+}
+
+TEST(FuseVertical, CheapProducerIsRecomputedInEveryConsumer) {
+  Expect(R"(
+buffer %x: f32[8] input
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+buffer %z: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = tanh %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+kernel k2 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = abs %0
+  store %z[i0], %1
+}
+)", true, R"(
+    CHECK-NOT: buffer %t
+    CHECK: kernel k1
+    CHECK-NEXT: load %x[i0]
+    CHECK-NEXT: tanh
+    CHECK: kernel k2
+    CHECK-NEXT: load %x[i0]
+    CHECK-NEXT: tanh
+  )");
+}
+
+TEST(FuseVertical, LoadsAtOneOffsetShareOneCopy) {
+  Expect(R"(
+buffer %x: f32[8] input
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = load %t[i0]
+  %2 = mul %0, %1
+  store %y[i0], %2
+}
+)", true, R"(
+    CHECK: kernel k1 over (i0: 8) {
+    CHECK-NEXT:   %0 = load %x[i0]
+    CHECK-NEXT:   %1 = exp %0
+    CHECK-NEXT:   %2 = mul %1, %1
+  )");
+}
+
+// ---- Refusals.
+
+TEST(FuseVertical, KeepsAGraphOutput) {
+  Expect(R"(
+buffer %x: f32[8] input
+buffer %t: f32[8] output
+buffer %y: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, KeepsAProducerWhoseInputIsOverwrittenBeforeTheConsumer) {
+  // k1 rewrites %o (which k0 read) before k2 reads k0's result: inlining k0
+  // into k2 would read the new %o.
+  Expect(R"(
+buffer %x: f32[8] input
+buffer %o: f32[8] output
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+kernel kz over (i0: 8) {
+  %0 = load %x[i0]
+  store %o[i0], %0
+}
+kernel k0 over (i0: 8) {
+  %0 = load %o[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = constant 1.0 : f32
+  store %o[i0], %0
+}
+kernel k2 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1\nCHECK: kernel k2");
+}
+
+TEST(FuseVertical, KeepsAReductionReadByTwoKernels) {
+  Expect(R"(
+buffer %x: f32[4,6] input
+buffer %s: f32[4] intermediate
+buffer %y: f32[4,6] output
+buffer %z: f32[4,6] output
+kernel k0 over (i0: 4) reduce (r0: 6) {
+  %0 = load %x[i0*6 + r0]
+  %1 = reduce max %0
+  store %s[i0], %1
+}
+kernel k1 over (i0: 4, i1: 6) {
+  %0 = load %s[i0]
+  store %y[i0*6 + i1], %0
+}
+kernel k2 over (i0: 4, i1: 6) {
+  %0 = load %s[i0]
+  %1 = neg %0
+  store %z[i0*6 + i1], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1\nCHECK: kernel k2");
+}
+
+TEST(FuseVertical, KeepsAReductionThatWouldBeRecomputedPerColumn) {
+  // The consumer walks the result transposed: the row reduction would be
+  // recomputed for every element instead of once per row.
+  Expect(R"(
+buffer %x: f32[4,6] input
+buffer %s: f32[4] intermediate
+buffer %y: f32[6,4] output
+kernel k0 over (i0: 4) reduce (r0: 6) {
+  %0 = load %x[i0*6 + r0]
+  %1 = reduce sum %0
+  store %s[i0], %1
+}
+kernel k1 over (i0: 6, i1: 4) {
+  %0 = load %s[i1]
+  store %y[i0*4 + i1], %0
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, NeverNestsAReductionInsideAnother) {
+  // k0's sum depends on its i1, which k1 reads as its reduction variable.
+  Expect(R"(
+buffer %x: f32[4,4] input
+buffer %t: f32[4,4] intermediate
+buffer %y: f32[4] output
+kernel k0 over (i0: 4, i1: 4) reduce (r0: 4) {
+  %0 = load %x[i1*4 + r0]
+  %1 = reduce sum %0
+  %2 = load %x[i0*4 + i1]
+  %3 = mul %1, %2
+  store %t[i0*4 + i1], %3
+}
+kernel k1 over (i0: 4) reduce (r0: 4) {
+  %0 = load %t[i0*4 + r0]
+  %1 = reduce max %0
+  store %y[i0], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, KeepsAnF16Intermediate) {
+  Expect(R"(
+buffer %x: f16[8] input
+buffer %t: f16[8] intermediate
+buffer %y: f16[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = exp %0
+  store %y[i0], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, KeepsAnIntermediateWithTwoWriters) {
+  Expect(R"(
+buffer %x: f32[4] input
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+kernel k0 over (i0: 4) {
+  %0 = load %x[i0]
+  store %t[i0], %0
+}
+kernel k1 over (i0: 4) {
+  %0 = load %x[i0]
+  %1 = neg %0
+  store %t[i0 + 4], %1
+}
+kernel k2 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = exp %0
+  store %y[i0], %1
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1\nCHECK: kernel k2");
+}
+
+TEST(FuseVertical, KeepsAProducerReadByAnExternKernel) {
+  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(R"(
+buffer %x: f32[8] input
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+buffer %z: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  store %y[i0], %0
+}
+extern k2 call "onnx.Relu"(%t) -> (%z)
+)");
+  ASSERT_TRUE(before.ok()) << before.status();
+  FuseVertical pass;
+  bool changed = true;
+  absl::StatusOr<lowering::LoweredProgram> after =
+      loop_testing::Apply(pass, *before, &changed);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(changed) << ir::loop::PrintProgram(after->program);
+}
+
+TEST(FuseVertical, IntegerDivisionIsInlinedOnlyWhereEveryElementIsRead) {
+  // Partial read: inlining would skip elements whose division might fail.
+  Expect(R"(
+buffer %a: i64[8] input
+buffer %b: i64[8] input
+buffer %t: i64[8] intermediate
+buffer %y: i64[4] output
+kernel k0 over (i0: 8) {
+  %0 = load %a[i0]
+  %1 = load %b[i0]
+  %2 = mul %1, %1
+  %3 = constant 1 : i64
+  %4 = add %2, %3
+  %5 = div %0, %4
+  store %t[i0], %5
+}
+kernel k1 over (i0: 4) {
+  %0 = load %t[i0]
+  store %y[i0], %0
+}
+)", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, IntegerDivisionReadDenselyIsInlined) {
+  Expect(R"(
+buffer %a: i64[2,4] input
+buffer %b: i64[2,4] input
+buffer %t: i64[2,4] intermediate
+buffer %y: i64[4,2] output
+kernel k0 over (i0: 2, i1: 4) {
+  %0 = load %a[i0*4 + i1]
+  %1 = constant 7 : i64
+  %2 = add %0, %1
+  %3 = load %b[i0*4 + i1]
+  %4 = mul %3, %3
+  %5 = add %4, %1
+  %6 = mod %2, %5
+  store %t[i0*4 + i1], %6
+}
+kernel k1 over (i0: 4, i1: 2) {
+  %0 = load %t[i0 + i1*4]
+  store %y[i0*2 + i1], %0
+}
+)", true, "CHECK-NOT: kernel k0\nCHECK: kernel k1\nCHECK: mod");
+}
+
+TEST(FuseVertical, NothingToDoOnAnEmptyProgram) {
+  Expect("buffer %x: f32[2] input\n", false, "CHECK: buffer %x");
+}
+
+}  // namespace
+}  // namespace kiln::passes

@@ -1,0 +1,106 @@
+// kiln's loop pass pipeline. Read top to bottom: each pass is added in
+// order, each ordering constraint says why.
+#include "passes/loop/loop_pipeline.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ir/loop/text.h"
+#include "ir/loop/verifier.h"
+#include "ir/status_macros.h"
+#include "passes/loop/eliminate_dead_buffers.h"
+#include "passes/loop/fuse_horizontal.h"
+#include "passes/loop/fuse_vertical.h"
+
+namespace kiln::passes {
+namespace {
+
+absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
+                  const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create dump dir ", dir, ": ", ec.message()));
+  }
+  const std::string path =
+      absl::StrFormat("%s/%02d-%s.txt", dir, index, std::string(tag));
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> LoopPipeline::PassNames() const {
+  std::vector<std::string> names;
+  for (const auto& p : passes_) names.emplace_back(p->name());
+  return names;
+}
+
+absl::Status LoopPipeline::Run(lowering::LoweredProgram* program,
+                               const LoopPipelineOptions& options) const {
+  for (const std::string& d : options.disabled) {
+    bool known = false;
+    for (const auto& p : passes_) known |= p->name() == d;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown loop pass '", d, "' to disable; passes: ",
+                       absl::StrJoin(PassNames(), ", ")));
+    }
+  }
+  if (!options.dump_dir.empty()) {
+    KILN_RETURN_IF_ERROR(Dump(options.dump_dir, 0, "input",
+                              ir::loop::PrintProgram(program->program)));
+  }
+  int index = 0;
+  for (const auto& pass : passes_) {
+    ++index;
+    if (options.disabled.contains(pass->name())) continue;
+    absl::StatusOr<bool> changed = pass->Run(program);
+    if (!changed.ok()) {
+      return absl::Status(changed.status().code(),
+                          absl::StrCat("loop pass ", pass->name(), ": ",
+                                       changed.status().message()));
+    }
+    if (options.verify && *changed) {
+      absl::Status v = ir::loop::VerifyProgram(program->program);
+      if (!v.ok()) {
+        return kiln::InternalError("loop program invalid after pass ",
+                                   pass->name(), ": ", v.message());
+      }
+    }
+    if (!options.dump_dir.empty()) {
+      KILN_RETURN_IF_ERROR(Dump(options.dump_dir, index, pass->name(),
+                                *changed ? ir::loop::PrintProgram(program->program)
+                                         : std::string("(unchanged)\n")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+LoopPipeline DefaultLoopPipeline() {
+  LoopPipeline p;
+  // Dead buffers first: a kernel nobody reads (an unused Split output, a
+  // LayerNorm statistic) still counts as a reader of its inputs, which
+  // would keep their producers from being inlined.
+  p.Add(std::make_unique<EliminateDeadBuffers>());
+  // Vertical before horizontal: inlining pointwise chains into their
+  // consumers makes the siblings that read the same input visible (and
+  // leaves fewer, larger kernels to pair up).
+  p.Add(std::make_unique<FuseVertical>());
+  // Horizontal merges kernels over the same space that share an input.
+  p.Add(std::make_unique<FuseHorizontal>());
+  // Vertical again: a merge can leave a reduction with a single consumer
+  // (two consumers became one kernel), which can now be its epilogue.
+  p.Add(std::make_unique<FuseVertical>());
+  // Dead buffers last: stores whose only readers were fused away.
+  p.Add(std::make_unique<EliminateDeadBuffers>());
+  return p;
+}
+
+}  // namespace kiln::passes

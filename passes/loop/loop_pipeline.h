@@ -1,0 +1,50 @@
+// File: passes/loop/loop_pipeline.h — runs loop passes in order over a
+// LoweredProgram, with the loop IR verifier after every pass that changed
+// something (on by default: it is cheap next to the passes) and optional
+// dumps of the text form after every pass.
+//
+//   passes::LoopPipelineOptions opts;
+//   opts.dump_dir = "/tmp/dump";     // 00-input.txt, 01-<pass>.txt, ...
+//   KILN_RETURN_IF_ERROR(passes::DefaultLoopPipeline().Run(&lowered, opts));
+#ifndef KILN_PASSES_LOOP_LOOP_PIPELINE_H_
+#define KILN_PASSES_LOOP_LOOP_PIPELINE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "passes/loop/loop_pass.h"
+
+namespace kiln::passes {
+
+struct LoopPipelineOptions {
+  bool verify = true;
+  // Non-empty: write the program's text form before the first pass and
+  // after every pass ("(unchanged)" when a pass changed nothing).
+  std::string dump_dir;
+  // Pass names to skip (every occurrence).
+  absl::flat_hash_set<std::string> disabled;
+};
+
+class LoopPipeline {
+ public:
+  void Add(std::unique_ptr<LoopPass> pass) { passes_.push_back(std::move(pass)); }
+  // In order; a pass that runs twice is listed twice.
+  std::vector<std::string> PassNames() const;
+  // InvalidArgument when `disabled` names a pass the pipeline lacks;
+  // InternalError when the verifier rejects a pass's output.
+  absl::Status Run(lowering::LoweredProgram* program,
+                   const LoopPipelineOptions& options = {}) const;
+
+ private:
+  std::vector<std::unique_ptr<LoopPass>> passes_;
+};
+
+// kiln's loop pipeline, in order (passes/loop/loop_pipeline.cc says why).
+LoopPipeline DefaultLoopPipeline();
+
+}  // namespace kiln::passes
+
+#endif  // KILN_PASSES_LOOP_LOOP_PIPELINE_H_

@@ -1,0 +1,55 @@
+// File: passes/loop/loop_test_util.h — test helpers for loop passes:
+// programs from loop IR text or from ONNX-level graph text (lowered), and
+// numeric checks of a transformed program against the untransformed one
+// (loop interpreter; externs on the reference) and against the graph
+// reference interpreter.
+#ifndef KILN_PASSES_LOOP_LOOP_TEST_UTIL_H_
+#define KILN_PASSES_LOOP_LOOP_TEST_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/loop/loop_ir.h"
+#include "lowering/lower_graph.h"
+#include "passes/loop/loop_pass.h"
+
+namespace kiln::passes::loop_testing {
+
+// Parsed and verified loop IR; inputs/outputs are the buffers of those
+// kinds in order (constant buffers are refused: tests bind none).
+absl::StatusOr<lowering::LoweredProgram> FromLoopText(absl::string_view text);
+// ir::ParseGraph + lowering::LowerGraph.
+absl::StatusOr<lowering::LoweredProgram> FromGraphText(absl::string_view text);
+
+int CountLoopKernels(const ir::loop::LoopProgram& p);
+
+struct Tol {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+  uint32_t seed = 1;
+};
+
+// Runs both programs on the same seeded random inputs (interface by
+// position) and compares every output; OK or what differs, with both texts.
+absl::Status CheckSameResults(const lowering::LoweredProgram& before,
+                              const lowering::LoweredProgram& after,
+                              const Tol& tol = {});
+
+// Runs the graph on the reference interpreter and `after` on the loop
+// interpreter with the same seeded random inputs; compares every output.
+absl::Status CheckAgainstReference(absl::string_view graph_text,
+                                   const lowering::LoweredProgram& after,
+                                   const Tol& tol = {});
+
+// Runs `pass` on a copy of `before`; the copy (InternalError if the pass
+// failed).
+absl::StatusOr<lowering::LoweredProgram> Apply(LoopPass& pass,
+                                               const lowering::LoweredProgram& before,
+                                               bool* changed = nullptr);
+
+}  // namespace kiln::passes::loop_testing
+
+#endif  // KILN_PASSES_LOOP_LOOP_TEST_UTIL_H_
