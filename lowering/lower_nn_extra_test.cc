@@ -1,4 +1,4 @@
-// LRN, Einsum, CumSum, Trilu, EyeLike and MeanVarianceNormalization lowered
+// LRN, Einsum, Trilu, EyeLike and MeanVarianceNormalization lowered
 // to loop kernels (not extern calls), compared with the reference
 // interpreter; error paths.
 #include <string>
@@ -134,31 +134,6 @@ TEST(LowerEinsum, Errors) {
     absl::StatusOr<LoweredProgram> lp = Lower(text);
     EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument)
         << text << "\n" << lp.status();
-  }
-}
-
-TEST(LowerCumSum, ConstantAxisAllFlags) {
-  for (const char* attrs : {"", "{exclusive=1}", "{reverse=1}", "{exclusive=1, reverse=1}"}) {
-    for (const char* axis : {"0", "1", "-1"}) {
-      const std::string g = absl::StrCat(
-          "graph g(%x: f32[3,4,5]) -> (%y) opset 14 {\n  %a = constant i64[] ", axis,
-          "\n  %y = CumSum(%x, %a) ", attrs, " : f32[3,4,5]\n}\n");
-      absl::Status st = CheckLowering(g);
-      EXPECT_TRUE(st.ok()) << attrs << " axis " << axis << ": " << st;
-    }
-  }
-}
-
-TEST(LowerCumSum, RuntimeAxisAndIntegers) {
-  for (int64_t axis : {0, 1, -1, -2}) {
-    CheckOptions opts;
-    opts.inputs[1] = ir::Tensor::FromVector<int32_t>({1}, {static_cast<int32_t>(axis)});
-    absl::Status st = CheckLowering(R"(
-graph g(%x: i64[3,5], %a: i32[1]) -> (%y) opset 14 {
-  %y = CumSum(%x, %a) {reverse=1} : i64[3,5]
-}
-)", opts);
-    EXPECT_TRUE(st.ok()) << axis << ": " << st;
   }
 }
 

@@ -1,7 +1,7 @@
 // Lowerings of LRN (a windowed sum of squares over channels), Einsum (any
 // equation over static shapes: one reduction kernel whose body multiplies
-// the operands' loads), CumSum (a masked reduction along the axis), Trilu
-// and EyeLike (index masks), MeanVarianceNormalization (Welford statistics).
+// the operands' loads), Trilu and EyeLike (index masks),
+// MeanVarianceNormalization (Welford statistics).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -196,72 +196,6 @@ absl::Status LowerEinsum(Lowerer& L, const ir::Node& n) {
   return absl::OkStatus();
 }
 
-// The axis of CumSum: a constant, or each candidate axis when it is known
-// only at run time (the kernel selects the one the value names).
-absl::Status LowerCumSum(Lowerer& L, const ir::Node& n) {
-  KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
-  KILN_ASSIGN_OR_RETURN(Operand axis_op, L.Input(1));
-  KILN_ASSIGN_OR_RETURN(int64_t exclusive, n.AttrOr<int64_t>("exclusive", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t reverse, n.AttrOr<int64_t>("reverse", 0));
-  const DType dt = x.dtype;
-  if (!ir::IsFloat(dt) && dt != DType::kI32 && dt != DType::kI64) {
-    return L.Error("input must be f16, f32, f64, i32 or i64");
-  }
-  if (ir::NumElements(axis_op.shape) != 1 || !ir::IsInteger(axis_op.dtype)) {
-    return L.Error("axis must hold exactly one integer");
-  }
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (rank == 0) return L.Error("input must have rank >= 1");
-  std::vector<int64_t> candidates;
-  if (L.ConstantInput(1) != nullptr) {
-    const int64_t a = L.ConstantInput(1)->GetAsInt64(0);
-    std::optional<int64_t> norm = NormalizeAxis(a, rank);
-    if (!norm.has_value()) return L.Error("axis ", a, " out of range");
-    candidates.push_back(*norm);
-  } else {
-    for (int64_t d = 0; d < rank; ++d) candidates.push_back(d);
-  }
-  int64_t longest = 1;
-  for (int64_t a : candidates) longest = std::max(longest, x.shape[a]);
-  const int32_t buffer = L.OutputBuffer(0);
-  auto k = L.NewKernel(x.shape, {longest});
-  const Coords it = k->IterCoords();
-  const int32_t zero = k->Const(dt, 0);
-  const int32_t r = k->b().Index(k->r(0));
-  int32_t result = -1;
-  int32_t axis_value = -1;
-  if (candidates.size() > 1) {
-    KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(axis_op, Coords(axis_op.shape.size(), Const(0))));
-    axis_value = k->Cast(v, DType::kI64);
-  }
-  for (int64_t a : candidates) {
-    const int64_t len = x.shape[a];
-    Coords c = it;
-    c[a] = ir::loop::Min(k->r(0), std::max<int64_t>(len - 1, 0));
-    KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(x, c));
-    const int32_t pos = k->b().Index(it[a]);
-    // Forward: r <= i (r < i exclusive); reverse: r >= i (r > i).
-    OpCode cmp = reverse != 0 ? (exclusive != 0 ? OpCode::kGt : OpCode::kGe)
-                              : (exclusive != 0 ? OpCode::kLt : OpCode::kLe);
-    int32_t take = k->Bin(cmp, r, pos);
-    if (len < longest) {
-      take = k->Bin(OpCode::kAnd, take,
-                    k->Bin(OpCode::kLt, r, k->Const(DType::kI64, static_cast<double>(len))));
-    }
-    const int32_t sum = k->b().Reduce(ReduceKind::kSum, k->Sel(take, v, zero));
-    if (axis_value < 0) {
-      result = sum;
-      continue;
-    }
-    const int32_t named = k->Bin(
-        OpCode::kOr, k->Bin(OpCode::kEq, axis_value, k->Const(DType::kI64, static_cast<double>(a))),
-        k->Bin(OpCode::kEq, axis_value, k->Const(DType::kI64, static_cast<double>(a - rank))));
-    result = result < 0 ? k->Sel(named, sum, zero) : k->Sel(named, sum, result);
-  }
-  k->Store(buffer, x.shape, it, result);
-  return absl::OkStatus();
-}
-
 absl::Status LowerTrilu(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
   KILN_ASSIGN_OR_RETURN(int64_t upper, n.AttrOr<int64_t>("upper", 1));
@@ -348,7 +282,6 @@ absl::Status LowerMvn(Lowerer& L, const ir::Node& n) {
 void AddNnExtraLowerings(LowerTable& t) {
   t["LRN"] = LowerLrn;
   t["Einsum"] = LowerEinsum;
-  t["CumSum"] = LowerCumSum;
   t["Trilu"] = LowerTrilu;
   t["EyeLike"] = LowerEyeLike;
   t["MeanVarianceNormalization"] = LowerMvn;
