@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
+#include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
 
 namespace kiln::lowering {
@@ -349,7 +350,10 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
           "' is not defined before the node (graph not topologically sorted?)"));
     }
   }
-  if (!node.domain.empty() && node.domain != "ai.onnx") {
+  // kiln's own fused library calls (the default graph pipeline's output)
+  // lower to extern kernels like the ONNX ops they replace.
+  const bool kiln_fused = node.domain == kKilnDomain && IsKilnFusedOp(node.op);
+  if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_fused) {
     return Unimplemented("op domain '", node.domain, "' is not supported");
   }
   auto it = table_.find(node.op);

@@ -10,7 +10,7 @@ PKGS=(
   bazel-bootstrap bazel-platforms bazel-rules-java g++ python3
   libdnnl-dev libhwy-dev libabsl-dev
   libprotobuf-dev protobuf-compiler
-  libonnx-dev libonnx-testdata
+  libonnx-dev libonnx-testdata nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then

@@ -1,0 +1,364 @@
+// End-to-end tests of kiln's public API: graphs compiled by kiln::Compiler
+// (graph passes, lowering, emitted C++ through the JIT, library calls) give
+// what the reference interpreter gives; bad inputs get clear errors; Run is
+// safe from many threads; the report describes every kernel.
+#include "runtime/kiln.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ir/graph/text.h"
+#include "nlohmann/json.hpp"
+#include "testing/compare.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln {
+namespace {
+
+std::string CacheDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_cache";
+}
+
+CompileOptions Options() {
+  CompileOptions o;
+  o.cache_dir = CacheDir();
+  return o;
+}
+
+ir::Tensor Random(const ir::Shape& shape, uint32_t seed) {
+  ir::Tensor t(ir::DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// Parses `text`; its `<elided>` f32 constants get seeded random data.
+ir::Graph Parse(const char* text) {
+  ir::ParseOptions po;
+  po.allow_elided_constants = true;
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text, po);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return ir::Graph("invalid");
+  for (ir::ValueId v = 0; v < static_cast<ir::ValueId>(g->num_values()); ++v) {
+    const ir::Tensor* c = g->constant(v);
+    if (c != nullptr && c->dtype() == ir::DType::kF32) {
+      g->SetConstant(v, Random(c->shape(), 1000 + v));
+    }
+  }
+  return *std::move(g);
+}
+
+// Compiles `text` and checks the compiled outputs against the reference
+// interpreter on the same (unoptimized) graph.
+void ExpectMatchesReference(const char* text, const std::vector<ir::Tensor>& inputs,
+                            CompileOptions options = Options()) {
+  ir::Graph g = Parse(text);
+  absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(options).CompileGraph(std::move(g));
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t o = 0; o < got->size(); ++o) {
+    testing::CompareResult r =
+        testing::CompareTensors((*got)[o], (*want)[o], testing::Tolerance{1e-4, 1e-5, {}});
+    EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message << "\n"
+                      << (*model)->report().ToText();
+  }
+}
+
+constexpr char kPointwiseAndReductions[] = R"(
+graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
+  %a = Add(%x, %b) name="add" : f32[3,17]
+  %r = Relu(%a) name="relu" : f32[3,17]
+  %t = Transpose(%r) {perm=[1, 0]} name="tr" : f32[17,3]
+  %y = Softmax(%t) {axis=0} name="sm" : f32[17,3]
+  %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
+}
+)";
+
+TEST(CompiledModel, PointwiseReductionsAndViewsMatchReference) {
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 1), Random({17}, 2)});
+}
+
+TEST(CompiledModel, EagerModeMatchesReference) {
+  CompileOptions o = Options();
+  o.mode = CompileOptions::Mode::kEager;
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 1), Random({17}, 2)}, o);
+}
+
+TEST(CompiledModel, ScalarIsaMatchesReference) {
+  CompileOptions o = Options();
+  o.isa = "scalar";
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 3), Random({17}, 4)}, o);
+}
+
+constexpr char kConvBlock[] = R"(
+graph g(%x: f32[1,3,9,9]) -> (%y) opset 13 {
+  %w = constant f32[5,3,3,3] <elided>
+  %bias = constant f32[5] <elided>
+  %c = Conv(%x, %w, %bias) {pads=[1,1,1,1]} name="conv" : f32[1,5,9,9]
+  %r = Relu(%c) name="relu" : f32[1,5,9,9]
+  %p = MaxPool(%r) {kernel_shape=[2,2], strides=[2,2]} name="pool" : f32[1,5,4,4]
+  %f = Flatten(%p) name="flat" : f32[1,80]
+  %wm = constant f32[80,7] <elided>
+  %m = MatMul(%f, %wm) name="mm" : f32[1,7]
+  %y = Softmax(%m) {axis=1} name="sm" : f32[1,7]
+}
+)";
+
+TEST(CompiledModel, ConvPoolMatMulBlockMatchesReference) {
+  ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 5)});
+}
+
+TEST(CompiledModel, ConvBlockOnTheReferenceLibraryPathMatches) {
+  CompileOptions o = Options();
+  o.use_onednn = false;
+  ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 6)}, o);
+}
+
+TEST(CompiledModel, RunIsSafeFromManyThreads) {
+  ir::Graph g = Parse(kPointwiseAndReductions);
+  std::vector<std::vector<ir::Tensor>> inputs, want;
+  for (int i = 0; i < 4; ++i) {
+    inputs.push_back({Random({3, 17}, 100 + i), Random({17}, 200 + i)});
+    absl::StatusOr<std::vector<ir::Tensor>> w = reference::Run(g, inputs.back());
+    ASSERT_TRUE(w.ok()) << w.status();
+    want.push_back(*std::move(w));
+  }
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 50; ++rep) {
+        absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs[t]);
+        if (!got.ok()) {
+          ++mismatches[t];
+          continue;
+        }
+        for (size_t o = 0; o < got->size(); ++o) {
+          if (!testing::CompareTensors((*got)[o], want[t][o], {1e-4, 1e-5, {}}).ok) {
+            ++mismatches[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(CompiledModel, NamedInputsAndCallerOwnedOutputs) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({3, 17}, 7), b = Random({17}, 8);
+  absl::StatusOr<std::vector<ir::Tensor>> positional = (*model)->Run(std::vector<ir::Tensor>{x, b});
+  ASSERT_TRUE(positional.ok()) << positional.status();
+  absl::StatusOr<std::vector<ir::Tensor>> named = (*model)->RunNamed({{"b", b}, {"x", x}});
+  ASSERT_TRUE(named.ok()) << named.status();
+  ir::Tensor y(ir::DType::kF32, {17, 3}), s(ir::DType::kF32, {3});
+  ASSERT_TRUE((*model)->RunInto({x, b}, {&y, &s}).ok());
+  for (size_t o = 0; o < 2; ++o) {
+    EXPECT_TRUE(testing::CompareTensors((*named)[o], (*positional)[o], {0, 0, {}}).ok);
+  }
+  EXPECT_TRUE(testing::CompareTensors(y, (*positional)[0], {0, 0, {}}).ok);
+  EXPECT_TRUE(testing::CompareTensors(s, (*positional)[1], {0, 0, {}}).ok);
+  ASSERT_EQ((*model)->inputs().size(), 2u);
+  EXPECT_EQ((*model)->inputs()[0].name, "x");
+  EXPECT_EQ((*model)->outputs()[1].shape, (ir::Shape{3}));
+}
+
+TEST(CompiledModel, BadInputsAreClearErrors) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({3, 17}, 7), b = Random({17}, 8);
+  auto message = [](const absl::Status& s) { return std::string(s.message()); };
+
+  absl::Status s = (*model)->Run(std::vector<ir::Tensor>{x}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(message(s).find("takes 2 inputs, got 1"), std::string::npos) << s;
+
+  s = (*model)->Run(std::vector<ir::Tensor>{x, Random({16}, 1)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(message(s).find("'b'"), std::string::npos) << s;
+
+  s = (*model)->Run({x, ir::Tensor(ir::DType::kI64, {17})}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+
+  s = (*model)->RunNamed(std::map<std::string, ir::Tensor>{{"x", x}}).status();
+  EXPECT_NE(message(s).find("missing input 'b'"), std::string::npos) << s;
+  s = (*model)->RunNamed(std::map<std::string, ir::Tensor>{{"x", x}, {"b", b}, {"z", b}}).status();
+  EXPECT_NE(message(s).find("no input named 'z'"), std::string::npos) << s;
+
+  ir::Tensor wrong(ir::DType::kF32, {3, 17});
+  ir::Tensor s_out(ir::DType::kF32, {3});
+  s = (*model)->RunInto({x, b}, {&wrong, &s_out});
+  EXPECT_NE(message(s).find("output 0 'y'"), std::string::npos) << s;
+}
+
+TEST(CompiledModel, IntegerDivisionByZeroNamesTheKernel) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(Parse(R"(
+graph g(%a: i32[4], %b: i32[4]) -> (%c) opset 13 {
+  %c = Div(%a, %b) name="divide" : i32[4]
+}
+)"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  ir::Tensor a = ir::Tensor::FromVector<int32_t>({4}, {8, 9, 10, 11});
+  ir::Tensor b = ir::Tensor::FromVector<int32_t>({4}, {2, 3, 0, 1});
+  absl::Status s = (*model)->Run(std::vector<ir::Tensor>{a, b}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("divide"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("division"), std::string::npos) << s;
+  b = ir::Tensor::FromVector<int32_t>({4}, {2, 3, 5, 1});
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(std::vector<ir::Tensor>{a, b});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].data<int32_t>()[2], 2);
+}
+
+TEST(CompiledModel, RefusesBadOptions) {
+  CompileOptions o = Options();
+  o.isa = "neon";
+  EXPECT_FALSE(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).ok());
+  o = Options();
+  o.isa = "mmx";
+  EXPECT_EQ(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.disabled_passes = {"no-such-pass"};
+  absl::Status s = Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status();
+  EXPECT_NE(std::string(s.message()).find("no-such-pass"), std::string::npos) << s;
+  o = Options();
+  o.threads = -1;
+  EXPECT_EQ(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseMode("fast").ok());
+  EXPECT_EQ(*ParseMode("eager"), CompileOptions::Mode::kEager);
+}
+
+TEST(CompiledModel, ReportDescribesEveryKernel) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kConvBlock));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  ASSERT_TRUE(j["kernels"].is_array());
+  EXPECT_EQ(j["kernels"].size(), r.kernels.size());
+  int loops = 0, externs = 0;
+  for (const auto& k : j["kernels"]) {
+    EXPECT_TRUE(k["name"].is_string());
+    EXPECT_TRUE(k["ops"].is_array());
+    EXPECT_FALSE(k["ops"].empty());
+    EXPECT_TRUE(k["vectorized"].is_boolean());
+    EXPECT_TRUE(k["reason"].is_string());
+    if (k["backend"] == "loop") ++loops; else ++externs;
+  }
+  // conv (+relu fused), matmul: two library calls; pool and softmax loops.
+  EXPECT_EQ(externs, 2) << r.ToText();
+  EXPECT_GE(loops, 2) << r.ToText();
+  EXPECT_EQ(j["extern_calls"].size(), 2u);
+  EXPECT_EQ(j["loop_kernels"], loops);
+  EXPECT_GT(r.arena_bytes, 0);
+  EXPECT_LE(r.arena_bytes, r.intermediate_bytes);
+  EXPECT_NE(r.ToText().find("loop kernels"), std::string::npos);
+}
+
+TEST(CompiledModel, DumpDirGetsIrAndSources) {
+  CompileOptions o = Options();
+  o.dump_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+               "/kiln_dump";
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(o).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/loop/00-lowered.txt"));
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/graph"));
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/cpp"));
+  EXPECT_FALSE(std::filesystem::is_empty(o.dump_dir + "/cpp"));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, ProfileTimesEveryKernelAndMatchesRun) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<ir::Tensor> in = {Random({3, 17}, 9), Random({17}, 10)};
+  std::vector<CompiledModel::KernelTiming> timings;
+  absl::StatusOr<std::vector<ir::Tensor>> profiled = (*model)->Profile(in, &timings);
+  ASSERT_TRUE(profiled.ok()) << profiled.status();
+  absl::StatusOr<std::vector<ir::Tensor>> plain = (*model)->Run(in);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(timings.size(), (*model)->report().kernels.size());
+  double last_start = -1;
+  for (size_t k = 0; k < timings.size(); ++k) {
+    EXPECT_EQ(timings[k].kernel, static_cast<int>(k));
+    EXPECT_GE(timings[k].duration_us, 0);
+    EXPECT_GE(timings[k].start_us, last_start);
+    last_start = timings[k].start_us;
+  }
+  for (size_t o = 0; o < plain->size(); ++o) {
+    EXPECT_TRUE(testing::CompareTensors((*profiled)[o], (*plain)[o], {0, 0, {}}).ok);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, BatchCompileBuildsEachGraphAndIsolatesFailures) {
+  std::vector<ir::Graph> graphs;
+  graphs.push_back(Parse(kPointwiseAndReductions));
+  graphs.push_back(Parse(R"(
+graph h(%a: f32[5]) -> (%b) opset 13 {
+  %b = Sigmoid(%a) name="sig" : f32[5]
+}
+)"));
+  // Not static-shape: refused by lowering, alone.
+  graphs.push_back(Parse(R"(
+graph bad(%a: f32[?]) -> (%b) opset 13 {
+  %b = Exp(%a) name="e" : f32[?]
+}
+)"));
+  const std::vector<std::vector<ir::Tensor>> inputs = {
+      {Random({3, 17}, 21), Random({17}, 22)}, {Random({5}, 23)}};
+  std::vector<std::vector<ir::Tensor>> want;
+  for (int g = 0; g < 2; ++g) {
+    absl::StatusOr<std::vector<ir::Tensor>> w = reference::Run(graphs[g], inputs[g]);
+    ASSERT_TRUE(w.ok()) << w.status();
+    want.push_back(*std::move(w));
+  }
+  std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> models =
+      Compiler(Options()).CompileGraphs(std::move(graphs));
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_FALSE(models[2].ok());
+  for (int g = 0; g < 2; ++g) {
+    ASSERT_TRUE(models[g].ok()) << models[g].status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*models[g])->Run(inputs[g]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_TRUE(testing::CompareTensors((*got)[o], want[g][o], {1e-4, 1e-5, {}}).ok)
+          << "graph " << g << " output " << o;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,46 @@
+// File: runtime/extern_step.h — how a compiled model runs one extern kernel
+// of its loop program (Conv/ConvTranspose/Gemm/MatMul, fused or plain, and
+// the other library ops): on a oneDNN primitive built once at compile time,
+// or, for what oneDNN cannot run, on kiln's reference interpreter (correct,
+// slow, and named as such in the compile report).
+#ifndef KILN_RUNTIME_EXTERN_STEP_H_
+#define KILN_RUNTIME_EXTERN_STEP_H_
+
+#include <map>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ir/graph/tensor.h"
+#include "ir/loop/loop_ir.h"
+#include "runtime/kiln.h"
+
+namespace kiln::runtime {
+
+struct ExternStepOptions {
+  bool prepack_weights = true;
+  bool use_onednn = true;
+};
+
+// Why an interface: the executable holds a list of steps and does not care
+// which library runs one. Run may be called from several threads at once.
+class ExternStep {
+ public:
+  virtual ~ExternStep() = default;
+  // `buffers[b]` is the storage of program buffer b (laid out with its
+  // strides); reads the call's inputs, writes its outputs.
+  virtual absl::Status Run(absl::Span<void* const> buffers) const = 0;
+};
+
+// Builds the step for extern kernel `kernel` of `program` and fills
+// `report` (backend, call, post-ops, weight layout, prepacked bytes; the
+// reason when it falls back to the reference interpreter). `constants`
+// holds the data of constant buffers by buffer index.
+absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
+    const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
+    const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
+    const ExternStepOptions& options, KernelReport* report);
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_EXTERN_STEP_H_

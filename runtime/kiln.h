@@ -1,0 +1,196 @@
+// File: runtime/kiln.h — kiln's public C++ API: compile an ONNX model into
+// native code for this CPU and run it.
+//
+//   kiln::CompileOptions options;
+//   options.threads = 1;
+//   kiln::Compiler compiler(options);
+//   absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> model =
+//       compiler.CompileFile("resnet50.onnx");
+//   if (!model.ok()) return model.status();
+//   absl::StatusOr<std::vector<kiln::ir::Tensor>> outputs = (*model)->Run(std::vector<ir::Tensor>{image});
+//   std::cout << (*model)->report().ToText();
+//
+// What Compile does: import (frontend/onnx) → graph passes (BatchNorm and
+// binary folding, oneDNN post-op fusion) → lowering to the loop IR → loop
+// passes (fusion) → C++/Highway emission for the chosen ISA → JIT build
+// (cached by content hash under the cache dir) and load; Conv/ConvTranspose/
+// Gemm/MatMul become oneDNN primitives with their weights prepacked once;
+// intermediates get offsets in one arena from a liveness plan.
+//
+// Run is thread-safe: each call takes an execution context (its own arena)
+// from a pool, creating one when all are busy. Library calls (oneDNN) are
+// serialized per call site; loop kernels run concurrently.
+//
+// Threads: `CompileOptions::threads` (> 0) sets the OpenMP team size of the
+// thread that calls Run, which both the generated kernels and oneDNN (built
+// on the same GNU OpenMP) use; two models given 1 thread each and run from
+// two threads use two cores, never more.
+#ifndef KILN_RUNTIME_KILN_H_
+#define KILN_RUNTIME_KILN_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  // VecISA module name ("scalar", "avx2", "avx512"); empty: the best one this
+  // CPU runs. An ISA the CPU lacks is refused (never a SIGILL); "neon" on an
+  // x86 host is refused too (its code runs only under an emulator).
+  std::string isa;
+  // OpenMP team size for Run (generated kernels and oneDNN); 0 leaves the
+  // calling thread's setting (OMP_NUM_THREADS, else all cores).
+  int threads = 0;
+  // Reorder constant weights once into oneDNN's preferred layout.
+  bool prepack_weights = true;
+  // Binds the model's dynamic input dims: input name -> full shape. Unbound
+  // dynamic dims become 1 (reported in CompileReport::warnings).
+  std::map<std::string, ir::Shape> input_shapes;
+  // JIT cache; empty: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+  std::string cache_dir;
+  // Non-empty: the graph after every graph pass (graph/NN-<pass>.txt), the
+  // loop IR after lowering and every loop pass (loop/NN-<pass>.txt) and the
+  // generated C++ (cpp/<unit>.cc) are written here.
+  std::string dump_dir;
+  // kCompiled: everything above. kEager: kiln's own baseline, one kernel per
+  // op as PyTorch eager runs them — graph folding/fusion passes, loop
+  // fusion, weight prepacking and arena sharing off.
+  enum class Mode { kCompiled, kEager };
+  Mode mode = Mode::kCompiled;
+  // Graph or loop pass names to skip (ablations).
+  std::vector<std::string> disabled_passes;
+  // Run conv/gemm externs on oneDNN; false runs them on the reference
+  // interpreter (for debugging only: slow).
+  bool use_onednn = true;
+};
+
+// "compiled" / "eager"; and back (InvalidArgument for anything else).
+const char* ModeName(CompileOptions::Mode mode);
+absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
+
+// One kernel of a compiled model, as the compile report shows it.
+struct KernelReport {
+  std::string name;
+  // "loop" (generated code), "onednn" (a oneDNN primitive) or "reference"
+  // (a library op oneDNN cannot run, executed by kiln's reference
+  // interpreter — correct but slow; `reason` says why).
+  std::string backend;
+  std::vector<std::string> ops;  // the ONNX nodes it computes
+  // Loop kernels: "vectorized", "tiled" or "scalar". Library calls: "library".
+  std::string status;
+  bool vectorized = false;  // loop kernels fully vectorized (or tiled)
+  std::string reason;       // why not vectorized / why not on oneDNN / notes
+  bool parallel = false;    // an OpenMP loop
+  // Library calls.
+  std::string call;  // "conv[3x3 s1 g1 p1]+bias+relu"
+  std::vector<std::string> post_ops;
+  std::string weight_layout;
+  int64_t prepacked_bytes = 0;
+  int reorders_per_call = 0;
+};
+
+struct CompileReport {
+  std::string model;  // as given (path or graph name)
+  std::string isa;
+  std::string mode;
+  int threads = 0;
+  // Wall time per phase, milliseconds.
+  double import_ms = 0, graph_passes_ms = 0, lowering_ms = 0, loop_passes_ms = 0,
+         emit_ms = 0, jit_ms = 0, library_ms = 0, total_ms = 0;
+  bool jit_cache_hit = false;
+  int translation_units = 0;
+  std::vector<KernelReport> kernels;  // execution order
+  int loop_kernels = 0;
+  int vectorized_kernels = 0;  // loop kernels vectorized or tiled
+  int library_calls = 0;       // onednn + reference
+  int reference_calls = 0;
+  int64_t arena_bytes = 0;         // peak activation memory of one context
+  int64_t intermediate_bytes = 0;  // what one buffer per intermediate costs
+  int64_t constant_bytes = 0;      // weights as the model holds them
+  int64_t prepacked_bytes = 0;     // oneDNN's packed weight copies
+  int reorders = 0;                // activation reorders per run
+  std::vector<std::string> warnings;
+
+  // A human summary with one line per kernel.
+  std::string ToText() const;
+  // One JSON object: the fields above, `kernels` (name, ops, vectorized,
+  // reason, status, backend, parallel) and `extern_calls` (op, call,
+  // post_ops, weight_layout, prepacked_bytes, reorders_per_call).
+  std::string ToJson(int indent = -1) const;
+};
+
+// The model's interface: one entry per graph input/output, in order.
+struct TensorInfo {
+  std::string name;
+  ir::DType dtype = ir::DType::kF32;
+  ir::Shape shape;
+};
+
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+
+  // Positional inputs in the model's order. InvalidArgument naming the
+  // input for a wrong count, dtype or shape; InvalidArgument naming the
+  // kernel for a runtime error (integer division by zero, an out-of-range
+  // gather index).
+  virtual absl::StatusOr<std::vector<ir::Tensor>> Run(
+      absl::Span<const ir::Tensor> inputs) const = 0;
+  // Inputs by name (every input exactly once; an unknown name is an error).
+  virtual absl::StatusOr<std::vector<ir::Tensor>> RunNamed(
+      const std::map<std::string, ir::Tensor>& inputs) const = 0;
+  // Writes into caller-owned tensors (one per output, dtype and shape as
+  // outputs() says) without a copy where the output is computed in place.
+  virtual absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
+                               absl::Span<ir::Tensor* const> outputs) const = 0;
+
+  // Run that also times every kernel (one entry per KernelReport, in
+  // execution order; microseconds since the run started).
+  struct KernelTiming {
+    int kernel = -1;  // index into report().kernels
+    double start_us = 0;
+    double duration_us = 0;
+  };
+  virtual absl::StatusOr<std::vector<ir::Tensor>> Profile(
+      absl::Span<const ir::Tensor> inputs, std::vector<KernelTiming>* timings) const = 0;
+
+  virtual const std::vector<TensorInfo>& inputs() const = 0;
+  virtual const std::vector<TensorInfo>& outputs() const = 0;
+  virtual const CompileReport& report() const = 0;
+};
+
+class Compiler {
+ public:
+  explicit Compiler(CompileOptions options = {});
+
+  // NotFound / InvalidArgument for an unreadable or invalid model,
+  // Unimplemented naming the node for what kiln cannot compile yet.
+  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFile(const std::string& path) const;
+  // A graph already imported (tests, tools). Shapes must be static.
+  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileGraph(ir::Graph graph) const;
+  // Several graphs with one JIT build (their kernels share translation
+  // units, which keeps test suites fast); one result per graph, in order —
+  // a graph that fails does not fail the others.
+  std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> CompileGraphs(
+      std::vector<ir::Graph> graphs) const;
+
+  const CompileOptions& options() const { return options_; }
+
+ private:
+  absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(ir::Graph graph,
+                                                         CompileReport report) const;
+  CompileOptions options_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_KILN_H_

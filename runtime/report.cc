@@ -1,0 +1,100 @@
+// Text and JSON forms of kiln's compile report (runtime/kiln.h).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/kiln.h"
+
+namespace kiln {
+namespace {
+
+std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); }
+
+}  // namespace
+
+std::string CompileReport::ToText() const {
+  std::string s = absl::StrFormat(
+      "model %s  isa %s  mode %s  threads %d\n"
+      "compile %.0f ms (import %.0f, graph passes %.0f, lowering %.0f, loop passes %.0f, "
+      "emit %.0f, jit %.0f%s, library calls %.0f)\n",
+      model, isa, mode, threads, total_ms, import_ms, graph_passes_ms, lowering_ms,
+      loop_passes_ms, emit_ms, jit_ms, jit_cache_hit ? " cached" : "", library_ms);
+  absl::StrAppendFormat(&s, "loop kernels %d, vectorized %d (%.1f%%); library calls %d (%d on the reference interpreter)\n",
+                        loop_kernels, vectorized_kernels,
+                        loop_kernels ? 100.0 * vectorized_kernels / loop_kernels : 100.0,
+                        library_calls, reference_calls);
+  absl::StrAppendFormat(&s,
+                        "arena %s (one buffer per intermediate: %s); weights %s, prepacked %s; "
+                        "activation reorders per run %d\n",
+                        Mb(arena_bytes), Mb(intermediate_bytes), Mb(constant_bytes),
+                        Mb(prepacked_bytes), reorders);
+  for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
+  for (const KernelReport& k : kernels) {
+    std::string detail;
+    if (k.backend == "loop") {
+      detail = absl::StrCat(k.status, k.parallel ? " parallel" : "");
+    } else {
+      detail = absl::StrCat(k.backend, " ", k.call);
+      if (!k.weight_layout.empty()) absl::StrAppend(&detail, " weights ", k.weight_layout);
+      if (k.prepacked_bytes > 0) absl::StrAppend(&detail, " prepacked ", Mb(k.prepacked_bytes));
+    }
+    absl::StrAppend(&s, "  ", k.name, "  ", detail, "  [", absl::StrJoin(k.ops, ", "), "]");
+    if (!k.reason.empty()) absl::StrAppend(&s, "  -- ", k.reason);
+    absl::StrAppend(&s, "\n");
+  }
+  return s;
+}
+
+std::string CompileReport::ToJson(int indent) const {
+  using nlohmann::json;
+  json j;
+  j["model"] = model;
+  j["isa"] = isa;
+  j["mode"] = mode;
+  j["threads"] = threads;
+  j["compile_ms"] = {{"total", total_ms},       {"import", import_ms},
+                     {"graph_passes", graph_passes_ms}, {"lowering", lowering_ms},
+                     {"loop_passes", loop_passes_ms},   {"emit", emit_ms},
+                     {"jit", jit_ms},                   {"library_calls", library_ms}};
+  j["jit_cache_hit"] = jit_cache_hit;
+  j["translation_units"] = translation_units;
+  j["loop_kernels"] = loop_kernels;
+  j["vectorized_kernels"] = vectorized_kernels;
+  j["library_calls"] = library_calls;
+  j["reference_calls"] = reference_calls;
+  j["arena_bytes"] = arena_bytes;
+  j["intermediate_bytes"] = intermediate_bytes;
+  j["constant_bytes"] = constant_bytes;
+  j["prepacked_bytes"] = prepacked_bytes;
+  j["reorders"] = reorders;
+  j["warnings"] = warnings;
+  json ks = json::array();
+  json xs = json::array();
+  for (const KernelReport& k : kernels) {
+    json e = {{"name", k.name},   {"backend", k.backend},       {"ops", k.ops},
+              {"status", k.status}, {"vectorized", k.vectorized}, {"reason", k.reason},
+              {"parallel", k.parallel}};
+    if (k.backend != "loop") {
+      e["call"] = k.call;
+      json x = {{"name", k.name},
+                {"op", k.call},
+                {"backend", k.backend},
+                {"ops", k.ops},
+                {"post_ops", k.post_ops},
+                {"weight_layout", k.weight_layout},
+                {"prepacked_bytes", k.prepacked_bytes},
+                {"reorders_per_call", k.reorders_per_call},
+                {"reason", k.reason}};
+      xs.push_back(std::move(x));
+    }
+    ks.push_back(std::move(e));
+  }
+  j["kernels"] = std::move(ks);
+  j["extern_calls"] = std::move(xs);
+  // Model strings may hold invalid UTF-8: replace, never throw.
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace kiln
