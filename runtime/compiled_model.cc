@@ -22,12 +22,12 @@
 #include "backends/cpp/emitter.h"
 #include "backends/onednn/threads.h"
 #include "frontend/onnx/importer.h"
-#include "ir/loop/text.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "lowering/extern_executor.h"
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
+#include "passes/loop/loop_pipeline.h"
 #include "runtime/extern_step.h"
 #include "runtime/jit/jit_compiler.h"
 #include "runtime/kiln.h"
@@ -432,16 +432,24 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
   // Graph passes.
   absl::Time t = absl::Now();
   passes::GraphPipeline graph_pipeline = passes::DefaultGraphPipeline();
+  passes::LoopPipeline loop_pipeline = passes::DefaultLoopPipeline();
   passes::PipelineOptions po;
+  passes::LoopPipelineOptions lo;
   const std::vector<std::string> graph_pass_names = graph_pipeline.PassNames();
+  const std::vector<std::string> loop_pass_names = loop_pipeline.PassNames();
+  auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
   for (const std::string& name : options.disabled_passes) {
-    if (std::find(graph_pass_names.begin(), graph_pass_names.end(), name) ==
-        graph_pass_names.end()) {
+    if (has(graph_pass_names, name)) {
+      po.disabled.insert(name);
+    } else if (has(loop_pass_names, name)) {
+      lo.disabled.insert(name);
+    } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown pass '", name, "' (graph passes: ", absl::StrJoin(graph_pass_names, ", "),
-          ")"));
+          "; loop passes: ", absl::StrJoin(loop_pass_names, ", "), ")"));
     }
-    po.disabled.insert(name);
   }
   if (eager) {
     for (const char* name : kEagerDisabledGraphPasses) po.disabled.insert(name);
@@ -457,11 +465,18 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
   t = absl::Now();
   KILN_ASSIGN_OR_RETURN(p.lowered, lowering::LowerGraph(graph));
   report.lowering_ms = Ms(t);
-  if (!options.dump_dir.empty()) {
-    KILN_RETURN_IF_ERROR(MakeDir(absl::StrCat(options.dump_dir, "/loop")));
-    KILN_RETURN_IF_ERROR(WriteFile(absl::StrCat(options.dump_dir, "/loop/00-lowered.txt"),
-                                   ir::loop::PrintProgram(p.lowered.program)));
+
+  // Loop passes (fusion). Eager mode keeps one kernel per op.
+  t = absl::Now();
+  if (eager) {
+    for (const std::string& name : loop_pass_names) lo.disabled.insert(name);
   }
+  if (!options.dump_dir.empty()) {
+    lo.dump_dir = absl::StrCat(options.dump_dir, "/loop");
+    KILN_RETURN_IF_ERROR(MakeDir(lo.dump_dir));
+  }
+  KILN_RETURN_IF_ERROR(loop_pipeline.Run(&p.lowered, lo));
+  report.loop_passes_ms = Ms(t);
 
   // Each program must emit on its own (cheap: no C++ compile), so one bad
   // model cannot fail a batch.

@@ -282,7 +282,7 @@ TEST(CompiledModel, DumpDirGetsIrAndSources) {
   absl::StatusOr<std::unique_ptr<CompiledModel>> model =
       Compiler(o).CompileGraph(Parse(kPointwiseAndReductions));
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/loop/00-lowered.txt"));
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/loop/00-input.txt"));
   EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/graph"));
   EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/cpp"));
   EXPECT_FALSE(std::filesystem::is_empty(o.dump_dir + "/cpp"));
@@ -358,6 +358,46 @@ graph bad(%a: f32[?]) -> (%b) opset 13 {
           << "graph " << g << " output " << o;
     }
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// GELU in the Erf form exporters emit, after a bias add, then a residual.
+constexpr char kBiasGelu[] = R"(
+graph g(%x: f32[4,33], %b: f32[33]) -> (%y) opset 13 {
+  %sqrt2 = constant f32[] 1.4142135
+  %one = constant f32[] 1.0
+  %half = constant f32[] 0.5
+  %a = Add(%x, %b) name="bias" : f32[4,33]
+  %d = Div(%a, %sqrt2) name="div" : f32[4,33]
+  %e = Erf(%d) name="erf" : f32[4,33]
+  %p = Add(%e, %one) name="plus1" : f32[4,33]
+  %m = Mul(%a, %p) name="mul" : f32[4,33]
+  %g = Mul(%m, %half) name="half" : f32[4,33]
+  %y = Add(%g, %x) name="residual" : f32[4,33]
+}
+)";
+
+TEST(CompiledModel, LoopFusionMakesOneKernelWhereEagerRunsOnePerOp) {
+  const std::vector<ir::Tensor> in = {Random({4, 33}, 31), Random({33}, 32)};
+  ExpectMatchesReference(kBiasGelu, in);
+  CompileOptions eager = Options();
+  eager.mode = CompileOptions::Mode::kEager;
+  ExpectMatchesReference(kBiasGelu, in, eager);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> fused =
+      Compiler(Options()).CompileGraph(Parse(kBiasGelu));
+  absl::StatusOr<std::unique_ptr<CompiledModel>> unfused =
+      Compiler(eager).CompileGraph(Parse(kBiasGelu));
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  EXPECT_EQ((*fused)->report().loop_kernels, 1) << (*fused)->report().ToText();
+  EXPECT_EQ((*unfused)->report().loop_kernels, 7) << (*unfused)->report().ToText();
+  EXPECT_EQ((*fused)->report().kernels[0].ops.size(), 7u);
+  EXPECT_EQ((*fused)->report().arena_bytes, 0);
+  EXPECT_GT((*unfused)->report().arena_bytes, 0);
 }
 
 }  // namespace
