@@ -1,15 +1,11 @@
 // File: lowering/extern_attrs.h — how an extern kernel carries its graph
 // node: op name prefix ("onnx." / "kiln."), the bookkeeping attributes
 // lowering adds (opset, which node inputs/outputs the buffers are,
-// string-list attributes), and the lowering entry for graphs that hold
-// kiln's fused library-call nodes (the default graph pipeline's output).
+// string-list attributes), and which kiln ops lower to extern kernels.
 #ifndef KILN_LOWERING_EXTERN_ATTRS_H_
 #define KILN_LOWERING_EXTERN_ATTRS_H_
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ir/graph/graph.h"
-#include "lowering/lower_graph.h"
 
 namespace kiln::lowering {
 
@@ -30,15 +26,10 @@ inline constexpr char kAttrStringLists[] = "kiln_string_lists";
 inline constexpr char kListSeparator[] = ",";
 
 // kiln's fused library-call ops (passes/graph/fuse_onednn_post_ops.h):
-// "FusedConv", "FusedConvTranspose", "FusedMatMul", "FusedGemm".
+// "FusedConv", "FusedConvTranspose", "FusedMatMul", "FusedGemm". LowerGraph
+// lowers domain-"kiln" nodes of these ops to "kiln.Fused*" extern kernels
+// carrying all their attributes.
 bool IsKilnFusedOp(absl::string_view op);
-
-// LowerGraph for a graph that may hold domain-"kiln" Fused* nodes (what the
-// default graph pipeline produces): they become "kiln.Fused*" extern kernels
-// carrying all their attributes. Any other non-ONNX domain is Unimplemented,
-// as in LowerGraph.
-absl::StatusOr<LoweredProgram> LowerGraphWithKilnOps(
-    const ir::Graph& graph, const LoweringOptions& options = {});
 
 }  // namespace kiln::lowering
 

@@ -103,7 +103,7 @@ TEST(LowerKilnOps, PipelineGraphMatchesReferenceOnOriginal) {
   for (const ir::Node& n : graph.nodes()) fused += n.domain == kKilnDomain;
   ASSERT_EQ(fused, 3) << ir::PrintGraph(graph);
 
-  absl::StatusOr<LoweredProgram> lp = LowerGraphWithKilnOps(graph);
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   int externs = 0;
   for (const ir::loop::Kernel& k : lp->program.kernels) {
@@ -147,7 +147,7 @@ graph main(%x: f32[1,4,6,6], %r: f32[1,5,6,6], %t: f32[3,2,5], %bm: f32[7]) -> (
                                             Const({5, 7}, 9));
   absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  absl::StatusOr<LoweredProgram> lp = LowerGraphWithKilnOps(*graph);
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   const ir::loop::Kernel* conv = FindExtern(*lp, "kiln.FusedConv");
   ASSERT_NE(conv, nullptr);
@@ -156,7 +156,6 @@ graph main(%x: f32[1,4,6,6], %r: f32[1,5,6,6], %t: f32[3,2,5], %bm: f32[7]) -> (
             (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(std::get<std::vector<double>>(conv->call.attrs.at("post_op_alphas")),
             (std::vector<double>{0.0, 1.0}));
-  EXPECT_EQ(conv->call.attrs.count("kiln_domain"), 0u);
   EXPECT_EQ(conv->ops,
             (std::vector<std::string>{"conv", "relu", "add_with_commas"}));
 
@@ -175,7 +174,7 @@ graph main(%a: f32[2,3], %b: f32[3,4]) -> (%c) opset 17 {
 }
 )");
   ASSERT_TRUE(graph.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraphWithKilnOps(*graph);
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   EXPECT_NE(FindExtern(*lp, "onnx.MatMul"), nullptr);
   EXPECT_TRUE(IsExternOp(graph->nodes()[0]));
@@ -200,7 +199,7 @@ graph main(%a: f32[2,3]) -> (%c) opset 17 {
 }
 )");
   ASSERT_TRUE(other.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraphWithKilnOps(*other);
+  absl::StatusOr<LoweredProgram> lp = LowerGraph(*other);
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();
 
   absl::StatusOr<ir::Graph> fake = ir::ParseGraph(R"(
@@ -210,7 +209,7 @@ graph main(%a: f32[2,3], %b: f32[3,4]) -> (%c) opset 17 {
 }
 )");
   ASSERT_TRUE(fake.ok());
-  lp = LowerGraphWithKilnOps(*fake);
+  lp = LowerGraph(*fake);
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();
   EXPECT_NE(lp.status().message().find("FusedMatMul"), std::string::npos);
 }

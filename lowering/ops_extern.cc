@@ -18,41 +18,13 @@ namespace {
 
 constexpr const char* kKilnFusedOps[] = {"FusedConv", "FusedConvTranspose",
                                          "FusedMatMul", "FusedGemm"};
-// Marks a kiln node that LowerGraphWithKilnOps moved to the default domain
-// (LowerGraph refuses other domains before it reaches the op table).
-constexpr char kAttrKilnDomain[] = "kiln_domain";
 constexpr char kFusedNodesAttr[] = "fused_nodes";
-
-bool IsKilnNode(const ir::Node& node) {
-  if (node.domain == kKilnDomain) return true;
-  auto it = node.attrs.find(kAttrKilnDomain);
-  if (it == node.attrs.end()) return false;
-  const auto* v = std::get_if<std::string>(&it->second);
-  return v != nullptr && *v == kKilnDomain;
-}
 
 }  // namespace
 
 bool IsKilnFusedOp(absl::string_view op) {
   return std::find(std::begin(kKilnFusedOps), std::end(kKilnFusedOps), op) !=
          std::end(kKilnFusedOps);
-}
-
-absl::StatusOr<LoweredProgram> LowerGraphWithKilnOps(
-    const ir::Graph& graph, const LoweringOptions& options) {
-  const auto& nodes = graph.nodes();
-  if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node& n) {
-        return n.domain == kKilnDomain && IsKilnFusedOp(n.op);
-      })) {
-    return LowerGraph(graph, options);
-  }
-  ir::Graph copy = graph;
-  for (ir::Node& n : copy.mutable_nodes()) {
-    if (n.domain != kKilnDomain || !IsKilnFusedOp(n.op)) continue;
-    n.domain.clear();
-    n.attrs[kAttrKilnDomain] = std::string(kKilnDomain);
-  }
-  return LowerGraph(copy, options);
 }
 
 bool IsExternOp(const ir::Node& node) {
@@ -71,7 +43,7 @@ namespace internal {
 namespace {
 
 absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
-  const bool kiln = IsKilnNode(n);
+  const bool kiln = n.domain == kKilnDomain;
   if (IsKilnFusedOp(n.op) != kiln) {
     return L.Unimplemented("no lowering for op ", n.op, " in this domain");
   }
@@ -93,7 +65,6 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
   std::vector<std::string> lists;
   std::vector<std::string> computes;
   for (const auto& [name, value] : n.attrs) {
-    if (name == kAttrKilnDomain) continue;
     if (name == kFusedNodesAttr && kiln) {
       // Node names, for reports only: a separator inside one is replaced.
       if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {

@@ -109,10 +109,15 @@ class Translator {
   int32_t OutputBufferIndex() const { return k_.call.outputs[0]; }
   // The constant data of node input `slot`, or nullptr.
   const Tensor* Constant(int64_t slot) const {
-    auto it = constants_.find(InputBufferIndex(slot));
+    return ConstantOfInput(Input(slot));
+  }
+  // The constant data of call input `j`, or nullptr.
+  const Tensor* ConstantOfInput(int j) const {
+    const int32_t index = k_.call.inputs[j];
+    auto it = constants_.find(index);
     if (it == constants_.end() || it->second == nullptr) return nullptr;
     const Tensor& t = *it->second;
-    const Buffer& b = InputBuffer(slot);
+    const Buffer& b = p_.buffers[index];
     if (t.dtype() != b.dtype || t.shape() != b.shape || !b.IsRowMajor()) return nullptr;
     return &t;
   }
@@ -647,6 +652,42 @@ absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
   return absl::OkStatus();
 }
 
+// A leading add of a constant per-channel (conv) / per-column (matmul,
+// linear) operand becomes the call's bias: oneDNN adds a bias in its
+// accumulator epilogue, and some chains (e.g. +add[N]+sum on a matmul) have
+// optimized kernels only in the bias form.
+absl::Status FoldLeadingAddIntoBias(const Translator& tr, Translation& t) {
+  FusedCall& c = t.call;
+  if (c.bias.has_value() || c.post_ops.empty() ||
+      c.post_ops[0].kind != PostOpKind::kAdd || t.binary.empty() ||
+      t.binary[0].input < 0) {
+    return absl::OkStatus();
+  }
+  const Tensor* data = tr.ConstantOfInput(t.binary[0].input);
+  if (data == nullptr) return absl::OkStatus();
+  const Shape& op = data->shape();
+  const Shape& dst = c.dst.shape;
+  if (op.size() > dst.size() || op.empty()) return absl::OkStatus();
+  // The one dim the operand varies along, aligned to dst.
+  const size_t offset = dst.size() - op.size();
+  const size_t channel_dim = c.kind == CallKind::kConv || c.kind == CallKind::kConvTranspose
+                                 ? 1
+                                 : dst.size() - 1;
+  for (size_t i = 0; i < op.size(); ++i) {
+    const bool is_channel = offset + i == channel_dim;
+    if (op[i] != (is_channel ? dst[channel_dim] : 1)) return absl::OkStatus();
+  }
+  if (channel_dim < offset) return absl::OkStatus();
+  Shape bias_shape = {dst[channel_dim]};
+  if (c.kind == CallKind::kMatMul) bias_shape = op;
+  KILN_ASSIGN_OR_RETURN(Tensor bias, data->Reshaped(bias_shape));
+  t.bias = Own(t, std::move(bias));
+  c.bias = TensorSpec{ir::DType::kF32, bias_shape, {}};
+  c.post_ops.erase(c.post_ops.begin());
+  t.binary.erase(t.binary.begin());
+  return absl::OkStatus();
+}
+
 // Adjacent linear post-ops as one: a2 (a1 x + b1) + b2.
 void MergeLinearPostOps(std::vector<PostOp>* ops) {
   std::vector<PostOp> out;
@@ -783,6 +824,7 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   }
   if (fused) KILN_RETURN_IF_ERROR(TranslatePostOps(tr, t));
   MergeLinearPostOps(&t.call.post_ops);
+  KILN_RETURN_IF_ERROR(FoldLeadingAddIntoBias(tr, t));
 
   absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
       OneDnnCall::Create(t.call, t.weights, t.bias, options);

@@ -91,7 +91,7 @@ absl::Status Smoke(const std::string& dir, bool check, Totals* all) {
   ir::Graph graph = std::move(imported.graph);
   KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&graph));
   KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram lp,
-                        lowering::LowerGraphWithKilnOps(graph));
+                        lowering::LowerGraph(graph));
   Totals t;
   std::map<std::string, int> kinds;  // info.op (+ "fused") -> count
   for (const ir::loop::Kernel& k : lp.program.kernels) {

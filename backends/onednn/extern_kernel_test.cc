@@ -63,7 +63,7 @@ absl::StatusOr<Lowered> Lower(const std::string& text) {
   if (!g.ok()) return g.status();
   Lowered l;
   l.graph = std::move(*g);
-  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraphWithKilnOps(l.graph);
+  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(l.graph);
   if (!lp.ok()) return lp.status();
   l.lp = std::move(*lp);
   for (const ir::loop::Kernel& k : l.lp.program.kernels) {
@@ -528,9 +528,10 @@ graph main(%x: f32[1,2,3,5], %r: f32[1,3,3,5]) -> (%y) opset 17 {
   EXPECT_TRUE(c.ok) << c.message;
 }
 
-// BERT's projections: matmul + bias add + residual sum. Where oneDNN has
-// only its reference kernel for the sum form, the sum becomes a full-size
-// binary add of the residual.
+// BERT's projections: matmul + bias add + residual sum. The constant
+// per-column add becomes the matmul's bias; where oneDNN has only its
+// reference kernel for the sum form, the sum becomes a full-size binary add
+// of the residual.
 TEST(ExternKernelFused, MatMulBiasAddResidualSum) {
   const std::string text = absl::Substitute(R"(
 graph main(%a: f32[1,9,12], %r: f32[1,9,8]) -> (%y) opset 17 {
@@ -544,8 +545,8 @@ graph main(%a: f32[1,9,12], %r: f32[1,9,8]) -> (%y) opset 17 {
                                             C({12, 8}, 32), C({8}, 33));
   RunResult r;
   CheckAgainstReference(text, &r);
-  EXPECT_TRUE(r.info.call == "matmul[9x12x8]+add[8]+sum" ||
-              r.info.call == "matmul[9x12x8]+add[8]+add[1x9x8]")
+  EXPECT_TRUE(r.info.call == "matmul[9x12x8]+bias+sum" ||
+              r.info.call == "matmul[9x12x8]+bias+add[1x9x8]")
       << r.info.call;
 }
 
@@ -562,7 +563,47 @@ graph main(%a: f32[2,5,8], %mask: f32[2,1,6]) -> (%y) opset 17 {
                                             C({8, 6}, 24), C({6}, 25));
   RunResult r;
   CheckAgainstReference(text, &r);
-  EXPECT_EQ(r.info.call, "matmul[2*5x8x6]+add[6]+gelu_erf+add[2x1x6]");
+  EXPECT_EQ(r.info.call, "matmul[2*5x8x6]+bias+gelu_erf+add[2x1x6]");
+}
+
+// A leading add folds into the bias only for a constant per-channel
+// operand; others stay binary post-ops.
+TEST(ExternKernelFused, LeadingAddFoldsIntoBiasOnlyPerChannel) {
+  RunResult r;
+  CheckAgainstReference(absl::Substitute(R"(
+graph main(%x: f32[1,3,5,5]) -> (%y) opset 17 {
+  %w = constant $0
+  %t = constant $1
+  %y = kiln.FusedConv(%x, %w, %t) {pads=[1, 1, 1, 1], post_ops=["add", "relu"],
+      post_op_alphas=[0.0, 0.0], post_op_betas=[0.0, 0.0],
+      post_op_inputs=[2, -1]} : f32[1,4,5,5]
+}
+)",
+                                         C({4, 3, 3, 3}, 34), C({1, 4, 1, 1}, 35)),
+                        &r);
+  EXPECT_EQ(r.info.call, "conv[3x3 s1 g1 p1]+bias+relu");
+  CheckAgainstReference(absl::Substitute(R"(
+graph main(%x: f32[1,3,5,5]) -> (%y) opset 17 {
+  %w = constant $0
+  %t = constant $1
+  %y = kiln.FusedConv(%x, %w, %t) {pads=[1, 1, 1, 1], post_ops=["add", "relu"],
+      post_op_alphas=[0.0, 0.0], post_op_betas=[0.0, 0.0],
+      post_op_inputs=[2, -1]} : f32[1,4,5,5]
+}
+)",
+                                         C({4, 3, 3, 3}, 36), C({5, 1}, 37)),
+                        &r);
+  EXPECT_EQ(r.info.call, "conv[3x3 s1 g1 p1]+add[5x1]+relu");
+  CheckAgainstReference(absl::Substitute(R"(
+graph main(%a: f32[4,6], %t: f32[5]) -> (%y) opset 17 {
+  %w = constant $0
+  %y = kiln.FusedMatMul(%a, %w, %t) {post_ops=["add"], post_op_alphas=[0.0],
+      post_op_betas=[0.0], post_op_inputs=[2]} : f32[4,5]
+}
+)",
+                                         C({6, 5}, 38)),
+                        &r);
+  EXPECT_EQ(r.info.call, "matmul[4x6x5]+add[5]") << "a runtime operand stays";
 }
 
 TEST(ExternKernelFused, GemmWithPostOps) {
