@@ -2,7 +2,8 @@
 // Squeeze, Unsqueeze, Transpose, Slice, Split, Expand, Tile, DepthToSpace,
 // SpaceToDepth, Pad edge/reflect/wrap, Gather with an arithmetic index
 // sequence) compose an index function and emit no kernel; Concat, constant
-// Pad and Gather by runtime indices emit kernels; Shape, Size,
+// Pad, and Gather / GatherElements by other indices emit kernels (a checked
+// load_indirect: an out-of-range index fails the kernel); Shape, Size,
 // ConstantOfShape and constant Range fold at lowering time.
 #include <algorithm>
 #include <cmath>
@@ -261,6 +262,53 @@ absl::Status LowerConcat(Lowerer& L, const ir::Node& n) {
   return absl::OkStatus();
 }
 
+// How a kernel over `ranges` reads `data` at coordinates `dc` (in the
+// kernel's variables) whose `axis` entry is a runtime index: a load_indirect
+// of `buffer` at `base` + index * `stride`.
+struct AxisRead {
+  int32_t buffer = -1;
+  IndexExpr base;
+  int64_t stride = 0;
+};
+
+// The data's index function must be affine in the axis coordinate; a view
+// that is not (a reshape splitting the axis, ...) is copied row-major first,
+// so call this before creating the kernel that reads it.
+absl::StatusOr<AxisRead> PrepareAxisRead(Lowerer& L, const Operand& data, Coords dc,
+                                         int64_t axis, const Shape& ranges) {
+  const int64_t dim = data.shape[axis];
+  // A placeholder variable after the kernel's own, ranging over the axis.
+  const int placeholder = static_cast<int>(ranges.size());
+  std::vector<int64_t> extents = ranges;
+  extents.push_back(dim);
+  AxisRead r;
+  std::optional<int64_t> stride;
+  if (!data.splat.has_value()) {
+    Coords pc = dc;
+    pc[axis] = ir::loop::Var(placeholder);
+    stride = ir::loop::StrideOf(ir::loop::Simplify(data.index(pc), extents), placeholder);
+    if (stride.has_value()) {
+      KILN_ASSIGN_OR_RETURN(r.buffer, L.BufferOf(data.root));
+      r.base = data.index(dc);
+    }
+  }
+  if (!stride.has_value()) {
+    KILN_ASSIGN_OR_RETURN(r.buffer, L.Materialize(data));
+    r.base = LinearIndex(data.shape, dc);
+    stride = ir::loop::CheckedRowMajorStrides(data.shape).value_or(
+        std::vector<int64_t>(data.shape.size(), 0))[axis];
+  }
+  r.base = ir::loop::Simplify(r.base, ranges);
+  r.stride = *stride;
+  return r;
+}
+
+Coords VarCoords(size_t n) {
+  Coords c;
+  for (size_t d = 0; d < n; ++d) c.push_back(ir::loop::Var(static_cast<int>(d)));
+  return c;
+}
+
 absl::Status LowerGather(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(Operand data, L.Input(0));
   KILN_ASSIGN_OR_RETURN(Operand idx, L.Input(1));
@@ -300,28 +348,60 @@ absl::Status LowerGather(Lowerer& L, const ir::Node& n) {
       return absl::OkStatus();
     }
   }
-  // Data-dependent load, as a one-hot reduction over the gathered axis (the
-  // loop IR has no indirect load yet). Out-of-range runtime indices read 0.
   if (dim == 0) return L.Error("gathers from an empty axis");
+  const Coords c = VarCoords(out.shape.size());
+  Coords dc(c.begin(), c.begin() + axis);
+  dc.push_back(Const(0));
+  dc.insert(dc.end(), c.begin() + axis + q, c.end());
+  KILN_ASSIGN_OR_RETURN(AxisRead read, PrepareAxisRead(L, data, dc, axis, out.shape));
   const int32_t buffer = L.OutputBuffer(0);
-  auto k = L.NewKernel(out.shape, {dim});
-  const Coords c = k->IterCoords();
+  auto k = L.NewKernel(out.shape);
   const Coords ic(c.begin() + axis, c.begin() + axis + q);
   KILN_ASSIGN_OR_RETURN(int32_t iv, k->Load(idx, ic));
-  if (idx.dtype != DType::kI64) iv = k->Cast(iv, DType::kI64);
-  const int32_t zero = k->Const(DType::kI64, 0);
-  const int32_t fixed = k->Sel(k->Bin(OpCode::kLt, iv, zero),
-                               k->Bin(OpCode::kAdd, iv, k->Const(DType::kI64, dim)), iv);
-  const int32_t hit = k->Bin(OpCode::kEq, fixed, k->b().Index(k->r(0)));
-  Coords dc(c.begin(), c.begin() + axis);
-  dc.push_back(k->r(0));
-  dc.insert(dc.end(), c.begin() + axis + q, c.end());
-  KILN_ASSIGN_OR_RETURN(int32_t dv, k->Load(data, dc));
-  const DType acc = data.dtype == DType::kBool ? DType::kU8 : data.dtype;
-  if (acc != data.dtype) dv = k->Cast(dv, acc);
-  int32_t r = k->b().Reduce(ReduceKind::kSum, k->Sel(hit, dv, k->Const(acc, 0)));
-  if (acc != data.dtype) r = k->Cast(r, data.dtype);
-  k->Store(buffer, out.shape, c, r);
+  k->Store(buffer, out.shape, c,
+           k->b().LoadIndirect(read.buffer, read.base, iv, dim, read.stride));
+  return absl::OkStatus();
+}
+
+// GatherElements: out[c] = data[c with c[axis] replaced by indices[c]].
+absl::Status LowerGatherElements(Lowerer& L, const ir::Node& n) {
+  KILN_ASSIGN_OR_RETURN(Operand data, L.Input(0));
+  KILN_ASSIGN_OR_RETURN(Operand idx, L.Input(1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, n.AttrOr<int64_t>("axis", 0));
+  const size_t rank = data.shape.size();
+  std::optional<int64_t> axis_opt = NormalizeAxis(axis_attr, rank);
+  if (!axis_opt.has_value()) return L.Error("axis out of range");
+  const int64_t axis = *axis_opt, dim = data.shape[axis];
+  if (!ir::IsInteger(idx.dtype)) return L.Error("indices must be integers");
+  if (idx.shape.size() != rank) return L.Error("indices rank differs from data rank");
+  for (size_t d = 0; d < rank; ++d) {
+    if (static_cast<int64_t>(d) != axis && idx.shape[d] > data.shape[d]) {
+      return L.Error("indices dim ", d, " exceeds the data's");
+    }
+  }
+  const ir::Value& out = L.OutputValue(0);
+  if (out.shape != idx.shape) return L.Error("output shape does not match the indices");
+  if (const ir::Tensor* t = L.ConstantInput(1)) {
+    for (int64_t i : t->ToInt64Vector()) {
+      if (i < -dim || i >= dim) {
+        return L.Error("index ", i, " out of range for axis of size ", dim);
+      }
+    }
+  }
+  if (ir::NumElements(out.shape) == 0) {
+    L.OutputBuffer(0);
+    return absl::OkStatus();
+  }
+  if (dim == 0) return L.Error("gathers from an empty axis");
+  const Coords c = VarCoords(out.shape.size());
+  Coords dc = c;
+  dc[axis] = Const(0);
+  KILN_ASSIGN_OR_RETURN(AxisRead read, PrepareAxisRead(L, data, dc, axis, out.shape));
+  const int32_t buffer = L.OutputBuffer(0);
+  auto k = L.NewKernel(out.shape);
+  KILN_ASSIGN_OR_RETURN(int32_t iv, k->Load(idx, c));
+  k->Store(buffer, out.shape, c,
+           k->b().LoadIndirect(read.buffer, read.base, iv, dim, read.stride));
   return absl::OkStatus();
 }
 
@@ -548,6 +628,7 @@ void AddMovementLowerings(LowerTable& t) {
   };
   t["Concat"] = LowerConcat;
   t["Gather"] = LowerGather;
+  t["GatherElements"] = LowerGatherElements;
   t["Pad"] = LowerPad;
   t["Shape"] = LowerShape;
   t["Size"] = LowerSize;

@@ -411,8 +411,11 @@ TEST(Codegen, TransposeAndGatherLikeLoads) {
   std::vector<CaseResult> r;
   RunAndCompare(t, cases, &r);
   ASSERT_EQ(r.size(), 1u);
+  // The 2-D transposes are tiled (the 1x7 one has nothing to tile with).
+  EXPECT_EQ(StatusOf(r[0], "transpose_17x33").kind, VecStatus::Kind::kTiled);
   EXPECT_THAT(StatusOf(r[0], "transpose_17x33").reason,
-              HasSubstr("gathered load of 'x_17x33' (stride 33 in i1)"));
+              HasSubstr("load of 'x_17x33' transposed in lanes x lanes tiles over i0 x i1"));
+  EXPECT_EQ(StatusOf(r[0], "transpose_64x3").kind, VecStatus::Kind::kTiled);
   const VecStatus& g = StatusOf(r[0], "permute");
   EXPECT_EQ(g.kind, VecStatus::Kind::kVectorized);
   EXPECT_THAT(g.reason, HasSubstr("gathered load of 'src' (not affine in i0)"));
@@ -614,6 +617,121 @@ TEST(Codegen, ParallelLoopsAndDegenerateShapes) {
     EXPECT_EQ(k.parallel, want) << k.name;
   }
   EXPECT_THAT(r[0].emitted.sources[0].text, HasSubstr("#pragma omp parallel for"));
+}
+
+// ---------------------------------------------------------------------------
+// Data-dependent loads (load_indirect) and 2-D transposes.
+
+// Gathers with runtime indices in [-extent, extent): embedding rows (index
+// invariant along the vector variable: contiguous), per-element indices
+// (GatherElements: lane by lane), column gathers, bool data, and a gather
+// inside a reduction.
+void AddIndirectLoads(ProgramCase& c, uint32_t seed) {
+  LoopProgram& p = c.program;
+  const int w = p.AddBuffer("w", DType::kF32, {7, 19}, BufferKind::kConstant);
+  const int rows = p.AddBuffer("rows", DType::kI64, {5}, BufferKind::kInput);
+  const int each = p.AddBuffer("each", DType::kI64, {7, 19}, BufferKind::kInput);
+  const int cols = p.AddBuffer("cols", DType::kI32, {12}, BufferKind::kInput);
+  const int flags = p.AddBuffer("flags", DType::kBool, {7, 19}, BufferKind::kInput);
+  {
+    const int y = p.AddBuffer("y_rows", DType::kF32, {5, 19}, BufferKind::kOutput);
+    KernelBuilder b(&p, "embed_rows", {5, 19});
+    b.Store(y, b.i(0) * 19 + b.i(1), b.LoadIndirect(w, b.i(1), b.Load(rows, b.i(0)), 7, 19));
+  }
+  {
+    const int y = p.AddBuffer("y_each", DType::kF32, {7, 19}, BufferKind::kOutput);
+    KernelBuilder b(&p, "gather_elements", {7, 19});
+    const auto at = b.i(0) * 19 + b.i(1);
+    const int v = b.LoadIndirect(w, b.i(1), b.Load(each, at), 7, 19);
+    b.Store(y, at, b.Binary(OpCode::kMul, v, b.Load(w, at)));
+  }
+  {
+    const int y = p.AddBuffer("y_cols", DType::kF32, {7, 12}, BufferKind::kOutput);
+    KernelBuilder b(&p, "gather_cols", {7, 12});
+    b.Store(y, b.i(0) * 12 + b.i(1), b.LoadIndirect(w, b.i(0) * 19, b.Load(cols, b.i(1)), 19, 1));
+  }
+  {
+    const int y = p.AddBuffer("y_flags", DType::kBool, {5, 19}, BufferKind::kOutput);
+    KernelBuilder b(&p, "gather_bool", {5, 19});
+    const int f = b.LoadIndirect(flags, b.i(1), b.Load(rows, b.i(0)), 7, 19);
+    b.Store(y, b.i(0) * 19 + b.i(1), b.Unary(OpCode::kNot, f));
+  }
+  {
+    const int y = p.AddBuffer("y_bag", DType::kF32, {19}, BufferKind::kOutput);
+    KernelBuilder b(&p, "embedding_bag", {19}, {5});
+    const int v = b.LoadIndirect(w, b.i(0), b.Load(rows, b.r(0)), 7, 19);
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kSum, v));
+  }
+  c.inputs["w"] = RandomTensor(DType::kF32, {7, 19}, seed, -3, 3);
+  c.inputs["rows"] = Tensor::FromVector<int64_t>({5}, {6, -1, 0, -7, 3});
+  c.inputs["each"] = RandomTensor(DType::kI64, {7, 19}, seed + 1, -7, 6);
+  c.inputs["cols"] = RandomTensor(DType::kI32, {12}, seed + 2, -19, 18);
+  c.inputs["flags"] = RandomTensor(DType::kBool, {7, 19}, seed + 3, 0, 1);
+}
+
+// y = x transposed over its last two dims (plus a bias along the stored
+// contiguous dim for `bias`): the store is contiguous in one variable, the
+// load in another, so the kernel is tiled.
+void AddTranspose(ProgramCase& c, DType dt, int64_t batch, int64_t rows, int64_t cols,
+                  bool bias, uint32_t seed) {
+  LoopProgram& p = c.program;
+  const std::string sfx = absl::StrCat("_", ir::DTypeName(dt), "_", batch, "x", rows, "x", cols);
+  const int x = p.AddBuffer("x" + sfx, dt, {batch, rows, cols}, BufferKind::kInput);
+  const int y = p.AddBuffer("y" + sfx, dt, {batch, cols, rows}, BufferKind::kOutput);
+  const int bb = p.AddBuffer("b" + sfx, dt, {rows}, BufferKind::kInput);
+  KernelBuilder b(&p, "transpose" + sfx, {batch, cols, rows});
+  int v = b.Load(x, b.i(0) * (rows * cols) + b.i(2) * cols + b.i(1));
+  if (bias) v = b.Binary(OpCode::kAdd, v, b.Load(bb, b.i(2)));
+  b.Store(y, b.i(0) * (rows * cols) + b.i(1) * rows + b.i(2), v);
+  c.inputs["x" + sfx] = RandomTensor(dt, {batch, rows, cols}, seed, -100, 100);
+  c.inputs["b" + sfx] = RandomTensor(dt, {rows}, seed + 1, -100, 100);
+}
+
+TEST(Codegen, IndirectLoadsAndTiledTransposes) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(2);
+  cases[0].name = "indirect loads and transposes";
+  cases[0].tol = kReduction;
+  AddIndirectLoads(cases[0], 300);
+  AddTranspose(cases[0], DType::kF32, 1, 13, 21, false, 310);
+  AddTranspose(cases[0], DType::kI32, 1, 8, 8, false, 320);
+  AddTranspose(cases[0], DType::kF32, 3, 10, 17, true, 330);
+  AddTranspose(cases[0], DType::kF32, 8, 16, 9, false, 340);
+  if (!t.emulated) AddTranspose(cases[0], DType::kF32, 1, 300, 203, true, 350);
+  // An index outside [-7, 7): the entry fails, nothing outside w is read.
+  cases[1].name = "index out of range";
+  {
+    LoopProgram& q = cases[1].program;
+    const int w = q.AddBuffer("w", DType::kF32, {7, 19}, BufferKind::kInput);
+    const int rows = q.AddBuffer("rows", DType::kI64, {3}, BufferKind::kInput);
+    const int y = q.AddBuffer("y", DType::kF32, {3, 19}, BufferKind::kOutput);
+    KernelBuilder b(&q, "embed_rows", {3, 19});
+    b.Store(y, b.i(0) * 19 + b.i(1), b.LoadIndirect(w, b.i(1), b.Load(rows, b.i(0)), 7, 19));
+    cases[1].inputs["w"] = RandomTensor(DType::kF32, {7, 19}, 9, -1, 1);
+    cases[1].inputs["rows"] = Tensor::FromVector<int64_t>({3}, {0, 7, -1});
+  }
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectMatchesInterpreter(cases[0], (*r)[0]);
+  EXPECT_EQ((*r)[0].rc, 0);
+  EXPECT_EQ((*r)[1].rc, kErrorIndexOutOfRange);
+  absl::Status interp = ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).status();
+  EXPECT_EQ(interp.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(interp.message(), HasSubstr("kernel 'embed_rows'"));
+  const auto& rows_status = StatusOf((*r)[0], "embed_rows");
+  EXPECT_EQ(rows_status.kind, VecStatus::Kind::kVectorized);
+  EXPECT_THAT(rows_status.reason, HasSubstr("load_indirect op #1 contiguous in i1"));
+  const auto& each_status = StatusOf((*r)[0], "gather_elements");
+  EXPECT_EQ(each_status.kind, VecStatus::Kind::kVectorized);
+  EXPECT_THAT(each_status.reason, HasSubstr("load_indirect op #1 computed per lane"));
+  EXPECT_THAT(StatusOf((*r)[0], "gather_cols").reason, HasSubstr("computed per lane"));
+  EXPECT_EQ(StatusOf((*r)[0], "embedding_bag").kind, VecStatus::Kind::kVectorized);
+  for (const char* name : {"transpose_f32_1x13x21", "transpose_i32_1x8x8",
+                           "transpose_f32_3x10x17", "transpose_f32_8x16x9"}) {
+    const VecStatus& st = StatusOf((*r)[0], name);
+    EXPECT_EQ(st.kind, VecStatus::Kind::kTiled) << name << ": " << st.reason;
+    EXPECT_THAT(st.reason, HasSubstr("transposed in lanes x lanes tiles over i1 x i2")) << name;
+  }
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "backends/cpp/prelude.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
@@ -145,6 +147,9 @@ struct Analysis {
   std::vector<bool> rvarying;     // reduction-varying ops
   std::vector<std::vector<int>> cone;  // per reduce: its varying ops
   std::vector<bool> in_cone;
+  // Integer loads read only as the index of load_indirect ops: in a vector
+  // context they are read lane by lane inside those ops.
+  std::vector<bool> lane_index;
   std::string hazard;             // non-empty: ops must keep body order
   bool empty = false;             // an iteration extent is 0
 };
@@ -168,8 +173,7 @@ Analysis Analyze(const LoopProgram& p, const Kernel& k) {
   for (int v = first_r; v < nv && v < 64; ++v) rmask |= Bit(v);
   for (size_t i = 0; i < n; ++i) {
     const Op& op = k.body[i];
-    const bool indexed = op.code == OpCode::kLoad || op.code == OpCode::kStore ||
-                         op.code == OpCode::kIndex;
+    const bool indexed = op.has_index();
     if (indexed) a.index[i] = ir::loop::Simplify(op.index, a.extents);
     if (op.code == OpCode::kReduce) {
       a.deps[i] = a.deps[op.args[0]] & ~rmask;
@@ -185,6 +189,20 @@ Analysis Analyze(const LoopProgram& p, const Kernel& k) {
         if (v >= first_r) a.rvarying[i] = true;
       }
     }
+  }
+  a.lane_index.assign(n, false);
+  std::vector<int> uses(n, 0), index_uses(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    for (size_t j = 0; j < op.args.size(); ++j) {
+      ++uses[op.args[j]];
+      if (op.code == OpCode::kLoadIndirect && j == 0) ++index_uses[op.args[j]];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    a.lane_index[i] = op.code == OpCode::kLoad && ir::IsInteger(op.dtype) &&
+                      uses[i] > 0 && uses[i] == index_uses[i];
   }
   for (size_t i = 0; i < n; ++i) {
     if (k.body[i].code != OpCode::kReduce) continue;
@@ -212,7 +230,7 @@ Analysis Analyze(const LoopProgram& p, const Kernel& k) {
   }
   std::vector<int> loads(p.buffers.size(), 0), stores(p.buffers.size(), 0);
   for (const Op& op : k.body) {
-    if (op.code == OpCode::kLoad) ++loads[op.buffer];
+    if (op.is_load()) ++loads[op.buffer];
     if (op.code == OpCode::kStore) ++stores[op.buffer];
   }
   for (size_t b = 0; b < p.buffers.size(); ++b) {
@@ -242,9 +260,6 @@ struct VecCheck {
 std::string VarLabel(const Kernel& k, int var) { return k.VarName(var); }
 
 std::optional<Access> AccessOf(const LoopProgram& p, const Analysis& a, int op, int var) {
-  const Op& o = a.k->body[op];
-  const DType t = p.buffers[o.buffer].dtype;
-  if (t == DType::kBool) return Access::kGathered;
   std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (s.has_value() && *s == 1) return Access::kContiguous;
   return Access::kGathered;
@@ -260,6 +275,31 @@ void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecC
   };
   auto dt = [&](int arg) { return k.body[op.args[arg]].dtype; };
   const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
+  if (a.lane_index[i]) return;  // read per lane by the load_indirect using it
+  if (op.code == OpCode::kLoadIndirect) {
+    const Buffer& b = p.buffers[op.buffer];
+    if (!IsVecDType(b.dtype)) {
+      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+                               " is not vectorized"));
+    }
+    const int n = op.args[0];
+    if (a.deps[n] & Bit(var)) {
+      if (!a.lane_index[n] && dt(0) != DType::kI32) {
+        return fail(absl::StrCat(where, ": index operand dtype ", ir::DTypeName(dt(0)),
+                                 " is not vectorized"));
+      }
+    } else if (b.dtype != DType::kBool && AccessOf(p, a, i, var) == Access::kContiguous) {
+      c->score += 2;
+      c->notes.push_back(absl::StrCat("load_indirect op #", i, " contiguous in ",
+                                      VarLabel(k, var), " (index checked once per row)"));
+      return;
+    }
+    c->score -= 1;
+    c->notes.push_back(absl::StrCat("load_indirect op #", i,
+                                    " computed per lane (data-dependent index in ",
+                                    VarLabel(k, var), ")"));
+    return;
+  }
   if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
     const Buffer& b = p.buffers[op.buffer];
     if (!IsVecDType(b.dtype)) {
@@ -274,9 +314,8 @@ void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecC
       c->notes.push_back(absl::StrCat(
           op.code == OpCode::kLoad ? "gathered load of '" : "scattered store to '",
           NamePart(b.name), "' (",
-          b.dtype == DType::kBool ? "bool buffer"
-          : s.has_value()         ? absl::StrCat("stride ", *s, " in ", VarLabel(k, var))
-                                  : absl::StrCat("not affine in ", VarLabel(k, var)),
+          s.has_value() ? absl::StrCat("stride ", *s, " in ", VarLabel(k, var))
+                        : absl::StrCat("not affine in ", VarLabel(k, var)),
           ")"));
     }
     return;
@@ -313,6 +352,11 @@ void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecC
 struct Plan {
   bool hoist = false;
   int vec_var = -1;                // iteration variable, or -1
+  // 2-D tiling: loads contiguous in `tile_var` (and strided in vec_var) are
+  // read as Lanes x Lanes tiles transposed in registers; tile_var's loop is
+  // blocked by the vector width just outside vec_var's.
+  int tile_var = -1;
+  std::vector<bool> tiled_load;    // per op
   std::vector<bool> inner_reduce;  // per op: reduce vectorized along its last r
   std::vector<int> loop_order;     // iteration variables, outermost first
   int parallel_pos = -1;           // index into loop_order
@@ -337,6 +381,61 @@ VecCheck CheckInnerReduce(const LoopProgram& p, const Analysis& a, int i) {
     if (a.deps[j] & Bit(rv)) CheckVectorOp(p, a, j, rv, &c);
   }
   return c;
+}
+
+// Loads of op i strided (affine) in the vector variable and contiguous in
+// another iteration variable `tile`: candidates for transposed tiles.
+bool TileableLoad(const LoopProgram& p, const Analysis& a, int i, int var, int tile) {
+  const Op& op = a.k->body[i];
+  if (op.code != OpCode::kLoad || a.lane_index[i]) return false;
+  const DType t = p.buffers[op.buffer].dtype;
+  if (t != DType::kF32 && t != DType::kI32) return false;
+  const std::optional<int64_t> sv = ir::loop::StrideOf(a.index[i], var);
+  const std::optional<int64_t> st = ir::loop::StrideOf(a.index[i], tile);
+  return sv.has_value() && *sv != 0 && *sv != 1 && st.has_value() && *st == 1;
+}
+
+// Picks the variable to tile with (the one the most strided loads are
+// contiguous in) for a kernel vectorized over plan->vec_var without
+// reductions; records the transposed loads and the status.
+void TryTile(const LoopProgram& p, const Analysis& a, Plan* plan) {
+  const Kernel& k = *a.k;
+  const int var = plan->vec_var;
+  if (!plan->hoist || !k.reduction_ranges.empty()) return;
+  int best = -1, best_count = 0;
+  for (int t = 0; t < static_cast<int>(k.ranges.size()); ++t) {
+    if (t == var || k.ranges[t] < 2) continue;
+    int count = 0;
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      if ((a.deps[i] & Bit(var)) && TileableLoad(p, a, static_cast<int>(i), var, t)) ++count;
+    }
+    if (count > best_count) {
+      best = t;
+      best_count = count;
+    }
+  }
+  if (best < 0) return;
+  plan->tile_var = best;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if ((a.deps[i] & Bit(var)) && TileableLoad(p, a, static_cast<int>(i), var, best)) {
+      plan->tiled_load[i] = true;
+      names.push_back(absl::StrCat("'", NamePart(p.buffers[k.body[i].buffer].name), "'"));
+    }
+  }
+  plan->status.kind = VecStatus::Kind::kTiled;
+  // The gathered-load notes of the tiled loads no longer apply.
+  std::vector<std::string> kept;
+  for (absl::string_view part : absl::StrSplit(plan->status.reason, "; ")) {
+    bool drop = false;
+    for (const std::string& n : names) {
+      drop |= absl::StartsWith(part, absl::StrCat("gathered load of ", n));
+    }
+    if (!drop) kept.emplace_back(part);
+  }
+  plan->status.reason = absl::StrCat(
+      "tiled: ", absl::StrJoin(kept, "; "), "; load of ", absl::StrJoin(names, ", "),
+      " transposed in lanes x lanes tiles over ", k.VarName(best), " x ", k.VarName(var));
 }
 
 Plan MakePlan(const LoopProgram& p, const Analysis& a, const EmitOptions& options) {
@@ -441,9 +540,12 @@ Plan MakePlan(const LoopProgram& p, const Analysis& a, const EmitOptions& option
     }
   }
   if (plan.status.kind != VecStatus::Kind::kVectorized) scalar(reason);
+  plan.tiled_load.assign(k.body.size(), false);
+  if (plan.vec_var >= 0) TryTile(p, a, &plan);
   for (int v = 0; v < ni; ++v) {
-    if (v != plan.vec_var) plan.loop_order.push_back(v);
+    if (v != plan.vec_var && v != plan.tile_var) plan.loop_order.push_back(v);
   }
+  if (plan.tile_var >= 0) plan.loop_order.push_back(plan.tile_var);
   if (plan.vec_var >= 0) plan.loop_order.push_back(plan.vec_var);
   int64_t work = 1;
   for (int64_t e : a.extents) {
@@ -531,6 +633,12 @@ class KernelEmitter {
   std::string Idx(int i) const {
     return CppIndex(a_.index[i], [this](int v) { return Var(v); });
   }
+  // The checked data-dependent offset of load_indirect op i with index `n`.
+  std::string IndirectOffset(int i, const std::string& n) const {
+    const Op& op = k_.body[i];
+    return absl::StrCat("kiln_rt::IndirectIndex(", n, ", ", IntLiteral(op.extent),
+                        ", &kiln_err) * ", IntLiteral(op.stride));
+  }
 
   void EmitLevelOps(int level) {
     for (size_t i = 0; i < k_.body.size(); ++i) {
@@ -543,6 +651,7 @@ class KernelEmitter {
     if (pos >= static_cast<int>(plan_.loop_order.size())) return;
     const int v = plan_.loop_order[pos];
     const int64_t e = k_.ranges[v];
+    if (v == plan_.tile_var) return EmitTiledNest(pos);
     if (v == plan_.vec_var) {
       EmitVectorLoop(v, e, pos == plan_.parallel_pos, [&](bool tail) {
         for (size_t i = 0; i < k_.body.size(); ++i) {
@@ -557,6 +666,44 @@ class KernelEmitter {
                          Var(v), ")"));
     EmitLevelOps(pos);
     EmitNest(pos + 1);
+    w_.Close();
+  }
+
+  // The tile variable's loop blocked by the vector width around the vector
+  // loop: per vector step, each transposed load reads one tile, then the
+  // block's points run with the tile's columns as vectors.
+  void EmitTiledNest(int pos) {
+    const int tv = plan_.tile_var, vv = plan_.vec_var;
+    const std::string block = absl::StrCat(Var(tv), "_0");
+    const int64_t e = k_.ranges[tv];
+    if (pos == plan_.parallel_pos) w_.Line("#pragma omp parallel for reduction(|:kiln_err)");
+    w_.Open(absl::StrCat("for (int64_t ", block, " = 0; ", block, " < ", IntLiteral(e), "; ",
+                         block, " += kL)"));
+    w_.Line(absl::StrCat("const size_t kiln_nb = static_cast<size_t>(std::min<int64_t>(kL, ",
+                         IntLiteral(e), " - ", block, "));"));
+    EmitVectorLoop(vv, k_.ranges[vv], pos + 1 == plan_.parallel_pos, [&](bool tail) {
+      for (size_t i = 0; i < k_.body.size(); ++i) {
+        if (!plan_.tiled_load[i] || level_[i] != pos + 1) continue;
+        const DType bt = Buf(static_cast<int>(i)).dtype;
+        const std::string base = CppIndex(a_.index[i], [&](int v) {
+          return v == tv ? block : Var(v);
+        });
+        w_.Line(absl::StrCat("alignas(64) ", ValueType(bt), " kiln_tile", i,
+                             "[kKilnMaxLanes * kKilnMaxLanes];"));
+        w_.Line(absl::StrCat("KilnTransposeTile(", Tag(bt), ", ", Param(static_cast<int>(i)),
+                             " + ", base, ", ", IntLiteral(*ir::loop::StrideOf(a_.index[i], vv)),
+                             ", kiln_n, kiln_nb, kiln_tile", i, ");"));
+      }
+      w_.Open("for (size_t kj = 0; kj < kiln_nb; ++kj)");
+      w_.Line(absl::StrCat("const int64_t ", Var(tv), " = ", block,
+                           " + static_cast<int64_t>(kj);"));
+      EmitLevelOps(pos);
+      for (size_t i = 0; i < k_.body.size(); ++i) {
+        if (a_.in_cone[i] || level_[i] != pos + 1) continue;
+        EmitVectorOp(static_cast<int>(i), vv, tail);
+      }
+      w_.Close();
+    });
     w_.Close();
   }
 
@@ -596,6 +743,12 @@ class KernelEmitter {
     switch (op.code) {
       case OpCode::kLoad: {
         const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
+        if (Buf(i).dtype == DType::kF16) return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
+        if (Buf(i).dtype == DType::kBool) return absl::StrCat("(", ref, " != 0)");
+        return ref;
+      }
+      case OpCode::kLoadIndirect: {
+        const std::string ref = absl::StrCat(Param(i), "[", Idx(i), " + ", IndirectOffset(i, S(op.args[0])), "]");
         if (Buf(i).dtype == DType::kF16) return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
         if (Buf(i).dtype == DType::kBool) return absl::StrCat("(", ref, " != 0)");
         return ref;
@@ -881,6 +1034,43 @@ class KernelEmitter {
     });
   }
 
+  // load_indirect in a vector context: one checked row offset and a
+  // contiguous load when the index is the same for every lane, else lane by
+  // lane.
+  std::string IndirectVectorExpr(int i, int var, bool tail) {
+    const Op& op = k_.body[i];
+    const DType bt = Buf(i).dtype;
+    const int n = op.args[0];
+    const bool lane_n = (a_.deps[n] & Bit(var)) != 0;
+    if (!lane_n && bt != DType::kBool && AccessOf(p_, a_, i, var) == Access::kContiguous) {
+      const std::string ptr =
+          absl::StrCat(Param(i), " + ", Idx(i), " + ", IndirectOffset(i, S(n)));
+      return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
+                  : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
+    }
+    std::string prologue, lane;
+    if (!lane_n) {
+      lane = S(n);
+    } else if (a_.lane_index[n]) {
+      lane = absl::StrCat(Param(n), "[", LaneIdx(n, var), "]");
+    } else {  // an i32 vector
+      prologue = absl::StrCat("alignas(64) int32_t kiln_ix[kKilnMaxLanes]; hn::Store(", V(n),
+                              ", di, kiln_ix); ");
+      lane = "kiln_ix[kl]";
+    }
+    const char* lane_t = bt == DType::kF32 ? "float" : "int32_t";
+    const std::string elem = absl::StrCat(Param(i), "[", LaneIdx(i, var), " + ",
+                                          IndirectOffset(i, lane), "]");
+    std::string load = absl::StrCat(
+        "[&]() { ", prologue, "alignas(64) ", lane_t,
+        " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
+        bt == DType::kBool ? absl::StrCat("(", elem, " != 0) ? 1 : 0") : elem,
+        "; return hn::Load(", bt == DType::kF32 ? "df" : "di", ", kiln_t); }()");
+    (void)tail;
+    if (bt == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
+    return load;
+  }
+
   static std::string ToMask(DType t, const std::string& m) {
     return t == DType::kI32 ? absl::StrCat("hn::RebindMask(df, ", m, ")") : m;
   }
@@ -908,6 +1098,7 @@ class KernelEmitter {
         const DType bt = Buf(i).dtype;
         if (AccessOf(p_, a_, i, var) == Access::kContiguous) {
           const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
+          if (bt == DType::kBool) return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
           return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
                       : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
         }
@@ -920,6 +1111,7 @@ class KernelEmitter {
         if (bt == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
         return load;
       }
+      case OpCode::kLoadIndirect: return IndirectVectorExpr(i, var, tail);
       case OpCode::kIndex: {
         const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
         const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
@@ -1057,6 +1249,10 @@ class KernelEmitter {
     const std::string v = VArg(op.args[0], var);
     if (AccessOf(p_, a_, i, var) == Access::kContiguous) {
       const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
+      if (bt == DType::kBool) {
+        w_.Line(absl::StrCat("KilnStoreBool(df, ", v, ", ", ptr, ", kiln_n);"));
+        return;
+      }
       w_.Line(tail ? absl::StrCat("KilnStoreN(", v, ", ", Tag(bt), ", ", ptr, ", kiln_n);")
                    : absl::StrCat("hn::StoreU(", v, ", ", Tag(bt), ", ", ptr, ");"));
       return;
@@ -1082,6 +1278,12 @@ class KernelEmitter {
     const Op& op = k_.body[i];
     if (!(a_.deps[i] & Bit(var))) {
       EmitScalarOp(i);
+      return;
+    }
+    if (a_.lane_index[i]) return;  // read inside the load_indirect
+    if (plan_.tiled_load[i]) {
+      w_.Line(absl::StrCat("const auto ", V(i), " = hn::Load(", Tag(Buf(i).dtype), ", kiln_tile", i,
+                           " + kj * static_cast<size_t>(kL));"));
       return;
     }
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
@@ -1303,7 +1505,7 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
 
     std::vector<bool> used(program.buffers.size(), false), stored(program.buffers.size(), false);
     for (const Op& op : k.body) {
-      if (op.code == OpCode::kLoad || op.code == OpCode::kStore) used[op.buffer] = true;
+      if (op.is_load() || op.code == OpCode::kStore) used[op.buffer] = true;
       if (op.code == OpCode::kStore) stored[op.buffer] = true;
     }
     std::vector<std::string> param_names(program.buffers.size());

@@ -7,7 +7,7 @@
 //   KILN_ASSIGN_OR_RETURN(auto lib, jit.Compile(out.sources));
 //   auto* fn = reinterpret_cast<KernelFn>(*lib->Symbol(out.kernels[0].symbol));
 //   void* args[] = {x_storage, y_storage};   // out.kernels[0].buffer_args order
-//   int rc = fn(args);                       // 0, or kErrorIntegerDivByZero
+//   int rc = fn(args);                       // 0, or kError* bits
 //
 // ABI. Every loop kernel gets an entry `extern "C" int <symbol>(void* const*
 // args)`: args[k] points at the storage (laid out with the buffer's strides,
@@ -16,8 +16,10 @@
 // ascending buffer index. Buffers passed to one kernel must not overlap.
 // `run_symbol` (when the program has no extern kernels) runs every kernel in
 // order and takes all program buffers indexed by buffer number. Entries return
-// 0 or kErrorIntegerDivByZero (integer division or modulo by zero; the result
-// element is then 0).
+// 0 or the bitwise or of kErrorIntegerDivByZero (integer division or modulo by
+// zero; the result element is then 0) and kErrorIndexOutOfRange (a
+// load_indirect index outside [-extent, extent); element 0 of the axis is read
+// instead, never memory outside the buffer).
 //
 // Generated code follows Highway's skeleton: kernels are functions over raw
 // `__restrict` pointers inside `HWY_NAMESPACE` (between HWY_BEFORE_NAMESPACE
@@ -27,14 +29,27 @@
 // `b<index>_<SanitizeIdentifier(buffer name)>`, value numbers and loop
 // variables; descriptions and ONNX node names never reach it.
 //
-// Vectorization (per kernel; the decision is in EmittedKernel::vec):
+// Vectorization (per kernel; the decision is in EmittedKernel::vec: kind
+// vectorized, tiled or scalar, and a reason listing the choice and every
+// per-op compromise, or why the kernel is scalar):
 //  - One iteration variable may become the vector variable (its loop moves
 //    innermost; the kernel must not read a buffer it writes nor store twice
 //    into one buffer). Ops that do not depend on it are computed as scalars
 //    once per enclosing iteration and broadcast; loads with stride 1 are
-//    LoadU, other strides / non-affine indices and bool buffers are gathered
-//    lane by lane into a vector. Tails use FirstN + MaskedLoad/BlendedStore
-//    where the target's masked ops cannot fault (else a lane copy).
+//    LoadU (bool buffers: bytes widened to a mask), other strides and
+//    non-affine indices are gathered lane by lane into a vector. Tails use
+//    FirstN + MaskedLoad/BlendedStore where the target's masked ops cannot
+//    fault (else a lane copy).
+//  - Tiled: when loads are strided in the vector variable but contiguous in
+//    another iteration variable (a 2-D transpose), that variable's loop is
+//    blocked by the vector width just outside the vector loop and each such
+//    load reads a lanes x lanes tile with contiguous loads, transposed in
+//    registers (4- and 8-lane targets; element copies elsewhere). Kernels
+//    with reductions are not tiled.
+//  - load_indirect (Gather): the index is checked once per row and the load
+//    is contiguous when the index does not depend on the vector variable;
+//    otherwise this op alone is computed lane by lane (integer index loads
+//    that only feed it are read per lane too), noted in the reason.
 //  - A reduce that depends on the vector variable keeps one accumulator per
 //    lane (reducing over a non-contiguous dim: "accumulate columns"). A
 //    reduce that does not is vectorized along its innermost reduction
@@ -57,8 +72,12 @@
 
 namespace kiln::backends::cpp {
 
-// Returned by an entry when an integer division or modulo divided by zero.
+// Error bits an entry returns (or-ed when several happen).
+// An integer division or modulo divided by zero.
 inline constexpr int kErrorIntegerDivByZero = 1;
+// A load_indirect index (Gather, GatherElements) outside [-extent, extent):
+// the element is not read.
+inline constexpr int kErrorIndexOutOfRange = 2;
 
 // Signature of every kernel entry and of the run-all entry.
 using KernelFn = int (*)(void* const* args);

@@ -60,23 +60,34 @@ inline T PowI(T base_t, T exp_t) {
   return Wrap<T>(result);
 }
 
+// A load_indirect index in [-extent, extent) normalized to [0, extent); any
+// other value flags kErrorIndexOutOfRange and reads element 0 of the axis.
+template <class T>
+inline int64_t IndirectIndex(T v, int64_t extent, int* err) {
+  const int64_t n = static_cast<int64_t>(v);
+  if (n >= 0 && n < extent) return n;
+  if (n < 0 && n >= -extent) return n + extent;
+  *err |= 2;
+  return 0;
+}
+
 template <class T>
 inline bool IsMinusOne(T b) { return std::is_signed<T>::value && static_cast<int64_t>(b) == -1; }
 template <class T>
 inline T DivI(T a, T b, int* err) {
-  if (b == T{0}) { *err = 1; return T{0}; }
+  if (b == T{0}) { *err |= 1; return T{0}; }
   if (IsMinusOne(b)) return NegW(a);
   return static_cast<T>(a / b);
 }
 template <class T>
 inline T FmodI(T a, T b, int* err) {
-  if (b == T{0}) { *err = 1; return T{0}; }
+  if (b == T{0}) { *err |= 1; return T{0}; }
   if (IsMinusOne(b)) return T{0};
   return static_cast<T>(a % b);
 }
 template <class T>
 inline T ModI(T a, T b, int* err) {
-  if (b == T{0}) { *err = 1; return T{0}; }
+  if (b == T{0}) { *err |= 1; return T{0}; }
   if (IsMinusOne(b)) return T{0};
   return static_cast<T>(FloorMod(a, b));
 }
@@ -186,6 +197,95 @@ HWY_INLINE void KilnStoreN(hn::Vec<D> v, D d, T* HWY_RESTRICT p, size_t n) {
   hn::Store(v, d, tmp);
   memcpy(p, tmp, n * sizeof(T));
 #endif
+}
+
+// Contiguous bool buffers (one byte 0/1 per element) as masks of d, n valid
+// lanes: byte vectors widened to 32-bit lanes, tails through a small copy.
+template <class D>
+HWY_INLINE hn::Mask<D> KilnLoadBool(D d, const uint8_t* HWY_RESTRICT p, size_t n) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, decltype(di)> du8;
+  alignas(64) uint8_t tmp[kKilnMaxLanes] = {};
+  const uint8_t* src = p;
+  if (n != hn::Lanes(d)) {
+    memcpy(tmp, p, n);
+    src = tmp;
+  }
+  return hn::RebindMask(d, hn::PromoteTo(di, hn::LoadU(du8, src)) != hn::Zero(di));
+}
+
+template <class D>
+HWY_INLINE void KilnStoreBool(D d, hn::Mask<D> m, uint8_t* HWY_RESTRICT p, size_t n) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, decltype(di)> du8;
+  const auto b = hn::DemoteTo(du8, hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1)));
+  if (n == hn::Lanes(d)) {
+    hn::StoreU(b, du8, p);
+    return;
+  }
+  alignas(64) uint8_t tmp[kKilnMaxLanes];
+  hn::StoreU(b, du8, tmp);
+  memcpy(p, tmp, n);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// 4x4 transposes inside every 128-bit block of r0..r3 (32-bit lanes).
+template <class D, class V>
+HWY_INLINE void KilnTranspose4x4Blocks(D d, V& r0, V& r1, V& r2, V& r3) {
+  const hn::Repartition<uint64_t, D> d64;
+  const V t0 = hn::InterleaveLower(d, r0, r1);
+  const V t1 = hn::InterleaveLower(d, r2, r3);
+  const V t2 = hn::InterleaveUpper(d, r0, r1);
+  const V t3 = hn::InterleaveUpper(d, r2, r3);
+  r0 = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1)));
+  r1 = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1)));
+  r2 = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t2), hn::BitCast(d64, t3)));
+  r3 = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t2), hn::BitCast(d64, t3)));
+}
+#endif
+
+// A 2-D tile transposed through registers: tile[c * L + r] = src[r *
+// row_stride + c] for r < nrows, c < ncols (L = Lanes(d); other entries 0).
+// Rows are contiguous loads, tile columns are aligned vectors; 4- and 8-lane
+// targets transpose in registers, others element by element.
+template <class D, class T>
+HWY_INLINE void KilnTransposeTile(D d, const T* HWY_RESTRICT src, int64_t row_stride,
+                                  size_t nrows, size_t ncols, T* HWY_RESTRICT tile) {
+  const size_t L = hn::Lanes(d);
+#if HWY_TARGET != HWY_SCALAR
+  if (L == 4 || L == 8) {
+    auto row = [&](size_t r) {
+      if (r >= nrows) return hn::Zero(d);
+      const T* p = src + static_cast<int64_t>(r) * row_stride;
+      return ncols == L ? hn::LoadU(d, p) : KilnLoadN(d, p, ncols);
+    };
+    auto r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3);
+    KilnTranspose4x4Blocks(d, r0, r1, r2, r3);
+    if (L == 4) {
+      hn::Store(r0, d, tile);
+      hn::Store(r1, d, tile + L);
+      hn::Store(r2, d, tile + 2 * L);
+      hn::Store(r3, d, tile + 3 * L);
+      return;
+    }
+    auto r4 = row(4), r5 = row(5), r6 = row(6), r7 = row(7);
+    KilnTranspose4x4Blocks(d, r4, r5, r6, r7);
+    hn::Store(hn::ConcatLowerLower(d, r4, r0), d, tile);
+    hn::Store(hn::ConcatLowerLower(d, r5, r1), d, tile + L);
+    hn::Store(hn::ConcatLowerLower(d, r6, r2), d, tile + 2 * L);
+    hn::Store(hn::ConcatLowerLower(d, r7, r3), d, tile + 3 * L);
+    hn::Store(hn::ConcatUpperUpper(d, r4, r0), d, tile + 4 * L);
+    hn::Store(hn::ConcatUpperUpper(d, r5, r1), d, tile + 5 * L);
+    hn::Store(hn::ConcatUpperUpper(d, r6, r2), d, tile + 6 * L);
+    hn::Store(hn::ConcatUpperUpper(d, r7, r3), d, tile + 7 * L);
+    return;
+  }
+#endif
+  for (size_t c = 0; c < L; ++c) {
+    for (size_t r = 0; r < L; ++r) {
+      tile[c * L + r] = (r < nrows && c < ncols) ? src[static_cast<int64_t>(r) * row_stride + c] : T{0};
+    }
+  }
 }
 
 // Lanes where `bad` holds are recomputed with the scalar function `f`: the

@@ -203,8 +203,7 @@ class Interpreter {
       const Op& op = k.body[i];
       if (op.code == OpCode::kReduce) continue;
       for (int32_t a : op.args) varying[i] = varying[i] || varying[a];
-      const bool indexed = op.code == OpCode::kLoad ||
-                           op.code == OpCode::kStore || op.code == OpCode::kIndex;
+      const bool indexed = op.has_index();
       for (int v = first_r; indexed && v < k.num_vars(); ++v) {
         if (op.index.UsesVar(v)) varying[i] = true;
       }
@@ -395,6 +394,29 @@ class Interpreter {
       case OpCode::kLoad: {
         KILN_ASSIGN_OR_RETURN(int64_t offset, Offset(at, op));
         const Storage& s = storage_[op.buffer];
+        if (fl) {
+          out.f = s.f[offset];
+        } else {
+          out.i = s.i[offset];
+        }
+        return absl::OkStatus();
+      }
+      case OpCode::kLoadIndirect: {
+        absl::StatusOr<int64_t> base = Evaluate(op.index, vars_);
+        if (!base.ok()) return OpError(at, base.status().message());
+        int64_t n = arg(0).i;
+        if (n < -op.extent || n >= op.extent) {
+          return OpError(at, absl::StrCat("index ", n, " is out of range [",
+                                          -op.extent, ", ", op.extent, ")"));
+        }
+        if (n < 0) n += op.extent;
+        const int64_t offset = *base + n * op.stride;
+        const Storage& s = storage_[op.buffer];
+        if (offset < 0 || offset >= s.size) {
+          return InternalError("kernel '", kernel_->name, "' op #", at,
+                               " accesses offset ", offset,
+                               " outside its buffer after verification");
+        }
         if (fl) {
           out.f = s.f[offset];
         } else {

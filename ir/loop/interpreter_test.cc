@@ -236,5 +236,51 @@ TEST(LoopInterpreter, Errors) {
               HasSubstr("outside buffer 'a'"));
 }
 
+// Rows of a [5, 3] table picked by i64 indices in [-5, 5): negative ones
+// wrap once, as ONNX Gather.
+LoopProgram GatherRows() {
+  LoopProgram p;
+  const int32_t w = p.AddBuffer("w", DType::kF32, {5, 3}, BufferKind::kInput);
+  const int32_t n = p.AddBuffer("n", DType::kI64, {4}, BufferKind::kInput);
+  const int32_t y = p.AddBuffer("y", DType::kF32, {4, 3}, BufferKind::kOutput);
+  KernelBuilder b(&p, "gather", {4, 3});
+  const int32_t idx = b.Load(n, b.i(0));
+  b.Store(y, b.i(0) * 3 + b.i(1), b.LoadIndirect(w, b.i(1), idx, 5, 3));
+  return p;
+}
+
+Tensor I64(std::vector<int64_t> v) {
+  Tensor t(DType::kI64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+TEST(LoopInterpreter, LoadIndirectWrapsNegativeIndices) {
+  const Tensor w = Iota({5, 3}, 1.0f, 0.0f);
+  const std::vector<int64_t> idx = {4, -1, 0, -5};
+  absl::StatusOr<std::map<std::string, Tensor>> out =
+      RunLoopProgram(GatherRows(), {{"w", w}, {"n", I64(idx)}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = idx[r] < 0 ? idx[r] + 5 : idx[r];
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out->at("y").data<float>()[r * 3 + c], w.data<float>()[row * 3 + c])
+          << r << "," << c;
+    }
+  }
+}
+
+TEST(LoopInterpreter, LoadIndirectOutOfRangeIsAnErrorNamingTheKernel) {
+  const Tensor w = Iota({5, 3}, 1.0f, 0.0f);
+  for (int64_t bad : {int64_t{5}, int64_t{-6}, int64_t{1} << 40}) {
+    absl::StatusOr<std::map<std::string, Tensor>> out =
+        RunLoopProgram(GatherRows(), {{"w", w}, {"n", I64({0, bad, 1, 2})}});
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(out.status().message(), HasSubstr("kernel 'gather'"));
+    EXPECT_THAT(out.status().message(), HasSubstr("out of range [-5, 5)"));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::ir::loop

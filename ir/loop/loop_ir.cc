@@ -82,6 +82,7 @@ constexpr OpInfo kOps[] = {
     {OpCode::kLe, "le", 2, Domain::kNumeric, true},
     {OpCode::kGt, "gt", 2, Domain::kNumeric, true},
     {OpCode::kGe, "ge", 2, Domain::kNumeric, true},
+    {OpCode::kLoadIndirect, "load_indirect", 1, Domain::kNone, false},
 };
 
 const OpInfo* Info(OpCode code) {
@@ -276,6 +277,14 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
       }
       return DType::kInvalid;
     }
+    case OpCode::kLoadIndirect:
+      if (buffer == nullptr) return TypeError(op, "no such buffer");
+      if (!IsInteger(args[0])) {
+        return TypeError(op, absl::StrCat("index operand is ",
+                                          DTypeName(args[0]),
+                                          ", not an integer"));
+      }
+      return buffer->dtype;
     case OpCode::kConstant:
     case OpCode::kCast:
       if (op.dtype == DType::kInvalid) return TypeError(op, "needs a dtype");
@@ -402,6 +411,18 @@ int32_t KernelBuilder::Load(int32_t buffer, IndexExpr index) {
   op.code = OpCode::kLoad;
   op.buffer = buffer;
   op.index = std::move(index);
+  return Append(std::move(op));
+}
+
+int32_t KernelBuilder::LoadIndirect(int32_t buffer, IndexExpr index,
+                                    int32_t n, int64_t extent, int64_t stride) {
+  Op op;
+  op.code = OpCode::kLoadIndirect;
+  op.buffer = buffer;
+  op.index = std::move(index);
+  op.args = {n};
+  op.extent = extent;
+  op.stride = stride;
   return Append(std::move(op));
 }
 

@@ -14,8 +14,8 @@
 // Semantics. The points of the iteration space (variables i0.. with extents
 // `ranges`) are visited in row-major order; at each point the body runs in
 // order. Index expressions are flat element offsets into a buffer's storage.
-// An op is *reduction-varying* when it is a load or index whose expression
-// uses a reduction variable (r0.., extents `reduction_ranges`), or has a
+// An op is *reduction-varying* when it is a load, load_indirect or index
+// whose expression uses a reduction variable (r0.., extents `reduction_ranges`), or has a
 // reduction-varying operand; a Reduce op is not. Each Reduce op evaluates the
 // reduction-varying ops its operand depends on at every point of the
 // reduction space (row-major) and combines the values; ops after it (the
@@ -102,6 +102,12 @@ enum class OpCode : uint8_t {
   kAnd, kOr, kXor,
   // Comparisons: numeric (or bool for eq/ne) operands, bool result.
   kEq, kNe, kLt, kLe, kGt, kGe,
+  // Data-dependent load: buffer[index + n * stride] where n is args[0] (an
+  // integer) normalized against `extent` as ONNX Gather does: n in
+  // [-extent, 0) wraps once to n + extent; n outside [-extent, extent) is an
+  // error (the interpreter returns InvalidArgument, a compiled kernel
+  // kErrorIndexOutOfRange) and is never read.
+  kLoadIndirect,
 };
 
 // The op's name in the text form ("load", "exp", "add", ...).
@@ -137,6 +143,17 @@ struct Op {
   ReduceKind reduce = ReduceKind::kSum;
   double fvalue = 0;   // constant of a float dtype
   int64_t ivalue = 0;  // constant of an integer or bool dtype
+  int64_t extent = 0;  // load_indirect: size of the indexed axis (>= 1)
+  int64_t stride = 0;  // load_indirect: offset step per unit of the index
+
+  // Reads `buffer` (load, load_indirect).
+  bool is_load() const {
+    return code == OpCode::kLoad || code == OpCode::kLoadIndirect;
+  }
+  // Has an index expression (load, load_indirect, store, index).
+  bool has_index() const {
+    return is_load() || code == OpCode::kStore || code == OpCode::kIndex;
+  }
 
   bool has_result() const { return code != OpCode::kStore; }
 };
@@ -226,6 +243,9 @@ class KernelBuilder {
   IndexExpr r(int k) const { return Var(num_iteration_vars_ + k); }
 
   int32_t Load(int32_t buffer, IndexExpr index);
+  // buffer[index + normalized(n) * stride], n an integer value (kLoadIndirect).
+  int32_t LoadIndirect(int32_t buffer, IndexExpr index, int32_t n,
+                       int64_t extent, int64_t stride);
   void Store(int32_t buffer, IndexExpr index, int32_t value);
   int32_t Constant(DType dtype, double value);  // integers: truncated
   int32_t Index(IndexExpr index, DType dtype = DType::kI64);

@@ -126,6 +126,12 @@ void PrintLoopKernel(const LoopProgram& p, const Kernel& k, std::string* out) {
                         ToString(op.index, namer), "], ",
                         op.args.empty() ? "%<missing>" : value(op.args[0]));
         break;
+      case OpCode::kLoadIndirect:
+        absl::StrAppend(out, " ", BufferRef(p, op.buffer), "[",
+                        ToString(op.index, namer), "], ",
+                        op.args.empty() ? "%<missing>" : value(op.args[0]),
+                        ", stride ", op.stride, ", extent ", op.extent);
+        break;
       case OpCode::kConstant:
         absl::StrAppend(out, " ",
                         IsFloat(op.dtype) ? FormatDouble(op.fvalue)
@@ -536,6 +542,20 @@ class Parser {
           KILN_ASSIGN_OR_RETURN(int32_t v, ParseValueRef(*k, *values));
           op.args.push_back(v);
         }
+        break;
+      }
+      case OpCode::kLoadIndirect: {
+        KILN_ASSIGN_OR_RETURN(op.buffer, ParseBufferRef());
+        KILN_ASSIGN_OR_RETURN(op.index, ParseBracketedIndex(resolver));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before the index value"));
+        KILN_ASSIGN_OR_RETURN(int32_t v, ParseValueRef(*k, *values));
+        op.args.push_back(v);
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'stride'"));
+        if (!c_.TryIdent("stride")) return c_.Expected("'stride'");
+        KILN_ASSIGN_OR_RETURN(op.stride, ParseInt("the stride"));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'extent'"));
+        if (!c_.TryIdent("extent")) return c_.Expected("'extent'");
+        KILN_ASSIGN_OR_RETURN(op.extent, ParseInt("the extent"));
         break;
       }
       case OpCode::kConstant: {

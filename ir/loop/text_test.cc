@@ -127,6 +127,34 @@ TEST(LoopText, RoundTripPrintsIdentically) {
   EXPECT_EQ(std::get<double>(p->kernels[2].call.attrs.at("alpha")), 1.5);
 }
 
+TEST(LoopText, LoadIndirectRoundTrips) {
+  constexpr char kText[] = R"(buffer %w: f32[5,3] constant
+buffer %n: i32[4] input
+buffer %y: f32[4,3] output
+kernel g over (i0: 4, i1: 3) {
+  %0 = load %n[i0]
+  %1 = load_indirect %w[i1], %0, stride 3, extent 5
+  store %y[i0*3 + i1], %1
+}
+)";
+  absl::StatusOr<LoopProgram> p = ParseProgram(kText);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(VerifyProgram(*p).ok()) << VerifyProgram(*p);
+  EXPECT_EQ(PrintProgram(*p), kText);
+  const Op& op = p->kernels[0].body[1];
+  EXPECT_EQ(op.code, OpCode::kLoadIndirect);
+  EXPECT_EQ(op.args, (std::vector<int32_t>{0}));
+  EXPECT_EQ(op.stride, 3);
+  EXPECT_EQ(op.extent, 5);
+  EXPECT_EQ(op.dtype, DType::kF32);
+  absl::StatusOr<LoopProgram> bad = ParseProgram(
+      "buffer %w: f32[5] input\nkernel g over (i0: 4) {\n"
+      "  %0 = index [i0] : i64\n"
+      "  %1 = load_indirect %w[0], %0, extent 5\n}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("4:33: expected 'stride'"));
+}
+
 TEST(LoopText, HandWrittenNamesAreRenumbered) {
   constexpr char kText[] = R"(
     # Comments and free names are fine.

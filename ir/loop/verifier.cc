@@ -1,6 +1,7 @@
 // The loop IR verifier (the checked invariants are listed in verifier.h).
 #include "ir/loop/verifier.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -167,7 +168,7 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
       if (op.code != OpCode::kReduce && varying[a]) varying[i] = true;
     }
     const Buffer* buffer = nullptr;
-    if (op.code == OpCode::kLoad || op.code == OpCode::kStore) {
+    if (op.is_load() || op.code == OpCode::kStore) {
       if (op.buffer < 0 || op.buffer >= static_cast<int32_t>(p.buffers.size())) {
         return Error(where, absl::StrCat("buffer ", op.buffer,
                                          " does not exist"));
@@ -194,8 +195,10 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
     if (op.code == OpCode::kReduce && k.reduction_ranges.empty()) {
       return Error(where, "reduction in a kernel without reduction ranges");
     }
-    if (op.code == OpCode::kLoad || op.code == OpCode::kStore ||
-        op.code == OpCode::kIndex) {
+    if (op.code == OpCode::kLoadIndirect && op.extent < 1) {
+      return Error(where, absl::StrCat("extent ", op.extent, " is not positive"));
+    }
+    if (op.has_index()) {
       KILN_RETURN_IF_ERROR(VerifyIndex(k, op.index, extents, where));
       for (int v = static_cast<int>(k.ranges.size()); v < k.num_vars(); ++v) {
         if (op.index.UsesVar(v)) varying[i] = true;
@@ -203,11 +206,22 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
     }
     if (buffer != nullptr && !empty_space &&
         !(varying[i] && empty_reduction)) {
-      const Interval r = ValueRange(op.index, extents);
+      Interval r = ValueRange(op.index, extents);
       const int64_t size = *buffer->StorageSize();
+      std::string what = ToString(op.index, namer);
+      if (op.code == OpCode::kLoadIndirect) {
+        // The data-dependent part n * stride, n in [0, extent) once checked.
+        int64_t step;
+        if (__builtin_mul_overflow(op.extent - 1, op.stride, &step) ||
+            __builtin_add_overflow(r.lo, std::min<int64_t>(step, 0), &r.lo) ||
+            __builtin_add_overflow(r.hi, std::max<int64_t>(step, 0), &r.hi)) {
+          return Error(where, "index range overflows int64");
+        }
+        absl::StrAppend(&what, " + [0, ", op.extent, ") * ", op.stride);
+      }
       if (r.lo < 0 || r.hi >= size) {
         return Error(where, absl::StrCat(
-                                "index ", ToString(op.index, namer),
+                                "index ", what,
                                 " ranges over [", r.lo, ", ", r.hi,
                                 "], outside buffer '", buffer->name,
                                 "' of ", size, " elements"));

@@ -123,6 +123,39 @@ TEST(LoopVerifier, LoadOutOfBounds) {
                   "32 elements");
 }
 
+TEST(LoopVerifier, LoadIndirectInBounds) {
+  // Rows of x gathered by %n: i0*0 + i1 + [0, 4) * 8 spans [0, 31].
+  const LoopProgram p = Parse(std::string(kHeader) + R"(
+    kernel k over (i0: 4, i1: 8) {
+      %0 = load %n[i0]
+      %1 = load_indirect %x[i1], %0, stride 8, extent 4
+      store %y[i0*8 + i1], %1
+    })");
+  EXPECT_TRUE(VerifyProgram(p).ok()) << VerifyProgram(p);
+}
+
+TEST(LoopVerifier, LoadIndirectOutOfBounds) {
+  ExpectViolation(Parse(std::string(kHeader) +
+                        "kernel k over (i0: 4, i1: 8) {\n"
+                        "  %0 = load %n[i0]\n"
+                        "  %1 = load_indirect %x[i1], %0, stride 8, extent 5\n}"),
+                  "index i1 + [0, 5) * 8 ranges over [0, 39], outside buffer "
+                  "'x' of 32 elements");
+}
+
+TEST(LoopVerifier, LoadIndirectNeedsPositiveExtentAndIntegerIndex) {
+  ExpectViolation(Parse(std::string(kHeader) +
+                        "kernel k over (i0: 4) {\n"
+                        "  %0 = load %n[i0]\n"
+                        "  %1 = load_indirect %x[i0], %0, stride 8, extent 0\n}"),
+                  "extent 0 is not positive");
+  ExpectViolation(Parse(std::string(kHeader) +
+                        "kernel k over (i0: 4) {\n"
+                        "  %0 = load %x[i0]\n"
+                        "  %1 = load_indirect %x[i0], %0, stride 8, extent 4\n}"),
+                  "index operand is f32, not an integer");
+}
+
 TEST(LoopVerifier, NegativeIndex) {
   ExpectViolation(Parse(std::string(kHeader) +
                         "kernel k over (i0: 4) {\n  %0 = load %x[i0 - 1]\n}"),
