@@ -226,6 +226,56 @@ graph g(%x: f32[4,6], %bias: f32[6]) -> (%y) opset 17 {
   EXPECT_TRUE(s.ok()) << s << "\n" << f.text;
 }
 
+TEST(LoopPipeline, MatMulBiasGeluIsOneLoopKernelAfterTheExtern) {
+  Fused f = RunPipeline(R"(
+graph g(%x: f32[4,5]) -> (%y) opset 17 {
+  %w = constant f32[5,3] [1, -2, 0.5, 0.25, 1, -1, 2, 0, 1, -0.5, 1, 1, 0.75, -1, 2]
+  %bias = constant f32[3] [0.1, -0.2, 0.3]
+  %sqrt2 = constant f32[] [1.4142135]
+  %one = constant f32[] [1]
+  %half = constant f32[] [0.5]
+  %m = MatMul(%x, %w) name="mm" : f32[4,3]
+  %h = Add(%m, %bias) name="bias" : f32[4,3]
+  %a = Div(%h, %sqrt2) name="div" : f32[4,3]
+  %b = Erf(%a) name="erf" : f32[4,3]
+  %c = Add(%b, %one) name="add" : f32[4,3]
+  %d = Mul(%h, %c) name="mul" : f32[4,3]
+  %y = Mul(%d, %half) name="mul2" : f32[4,3]
+}
+)", 1e-4);
+  EXPECT_EQ(f.after, 1);
+  absl::Status s = kiln::testing::RunFileCheck(f.text, R"(
+    CHECK: extern {{.*}} call "onnx.MatMul"
+    CHECK: kernel {{.*}} over (i0: 4, i1: 3)
+    CHECK-SAME: "bias"
+    CHECK: load %m[i0*3 + i1]
+    CHECK: erf
+    CHECK-NOT: kernel
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << f.text;
+}
+
+TEST(LoopPipeline, LayerNormStatisticsShareOneKernel) {
+  // Y, Mean and InvStdDev lower to three kernels; Mean and InvStdDev run
+  // over the same rows and read the same input, so they merge.
+  Fused f = RunPipeline(R"(
+graph g(%x: f32[6,16], %w: f32[16]) -> (%y, %mean, %inv) opset 17 {
+  %y, %mean, %inv = LayerNormalization(%x, %w) {axis=-1} name="ln" : f32[6,16], f32[6,1], f32[6,1]
+}
+)", 1e-4);
+  EXPECT_EQ(f.before, 3);
+  EXPECT_EQ(f.after, 2);
+  absl::Status s = kiln::testing::RunFileCheck(f.text, R"(
+    CHECK: kernel {{.*}} over (i0: 6, i1: 16) reduce (r0: 16)
+    CHECK: store %y
+    CHECK: kernel {{.*}} over (i0: 6, i1: 1) reduce (r0: 16)
+    CHECK: store %mean
+    CHECK: store %inv
+    CHECK-NOT: kernel
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << f.text;
+}
+
 TEST(LoopPipeline, ViewChainNeverMaterializes) {
   Fused f = RunPipeline(R"(
 graph g(%x: f32[2,3,4]) -> (%y) opset 17 {
