@@ -29,7 +29,7 @@ bool Intersects(const std::set<int32_t>& a, const std::set<int32_t>& b) {
 
 class HorizontalFuser {
  public:
-  explicit HorizontalFuser(lowering::LoweredProgram* lp) : lp_(lp), p_(lp->program) {}
+  explicit HorizontalFuser(lowering::LoweredProgram* lp) : p_(lp->program) {}
 
   bool Run() {
     alive_.assign(p_.kernels.size(), true);
@@ -131,7 +131,6 @@ class HorizontalFuser {
     return out;
   }
 
-  lowering::LoweredProgram* lp_;
   LoopProgram& p_;
   std::vector<bool> alive_;
 };
