@@ -300,6 +300,8 @@ class Executable final : public CompiledModel {
     const Kernel& k = program_.kernels[step.kernel];
     const char* what = rc == backends::cpp::kErrorIntegerDivByZero
                            ? "integer division or modulo by zero"
+                       : rc == backends::cpp::kErrorIndexOutOfRange
+                           ? "an index (Gather-like) is out of range"
                            : "runtime error";
     return absl::InvalidArgumentError(absl::StrCat(
         "kernel '", k.name, "' (", absl::StrJoin(k.ops, ", "), "): ", what, " (code ", rc,

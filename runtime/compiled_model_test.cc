@@ -402,3 +402,36 @@ TEST(CompiledModel, LoopFusionMakesOneKernelWhereEagerRunsOnePerOp) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, OutOfRangeGatherIndexIsAnErrorNotARead) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(Parse(R"(
+graph g(%x: f32[5,3], %i: i64[4]) -> (%y) opset 13 {
+  %y = Gather(%x, %i) {axis=0} name="pick" : f32[4,3]
+}
+)"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({5, 3}, 41);
+  ir::Tensor ok_idx = ir::Tensor::FromVector<int64_t>({4}, {0, 4, -1, -5});
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(std::vector<ir::Tensor>{x, ok_idx});
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Rows 0, 4, 4 (= -1 + 5), 0 (= -5 + 5).
+  const int rows[] = {0, 4, 4, 0};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ((*got)[0].data<float>()[r * 3 + c], x.data<float>()[rows[r] * 3 + c]);
+    }
+  }
+  for (int64_t bad : {5, -6, 1000}) {
+    ir::Tensor idx = ir::Tensor::FromVector<int64_t>({4}, {0, 1, bad, 2});
+    absl::Status s = (*model)->Run(std::vector<ir::Tensor>{x, idx}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(s.message()).find("out of range"), std::string::npos) << s;
+    EXPECT_NE(std::string(s.message()).find("pick"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
