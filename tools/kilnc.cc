@@ -1,17 +1,27 @@
-// File: tools/kilnc.cc — kiln's command line tool.
-//   kilnc check DIR    run an ONNX test folder and compare with its outputs
-//   kilnc run MODEL    run a model on given or seeded random inputs
-// Models run on the reference interpreter until the compiler lands.
+// File: tools/kilnc.cc — kiln's command line tool, on kiln's public API
+// (runtime/kiln.h).
+//   kilnc check DIR      compile an ONNX test folder's model, run it, compare
+//   kilnc run MODEL      run a model on given or seeded random inputs
+//   kilnc compile MODEL  compile and print the report (--dump-dir: the IRs)
+//   kilnc explain MODEL  every kernel, its ops, backend and vectorization
+//   kilnc bench MODEL    compile times, latency, memory
+//   kilnc profile MODEL  per-kernel times and a Chrome/Perfetto trace
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -19,11 +29,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "frontend/onnx/importer.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/kiln.h"
 #include "testing/reference/interpreter.h"
 #include "tools/kilnc_lib.h"
 
@@ -37,11 +50,7 @@ std::string WorkingDir() {
   return wd == nullptr ? "" : wd;
 }
 
-std::string FormatMs(absl::Duration d) {
-  const double ms = absl::ToDoubleMilliseconds(d);
-  if (ms >= 1000) return absl::StrFormat("%.2f s", ms / 1000);
-  return absl::StrFormat("%.3g ms", ms);
-}
+double MsSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
 
 std::string Sci(double v) { return absl::StrFormat("%.3g", v); }
 
@@ -55,8 +64,14 @@ int BadInput(absl::string_view command, absl::string_view message) {
   return kExitBadInput;
 }
 
-std::string OutputName(const ir::Graph& g, size_t k) {
-  return g.value(g.outputs()[k]).name;
+// Reports a failed step: exit 2 when the user's input is at fault, else 1.
+int Failed(absl::string_view command, const absl::Status& status) {
+  std::cerr << "kilnc " << command << ": " << status.ToString() << "\n";
+  return ExitCodeFor(status);
+}
+
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
 }
 
 // test_data_set_N folders of `dir`, ordered by N (non-numeric names last).
@@ -93,27 +108,124 @@ absl::StatusOr<std::vector<ir::Tensor>> LoadNumbered(const std::string& folder,
   return tensors;
 }
 
-void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+std::string ThreadsText(int threads) {
+  return threads > 0 ? absl::StrCat(threads) : "default";
 }
 
-std::string DescribeModel(const ir::Graph& g) {
-  return absl::StrCat("opset ", g.opset(), ", ", g.nodes().size(), " nodes, ",
-                      g.inputs().size(), " input(s), ", g.outputs().size(),
-                      " output(s)");
+// The OpenMP team Run uses: --threads, else OMP_NUM_THREADS, else the cores.
+int EffectiveThreads(int threads) {
+  if (threads > 0) return threads;
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env != nullptr) {
+    const std::vector<std::string> levels = absl::StrSplit(env, ',');
+    int n;
+    if (absl::SimpleAtoi(levels[0], &n) && n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Whether `inputs` fit the graph's inputs (count, dtype, shape). On a
+std::string KernelCounts(const CompileReport& r) {
+  return absl::StrCat(r.kernels.size(), " kernels (", r.loop_kernels, " loop, ",
+                      r.vectorized_kernels, " vectorized; ", r.library_calls,
+                      " library calls", r.reference_calls > 0
+                          ? absl::StrCat(", ", r.reference_calls, " on the reference interpreter")
+                          : "",
+                      ")");
+}
+
+std::string CompileTimeText(const CompileReport& r, double wall_ms) {
+  return absl::StrCat(FormatMs(wall_ms), " (jit ",
+                      r.jit_cache_hit ? "cache hit" : FormatMs(r.jit_ms), ")");
+}
+
+// A model ready to run on one engine: compiled by kiln, or imported for the
+// reference interpreter. Lets check and run treat the engines alike.
+class Executable {
+ public:
+  static absl::StatusOr<Executable> Load(const std::string& path,
+                                         const CompileFlags& flags) {
+    Executable e;
+    e.engine_ = flags.engine;
+    const absl::Time t0 = absl::Now();
+    if (flags.engine == Engine::kReference) {
+      frontend::ImportOptions io;
+      for (const auto& [name, shape] : flags.shapes) io.input_shapes[name] = shape;
+      absl::StatusOr<frontend::ImportResult> imported =
+          frontend::ImportModelFile(path, io);
+      if (!imported.ok()) return imported.status();
+      e.load_ms_ = MsSince(t0);
+      e.warnings_ = imported->warnings;
+      e.graph_ = std::make_shared<ir::Graph>(std::move(imported->graph));
+      for (ir::ValueId id : e.graph_->inputs()) e.inputs_.push_back(Info(*e.graph_, id));
+      for (ir::ValueId id : e.graph_->outputs()) e.outputs_.push_back(Info(*e.graph_, id));
+      return e;
+    }
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+        Compiler(ToCompileOptions(flags, WorkingDir())).CompileFile(path);
+    if (!model.ok()) return model.status();
+    e.load_ms_ = MsSince(t0);
+    e.model_ = std::shared_ptr<CompiledModel>(std::move(*model));
+    e.warnings_ = e.model_->report().warnings;
+    e.inputs_ = e.model_->inputs();
+    e.outputs_ = e.model_->outputs();
+    return e;
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& inputs) const {
+    if (model_ != nullptr) return model_->Run(inputs);
+    return reference::Run(*graph_, inputs);
+  }
+
+  const std::vector<TensorInfo>& inputs() const { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  double load_ms() const { return load_ms_; }
+
+  // "model: ..." and "engine: ..." lines.
+  std::string ModelLine() const {
+    if (graph_ != nullptr) {
+      return absl::StrCat("opset ", graph_->opset(), ", ", graph_->nodes().size(),
+                          " nodes, ", inputs_.size(), " input(s), ", outputs_.size(),
+                          " output(s); import ", FormatMs(load_ms_));
+    }
+    return absl::StrCat(inputs_.size(), " input(s), ", outputs_.size(),
+                        " output(s); compile ",
+                        CompileTimeText(model_->report(), load_ms_));
+  }
+  std::string EngineLine() const {
+    if (graph_ != nullptr) return "reference interpreter";
+    const CompileReport& r = model_->report();
+    return absl::StrCat(EngineName(engine_), ", isa ", r.isa, ", threads ",
+                        ThreadsText(r.threads), "; ", KernelCounts(r));
+  }
+  // How the load step is named in messages.
+  const char* LoadVerb() const { return graph_ != nullptr ? "import" : "compile"; }
+
+ private:
+  static TensorInfo Info(const ir::Graph& g, ir::ValueId id) {
+    const ir::Value& v = g.value(id);
+    return TensorInfo{v.name, v.dtype, v.shape};
+  }
+
+  Engine engine_ = Engine::kCompiled;
+  std::shared_ptr<CompiledModel> model_;
+  std::shared_ptr<ir::Graph> graph_;
+  std::vector<TensorInfo> inputs_, outputs_;
+  std::vector<std::string> warnings_;
+  double load_ms_ = 0;
+};
+
+// Whether `inputs` fit the model's inputs (count, dtype, shape). On a
 // mismatch, `why` says what differs.
-bool InputsFit(const ir::Graph& g, const std::vector<ir::Tensor>& inputs,
+bool InputsFit(const std::vector<TensorInfo>& want, const std::vector<ir::Tensor>& inputs,
                std::string* why) {
-  if (inputs.size() != g.inputs().size()) {
+  if (inputs.size() != want.size()) {
     *why = absl::StrCat("the data set has ", inputs.size(),
-                        " input(s), the model takes ", g.inputs().size());
+                        " input(s), the model takes ", want.size());
     return false;
   }
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const ir::Value& v = g.value(g.inputs()[k]);
+    const TensorInfo& v = want[k];
     if (v.dtype != inputs[k].dtype() || v.shape != inputs[k].shape()) {
       *why = absl::StrCat("input_", k, ".pb is ", inputs[k].TypeString(),
                           ", model input '", v.name, "' is ",
@@ -124,9 +236,97 @@ bool InputsFit(const ir::Graph& g, const std::vector<ir::Tensor>& inputs,
   return true;
 }
 
+// ---------------------------------------------------------------- inputs
+
+// Tensors given with --input, loaded; their shapes bind the model's inputs.
+struct GivenInputs {
+  std::map<std::string, ir::Tensor> tensors;
+  std::map<std::string, std::string> paths;
+};
+
+absl::StatusOr<GivenInputs> LoadGivenInputs(const InputFlags& in, CompileFlags* flags) {
+  GivenInputs given;
+  for (const auto& [name, file] : in.inputs) {
+    const std::string path = ResolvePath(file, WorkingDir());
+    absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(path);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input ", name, ": ", t.status().ToString()));
+    }
+    bool shape_given = false;
+    for (const auto& [n, shape] : flags->shapes) {
+      if (n != name) continue;
+      shape_given = true;
+      if (shape != t->shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--shape ", name, "=", ir::ShapeToString(shape), " contradicts --input ", name,
+            " of shape ", ir::ShapeToString(t->shape())));
+      }
+    }
+    if (!shape_given) flags->shapes.emplace_back(name, t->shape());
+    given.paths[name] = path;
+    given.tensors.emplace(name, *std::move(t));
+  }
+  return given;
+}
+
+// The model's inputs: given tensors where there are, seeded random data
+// elsewhere. `sources` (if not null) gets where each one came from.
+absl::StatusOr<std::vector<ir::Tensor>> MakeInputs(const std::vector<TensorInfo>& want,
+                                                   const GivenInputs& given,
+                                                   const InputFlags& in,
+                                                   const CompileFlags& flags,
+                                                   std::vector<std::string>* sources) {
+  std::vector<std::string> names;
+  for (const TensorInfo& v : want) names.push_back(v.name);
+  auto is_input = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const auto& [name, file] : in.inputs) {
+    if (!is_input(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input ", name, ": the model has no input '", name,
+          "'; its inputs: ", absl::StrJoin(names, ", ")));
+    }
+  }
+  for (const auto& [name, shape] : flags.shapes) {
+    if (!is_input(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shape ", name, ": the model has no input '", name,
+          "'; its inputs: ", absl::StrJoin(names, ", ")));
+    }
+  }
+  std::vector<ir::Tensor> inputs;
+  for (size_t k = 0; k < want.size(); ++k) {
+    const TensorInfo& v = want[k];
+    auto it = given.tensors.find(v.name);
+    if (it != given.tensors.end()) {
+      if (it->second.dtype() != v.dtype) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--input ", v.name, " is ", it->second.TypeString(),
+                         ", the model wants ", ir::DTypeName(v.dtype)));
+      }
+      inputs.push_back(it->second);
+      if (sources) sources->push_back(absl::StrCat("from ", given.paths.at(v.name)));
+      continue;
+    }
+    // Decorrelate inputs: each gets its own stream from the seed.
+    absl::StatusOr<ir::Tensor> t = RandomTensor(
+        v.dtype, v.shape, in.seed + 0x9E3779B97F4A7C15ull * k, in.int_low, in.int_high);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", v.name, "': ", t.status().message()));
+    }
+    inputs.push_back(*std::move(t));
+    if (sources) sources->push_back(absl::StrCat("random, seed ", in.seed));
+  }
+  return inputs;
+}
+
 // ---------------------------------------------------------------- check
 
-int RunCheck(const CheckOptions& opts) {
+int RunCheck(const Command& cmd) {
+  const CheckOptions& opts = cmd.check;
   const std::string dir = ResolvePath(opts.dir, WorkingDir());
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -141,287 +341,538 @@ int RunCheck(const CheckOptions& opts) {
     return BadInput("check", absl::StrCat("no test_data_set_* folder in ", dir));
   }
 
-  absl::Time t0 = absl::Now();
-  absl::StatusOr<frontend::ImportResult> imported =
-      frontend::ImportModelFile(model_path);
-  if (!imported.ok()) {
-    return BadInput("check", imported.status().ToString());
+  CompileFlags flags = cmd.compile;
+  absl::StatusOr<Executable> exe = Executable::Load(model_path, flags);
+  if (!exe.ok()) {
+    if (ExitCodeFor(exe.status()) == kExitBadInput) {
+      return BadInput("check", exe.status().ToString());
+    }
+    std::cout << "kilnc check " << dir << "\n"
+              << "compile: FAIL " << exe.status().ToString() << "\n"
+              << "result: FAIL (the model did not compile)\n";
+    return kExitWrongResult;
   }
   std::cout << "kilnc check " << dir << "\n"
-            << "model: " << DescribeModel(imported->graph) << "; import "
-            << FormatMs(absl::Now() - t0) << "\n"
-            << "engine: reference interpreter\n"
+            << "model: " << exe->ModelLine() << "\n"
+            << "engine: " << exe->EngineLine() << "\n"
             << "tolerance: " << testing::DescribeTolerance(opts.tol) << "\n";
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
   for (const std::string& ds : data_sets) {
     const std::string folder = dir + "/" + ds;
-    absl::StatusOr<std::vector<ir::Tensor>> inputs =
-        LoadNumbered(folder, "input");
+    absl::StatusOr<std::vector<ir::Tensor>> inputs = LoadNumbered(folder, "input");
     if (!inputs.ok()) return BadInput("check", inputs.status().ToString());
-    absl::StatusOr<std::vector<ir::Tensor>> expected =
-        LoadNumbered(folder, "output");
+    absl::StatusOr<std::vector<ir::Tensor>> expected = LoadNumbered(folder, "output");
     if (!expected.ok()) return BadInput("check", expected.status().ToString());
     if (expected->empty()) {
       return BadInput("check", absl::StrCat("no output_0.pb in ", folder));
     }
 
     std::string why;
-    if (!InputsFit(imported->graph, *inputs, &why)) {
-      // Dynamic dims were bound to 1 at import: bind them to the data's.
-      if (inputs->size() != imported->graph.inputs().size()) {
+    if (!InputsFit(exe->inputs(), *inputs, &why)) {
+      // Dynamic dims were bound to 1 (or by --shape): bind them to the data's.
+      if (inputs->size() != exe->inputs().size()) {
         return BadInput("check", absl::StrCat(ds, ": ", why));
       }
-      frontend::ImportOptions io;
+      flags.shapes.clear();
       for (size_t k = 0; k < inputs->size(); ++k) {
-        io.input_shapes[imported->graph.value(imported->graph.inputs()[k]).name] =
-            (*inputs)[k].shape();
+        flags.shapes.emplace_back(exe->inputs()[k].name, (*inputs)[k].shape());
       }
-      t0 = absl::Now();
-      absl::StatusOr<frontend::ImportResult> again =
-          frontend::ImportModelFile(model_path, io);
+      absl::StatusOr<Executable> again = Executable::Load(model_path, flags);
       if (!again.ok()) {
-        return BadInput("check", absl::StrCat(ds, ": ", why, "; re-import: ",
-                                              again.status().ToString()));
+        const std::string message = absl::StrCat(ds, ": ", why, "; re-", exe->LoadVerb(),
+                                                 ": ", again.status().ToString());
+        if (ExitCodeFor(again.status()) == kExitBadInput) return BadInput("check", message);
+        std::cout << ds << ": FAIL " << message << "\n";
+        ++runs_failed;
+        continue;
       }
-      std::cout << "re-imported with the shapes of " << ds << " in "
-                << FormatMs(absl::Now() - t0) << "\n";
-      imported = std::move(again);
+      std::cout << "re-" << exe->LoadVerb() << (exe->LoadVerb()[0] == 'i' ? "ed" : "d")
+                << " with the shapes of " << ds << " in " << FormatMs(again->load_ms())
+                << "\n";
+      exe = std::move(again);
       warnings_shown = false;
-      if (!InputsFit(imported->graph, *inputs, &why)) {
+      if (!InputsFit(exe->inputs(), *inputs, &why)) {
         return BadInput("check", absl::StrCat(ds, ": ", why));
       }
     }
     if (!warnings_shown) {
-      if (opts.verbose) PrintWarnings(imported->warnings);
+      if (opts.verbose) PrintWarnings(exe->warnings());
       warnings_shown = true;
     }
 
-    const ir::Graph& graph = imported->graph;
-    t0 = absl::Now();
-    absl::StatusOr<std::vector<ir::Tensor>> got =
-        reference::Run(graph, *inputs);
-    const absl::Duration run_time = absl::Now() - t0;
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<std::vector<ir::Tensor>> got = exe->Run(*inputs);
+    const double run_ms = MsSince(t0);
     if (!got.ok()) {
-      std::cout << ds << ": FAIL run error after " << FormatMs(run_time)
-                << ": " << got.status().ToString() << "\n";
+      std::cout << ds << ": FAIL run error after " << FormatMs(run_ms) << ": "
+                << got.status().ToString() << "\n";
       ++runs_failed;
       continue;
     }
-    std::cout << ds << ": run " << FormatMs(run_time) << "\n";
+    std::cout << ds << ": run " << FormatMs(run_ms) << "\n";
     if (expected->size() > got->size()) {
       std::cout << "  FAIL  the model produced " << got->size()
-                << " output(s), the data set expects " << expected->size()
-                << "\n";
+                << " output(s), the data set expects " << expected->size() << "\n";
       ++outputs_failed;
     }
     const size_t n = std::min(expected->size(), got->size());
     for (size_t k = 0; k < n; ++k) {
       const ir::Tensor& ref = (*expected)[k];
       const ir::Tensor& out = (*got)[k];
+      const std::string& name = exe->outputs()[k].name;
       const testing::CompareResult m = testing::CompareTensors(out, ref, opts.tol);
       ++outputs_compared;
       if (!m.ok) ++outputs_failed;
-      std::string line = absl::StrCat("  ", m.ok ? "PASS" : "FAIL",
-                                      "  output ", k, " '",
-                                      OutputName(graph, k), "' ",
-                                      ref.TypeString());
+      std::string line = absl::StrCat("  ", m.ok ? "PASS" : "FAIL", "  output ", k, " '",
+                                      name, "' ", ref.TypeString());
       if (!m.dtype_match || !m.shape_match) {
         absl::StrAppend(&line, "  got ", out.TypeString(), " (",
-                        !m.dtype_match ? "dtype" : "", 
+                        !m.dtype_match ? "dtype" : "",
                         !m.dtype_match && !m.shape_match ? " and " : "",
                         !m.shape_match ? "shape" : "", " differ)");
       }
       if (m.shape_match) {
-        absl::StrAppend(
-            &line, "  max|ref| ", Sci(m.max_abs_ref), "  max_abs ",
-            Sci(m.max_abs_error), "  rel_to_max ",
-            Sci(m.rel_to_max), "  max_elem_rel ",
-            m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
-            "  mismatches ", m.mismatches, "/", m.num_elements);
+        absl::StrAppend(&line, "  max|ref| ", Sci(m.max_abs_ref), "  max_abs ",
+                        Sci(m.max_abs_error), "  rel_to_max ", Sci(m.rel_to_max),
+                        "  max_elem_rel ",
+                        m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
+                        "  mismatches ", m.mismatches, "/", m.num_elements);
         if (!m.ok && m.max_abs_index >= 0) {
-          absl::StrAppend(&line, "\n        worst at flat index ",
-                          m.max_abs_index, ": got ",
-                          Sci(out.GetAsDouble(m.max_abs_index)), ", expected ",
-                          Sci(ref.GetAsDouble(m.max_abs_index)));
+          absl::StrAppend(&line, "\n        worst at flat index ", m.max_abs_index,
+                          ": got ", Sci(out.GetAsDouble(m.max_abs_index)),
+                          ", expected ", Sci(ref.GetAsDouble(m.max_abs_index)));
         }
       }
       std::cout << line << "\n";
       if (opts.verbose) {
-        std::cout << "        got " << SummarizeTensor(OutputName(graph, k), out, 6)
-                  << "\n        ref " << SummarizeTensor(OutputName(graph, k), ref, 6)
-                  << "\n";
+        std::cout << "        got " << SummarizeTensor(name, out, 6) << "\n        ref "
+                  << SummarizeTensor(name, ref, 6) << "\n";
       }
     }
   }
 
   const bool ok = outputs_failed == 0 && runs_failed == 0;
-  std::cout << "result: " << (ok ? "PASS" : "FAIL") << " ("
-            << data_sets.size() << " data set(s), " << outputs_compared
-            << " output(s) compared, " << outputs_failed << " failed"
-            << (runs_failed ? absl::StrCat(", ", runs_failed, " run(s) failed")
-                            : "")
+  std::cout << "result: " << (ok ? "PASS" : "FAIL") << " (" << data_sets.size()
+            << " data set(s), " << outputs_compared << " output(s) compared, "
+            << outputs_failed << " failed"
+            << (runs_failed ? absl::StrCat(", ", runs_failed, " run(s) failed") : "")
             << ")\n";
   return ok ? kExitOk : kExitWrongResult;
 }
 
 // ---------------------------------------------------------------- run
 
-int RunRun(const RunOptions& opts) {
+absl::Status SaveTensor(const ir::Tensor& t, const std::string& name,
+                        const std::string& path) {
+  absl::StatusOr<std::string> bytes = frontend::SerializeTensor(t, name);
+  if (!bytes.ok()) return bytes.status();
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  f.close();
+  if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+int RunRun(const Command& cmd) {
+  const RunOptions& opts = cmd.run;
   const std::string wd = WorkingDir();
   const std::string model_path = ResolvePath(opts.model, wd);
   if (!IsFile(model_path)) {
     return BadInput("run", absl::StrCat("no such model file: ", model_path));
   }
+  CompileFlags flags = cmd.compile;
+  absl::StatusOr<GivenInputs> given = LoadGivenInputs(cmd.inputs, &flags);
+  if (!given.ok()) return BadInput("run", given.status().message());
 
-  frontend::ImportOptions io;
-  for (const auto& [name, shape] : opts.shapes) io.input_shapes[name] = shape;
-  absl::flat_hash_map<std::string, ir::Tensor> given;
-  std::map<std::string, std::string> given_paths;
-  for (const auto& [name, file] : opts.inputs) {
-    const std::string path = ResolvePath(file, wd);
-    absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(path);
-    if (!t.ok()) {
-      return BadInput("run", absl::StrCat("--input ", name, ": ",
-                                          t.status().ToString()));
-    }
-    auto it = io.input_shapes.find(name);
-    if (it != io.input_shapes.end() && it->second != t->shape()) {
-      return BadInput("run", absl::StrCat(
-                                 "--shape ", name, "=",
-                                 ir::ShapeToString(it->second),
-                                 " contradicts --input ", name, " of shape ",
-                                 ir::ShapeToString(t->shape())));
-    }
-    io.input_shapes[name] = t->shape();
-    given_paths[name] = path;
-    given.emplace(name, *std::move(t));
-  }
-
-  absl::Time t0 = absl::Now();
-  absl::StatusOr<frontend::ImportResult> imported =
-      frontend::ImportModelFile(model_path, io);
-  const absl::Duration import_time = absl::Now() - t0;
-  if (!imported.ok()) return BadInput("run", imported.status().ToString());
-  PrintWarnings(imported->warnings);
-  const ir::Graph& graph = imported->graph;
-
-  std::vector<std::string> input_names;
-  for (ir::ValueId id : graph.inputs()) input_names.push_back(graph.value(id).name);
-  auto is_input = [&](const std::string& name) {
-    return std::find(input_names.begin(), input_names.end(), name) !=
-           input_names.end();
-  };
-  for (const auto& [name, file] : opts.inputs) {
-    if (!is_input(name)) {
-      return BadInput("run", absl::StrCat("--input ", name,
-                                          ": the model has no input '", name,
-                                          "'; its inputs: ",
-                                          absl::StrJoin(input_names, ", ")));
-    }
-  }
-  for (const auto& [name, shape] : opts.shapes) {
-    if (!is_input(name)) {
-      return BadInput("run", absl::StrCat("--shape ", name,
-                                          ": the model has no input '", name,
-                                          "'; its inputs: ",
-                                          absl::StrJoin(input_names, ", ")));
-    }
-  }
+  absl::StatusOr<Executable> exe = Executable::Load(model_path, flags);
+  if (!exe.ok()) return Failed("run", exe.status());
+  PrintWarnings(exe->warnings());
+  std::vector<std::string> sources;
+  absl::StatusOr<std::vector<ir::Tensor>> inputs =
+      MakeInputs(exe->inputs(), *given, cmd.inputs, flags, &sources);
+  if (!inputs.ok()) return BadInput("run", inputs.status().message());
 
   std::cout << "kilnc run " << model_path << "\n"
-            << "model: " << DescribeModel(graph) << "; engine: reference "
-            << "interpreter\n";
-  std::vector<ir::Tensor> inputs;
-  for (size_t k = 0; k < graph.inputs().size(); ++k) {
-    const ir::Value& v = graph.value(graph.inputs()[k]);
-    auto it = given.find(v.name);
-    std::string source;
-    if (it != given.end()) {
-      if (it->second.dtype() != v.dtype) {
-        return BadInput("run", absl::StrCat(
-                                   "--input ", v.name, " is ",
-                                   it->second.TypeString(), ", the model wants ",
-                                   ir::DTypeName(v.dtype)));
-      }
-      inputs.push_back(it->second);
-      source = absl::StrCat("from ", given_paths[v.name]);
-    } else {
-      if (!v.shape_known) {
-        return BadInput("run", absl::StrCat("input '", v.name,
-                                            "' has an unknown rank; give it "
-                                            "with --shape or --input"));
-      }
-      // Decorrelate inputs: each gets its own stream from the seed.
-      absl::StatusOr<ir::Tensor> t = RandomTensor(
-          v.dtype, v.shape, opts.seed + 0x9E3779B97F4A7C15ull * k,
-          opts.int_low, opts.int_high);
-      if (!t.ok()) {
-        return BadInput("run", absl::StrCat("input '", v.name, "': ",
-                                            t.status().message()));
-      }
-      inputs.push_back(*std::move(t));
-      source = absl::StrCat("random, seed ", opts.seed);
-    }
-    std::cout << "input " << k << " "
-              << SummarizeTensor(v.name, inputs.back(), 0) << "  (" << source
-              << ")\n";
+            << "model: " << exe->ModelLine() << "\n"
+            << "engine: " << exe->EngineLine() << "\n";
+  for (size_t k = 0; k < inputs->size(); ++k) {
+    std::cout << "input " << k << " " << SummarizeTensor(exe->inputs()[k].name, (*inputs)[k], 0)
+              << "  (" << sources[k] << ")\n";
   }
 
-  t0 = absl::Now();
-  absl::StatusOr<std::vector<ir::Tensor>> outputs =
-      reference::Run(graph, inputs);
-  const absl::Duration run_time = absl::Now() - t0;
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::vector<ir::Tensor>> outputs = exe->Run(*inputs);
+  const double run_ms = MsSince(t0);
   if (!outputs.ok()) {
     std::cerr << "kilnc run: " << outputs.status().ToString() << "\n";
     return kExitWrongResult;
   }
   for (size_t k = 0; k < outputs->size(); ++k) {
     std::cout << "output " << k << " "
-              << SummarizeTensor(OutputName(graph, k), (*outputs)[k],
-                                 opts.num_values)
+              << SummarizeTensor(exe->outputs()[k].name, (*outputs)[k], opts.num_values)
               << "\n";
   }
-  std::cout << "time: import " << FormatMs(import_time) << ", run "
-            << FormatMs(run_time) << "\n";
+  std::cout << "time: " << exe->LoadVerb() << " " << FormatMs(exe->load_ms()) << ", run "
+            << FormatMs(run_ms) << "\n";
 
   if (!opts.save_outputs.empty()) {
     const std::string out_dir = ResolvePath(opts.save_outputs, wd);
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) {
-      return BadInput("run", absl::StrCat("cannot create ", out_dir, ": ",
-                                          ec.message()));
+      return BadInput("run", absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
     }
-    auto save = [&](const ir::Tensor& t, const std::string& name,
-                    const std::string& file) -> absl::Status {
-      absl::StatusOr<std::string> bytes = frontend::SerializeTensor(t, name);
-      if (!bytes.ok()) return bytes.status();
-      const std::string path = out_dir + "/" + file;
-      FILE* f = std::fopen(path.c_str(), "wb");
-      if (f == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-      }
-      const size_t written = std::fwrite(bytes->data(), 1, bytes->size(), f);
-      const bool closed = std::fclose(f) == 0;
-      if (written != bytes->size() || !closed) {
-        return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-      }
-      return absl::OkStatus();
-    };
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      absl::Status s = save(inputs[k], graph.value(graph.inputs()[k]).name,
-                            absl::StrCat("input_", k, ".pb"));
+    for (size_t k = 0; k < inputs->size(); ++k) {
+      absl::Status s = SaveTensor((*inputs)[k], exe->inputs()[k].name,
+                                  absl::StrCat(out_dir, "/input_", k, ".pb"));
       if (!s.ok()) return BadInput("run", s.ToString());
     }
     for (size_t k = 0; k < outputs->size(); ++k) {
-      absl::Status s = save((*outputs)[k], OutputName(graph, k),
-                            absl::StrCat("output_", k, ".pb"));
+      absl::Status s = SaveTensor((*outputs)[k], exe->outputs()[k].name,
+                                  absl::StrCat(out_dir, "/output_", k, ".pb"));
       if (!s.ok()) return BadInput("run", s.ToString());
     }
-    std::cout << "saved " << inputs.size() << " input(s) and "
-              << outputs->size() << " output(s) to " << out_dir << "\n";
+    std::cout << "saved " << inputs->size() << " input(s) and " << outputs->size()
+              << " output(s) to " << out_dir << "\n";
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- compile
+
+// Compiles `model` (as given on the command line) for the commands that
+// need kiln's compiler; prints the error and sets *exit_code on failure.
+std::unique_ptr<CompiledModel> CompileOrReport(absl::string_view command,
+                                               const std::string& model,
+                                               const CompileOptions& options,
+                                               int* exit_code, double* wall_ms = nullptr) {
+  const std::string path = ResolvePath(model, WorkingDir());
+  if (!IsFile(path)) {
+    *exit_code = BadInput(command, absl::StrCat("no such model file: ", path));
+    return nullptr;
+  }
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> compiled = Compiler(options).CompileFile(path);
+  if (wall_ms != nullptr) *wall_ms = MsSince(t0);
+  if (!compiled.ok()) {
+    *exit_code = Failed(command, compiled.status());
+    return nullptr;
+  }
+  return *std::move(compiled);
+}
+
+int CountFiles(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+std::string KernelTable(const CompileReport& r) {
+  std::string s = absl::StrFormat("%4s  %-9s  %-10s  %-3s  %-28s  %s\n", "#", "backend",
+                                  "status", "par", "kernel", "ops / library call");
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    const KernelReport& k = r.kernels[i];
+    std::string what = absl::StrJoin(k.ops, ", ");
+    if (!k.call.empty()) what = absl::StrCat(k.call, "  [", what, "]");
+    absl::StrAppendFormat(&s, "%4d  %-9s  %-10s  %-3s  %-28s  %s\n", i, k.backend, k.status,
+                          k.parallel ? "yes" : "", k.name, what);
+    if (!k.reason.empty()) absl::StrAppend(&s, "        -- ", k.reason, "\n");
+  }
+  return s;
+}
+
+int RunCompile(const Command& cmd) {
+  const CompileCommandOptions& opts = cmd.compile_cmd;
+  CompileOptions options = ToCompileOptions(cmd.compile, WorkingDir());
+  if (!opts.dump_dir.empty()) options.dump_dir = ResolvePath(opts.dump_dir, WorkingDir());
+  int exit_code = kExitOk;
+  double wall_ms = 0;
+  std::unique_ptr<CompiledModel> model =
+      CompileOrReport("compile", opts.model, options, &exit_code, &wall_ms);
+  if (model == nullptr) return exit_code;
+  const CompileReport& r = model->report();
+  // The report's summary: its lines up to the per-kernel ones (indented).
+  for (absl::string_view line : absl::StrSplit(r.ToText(), '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "  ")) break;
+    std::cout << line << "\n";
+  }
+  std::cout << "wall time " << FormatMs(wall_ms) << "\n";
+  if (opts.verbose) std::cout << KernelTable(r);
+  if (!options.dump_dir.empty()) {
+    const std::string& d = options.dump_dir;
+    std::cout << "dumped to " << d << ": graph/ (" << CountFiles(d + "/graph")
+              << " files), loop/ (" << CountFiles(d + "/loop") << " files), cpp/ ("
+              << CountFiles(d + "/cpp") << " files)\n";
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- explain
+
+int RunExplain(const Command& cmd) {
+  int exit_code = kExitOk;
+  std::unique_ptr<CompiledModel> model = CompileOrReport(
+      "explain", cmd.explain.model, ToCompileOptions(cmd.compile, WorkingDir()), &exit_code);
+  if (model == nullptr) return exit_code;
+  const CompileReport& r = model->report();
+  PrintWarnings(r.warnings);
+  if (cmd.explain.json) {
+    std::cout << r.ToJson() << "\n";
+    return kExitOk;
+  }
+  std::cout << "kilnc explain " << r.model << "\n"
+            << "isa " << r.isa << ", mode " << r.mode << ", threads "
+            << ThreadsText(r.threads) << "; " << KernelCounts(r) << "\n";
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    const KernelReport& k = r.kernels[i];
+    std::cout << "\n[" << i << "] " << k.name << "  " << k.backend;
+    if (k.backend == "loop") {
+      std::cout << "  " << k.status << (k.parallel ? ", parallel" : "");
+    } else {
+      std::cout << "  " << k.call;
+    }
+    std::cout << "\n    ops: " << absl::StrJoin(k.ops, ", ") << "\n";
+    if (k.backend == "loop") {
+      std::cout << "    vectorized: " << (k.vectorized ? "yes" : "no");
+      if (!k.reason.empty()) std::cout << " -- " << k.reason;
+      std::cout << "\n";
+      continue;
+    }
+    std::cout << "    post-ops: "
+              << (k.post_ops.empty() ? "none" : absl::StrJoin(k.post_ops, ", ")) << "\n"
+              << "    weights: " << (k.weight_layout.empty() ? "-" : k.weight_layout)
+              << ", prepacked " << k.prepacked_bytes << " bytes"
+              << "; activation reorders per call: " << k.reorders_per_call << "\n";
+    if (!k.reason.empty()) std::cout << "    note: " << k.reason << "\n";
+  }
+  std::cout << "\nmemory: arena " << FormatBytes(r.arena_bytes) << " (one buffer per intermediate "
+            << FormatBytes(r.intermediate_bytes) << "), weights " << FormatBytes(r.constant_bytes)
+            << ", prepacked " << FormatBytes(r.prepacked_bytes)
+            << "; activation reorders per run: " << r.reorders << "\n";
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- bench
+
+// A fresh temporary folder, deleted with this object.
+class TempDir {
+ public:
+  static absl::StatusOr<TempDir> Make(absl::string_view prefix) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/", prefix, "XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a temporary folder ", tmpl));
+    }
+    TempDir d;
+    d.path_ = tmpl;
+    return d;
+  }
+  TempDir() = default;
+  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDir& operator=(TempDir&& o) noexcept {
+    std::swap(path_, o.path_);
+    return *this;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int64_t PeakRssBytes() {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int RunBench(const Command& cmd) {
+  const BenchOptions& opts = cmd.bench;
+  CompileFlags flags = cmd.compile;
+  absl::StatusOr<GivenInputs> given = LoadGivenInputs(cmd.inputs, &flags);
+  if (!given.ok()) return BadInput("bench", given.status().message());
+  const std::string path = ResolvePath(opts.model, WorkingDir());
+  if (!IsFile(path)) return BadInput("bench", absl::StrCat("no such model file: ", path));
+
+  CompileOptions options = ToCompileOptions(flags, WorkingDir());
+  TempDir fresh_cache;
+  if (options.cache_dir.empty()) {
+    absl::StatusOr<TempDir> d = TempDir::Make("kilnc_bench_cache_");
+    if (!d.ok()) return Failed("bench", d.status());
+    fresh_cache = *std::move(d);
+    options.cache_dir = fresh_cache.path();
+  }
+  BenchResult res;
+  res.model = path;
+  int exit_code = kExitOk;
+  {
+    std::unique_ptr<CompiledModel> cold =
+        CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_ms);
+    if (cold == nullptr) return exit_code;
+    res.cold_cache_hit = cold->report().jit_cache_hit;
+  }
+  std::unique_ptr<CompiledModel> model =
+      CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_warm_ms);
+  if (model == nullptr) return exit_code;
+  const CompileReport& r = model->report();
+  res.warm_cache_hit = r.jit_cache_hit;
+  PrintWarnings(r.warnings);
+
+  absl::StatusOr<std::vector<ir::Tensor>> inputs =
+      MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
+  if (!inputs.ok()) return BadInput("bench", inputs.status().message());
+  std::vector<ir::Tensor> outputs;
+  std::vector<ir::Tensor*> output_ptrs;
+  outputs.reserve(model->outputs().size());
+  for (const TensorInfo& o : model->outputs()) outputs.emplace_back(o.dtype, o.shape);
+  for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
+
+  for (int i = 0; i < opts.warmup; ++i) {
+    absl::Status s = model->RunInto(*inputs, output_ptrs);
+    if (!s.ok()) return Failed("bench", s);
+  }
+  const bool progress = opts.progress || isatty(STDERR_FILENO);
+  std::vector<double> times_ms;
+  const double start_us = NowUs();
+  double last_draw_us = -1e18;
+  for (;;) {
+    const double elapsed_s = (NowUs() - start_us) / 1e6;
+    if (progress && (NowUs() - last_draw_us) > 1e5) {
+      std::cerr << ProgressLine(elapsed_s, opts.min_time_s, times_ms.size(),
+                                opts.min_iterations)
+                << std::flush;
+      last_draw_us = NowUs();
+    }
+    if (elapsed_s >= opts.min_time_s &&
+        static_cast<int>(times_ms.size()) >= opts.min_iterations) {
+      break;
+    }
+    const double t0 = NowUs();
+    absl::Status s = model->RunInto(*inputs, output_ptrs);
+    const double t1 = NowUs();
+    if (!s.ok()) {
+      if (progress) std::cerr << "\n";
+      return Failed("bench", s);
+    }
+    times_ms.push_back((t1 - t0) / 1000);
+  }
+  res.timed_s = (NowUs() - start_us) / 1e6;
+  if (progress) {
+    std::cerr << ProgressLine(res.timed_s, opts.min_time_s, times_ms.size(),
+                              opts.min_iterations)
+              << "\n";
+  }
+  res.latency = ComputeLatencyStats(times_ms);
+  res.peak_rss_bytes = PeakRssBytes();
+  res.isa = r.isa;
+  res.mode = r.mode;
+  res.threads = EffectiveThreads(r.threads);
+  res.warmup = opts.warmup;
+  res.arena_bytes = r.arena_bytes;
+  res.prepacked_bytes = r.prepacked_bytes;
+  res.kernels = static_cast<int>(r.kernels.size());
+  res.loop_kernels = r.loop_kernels;
+  res.library_calls = r.library_calls;
+
+  if (opts.json) {
+    std::cout << BenchResultToJson(res).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return kExitOk;
+  }
+  std::cout << "kilnc bench " << path << "\n"
+            << "isa " << res.isa << ", mode " << res.mode << ", threads " << res.threads
+            << "; " << KernelCounts(r) << "\n"
+            << "compile: cold " << FormatMs(res.compile_ms)
+            << (fresh_cache.path().empty()
+                    ? (res.cold_cache_hit ? " (--cache-dir, cache hit)" : " (--cache-dir, miss)")
+                    : " (fresh cache)")
+            << ", warm " << FormatMs(res.compile_warm_ms)
+            << (res.warm_cache_hit ? " (cache hit)" : " (cache miss)") << "\n"
+            << "runs: " << res.warmup << " warm-up, " << res.latency.iterations << " timed in "
+            << absl::StrFormat("%.2f", res.timed_s) << " s\n"
+            << "latency: median " << absl::StrFormat("%.3f", res.latency.median_ms)
+            << " ms, p90 " << absl::StrFormat("%.3f", res.latency.p90_ms) << " ms, mean "
+            << absl::StrFormat("%.3f", res.latency.mean_ms) << " ms, min "
+            << absl::StrFormat("%.3f", res.latency.min_ms) << " ms\n"
+            << "memory: peak RSS " << FormatBytes(res.peak_rss_bytes) << ", arena "
+            << FormatBytes(res.arena_bytes) << ", prepacked weights "
+            << FormatBytes(res.prepacked_bytes) << "\n";
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- profile
+
+int RunProfile(const Command& cmd) {
+  const ProfileOptions& opts = cmd.profile;
+  CompileFlags flags = cmd.compile;
+  absl::StatusOr<GivenInputs> given = LoadGivenInputs(cmd.inputs, &flags);
+  if (!given.ok()) return BadInput("profile", given.status().message());
+  int exit_code = kExitOk;
+  double compile_ms = 0;
+  std::unique_ptr<CompiledModel> model = CompileOrReport(
+      "profile", opts.model, ToCompileOptions(flags, WorkingDir()), &exit_code, &compile_ms);
+  if (model == nullptr) return exit_code;
+  const CompileReport& r = model->report();
+  PrintWarnings(r.warnings);
+  absl::StatusOr<std::vector<ir::Tensor>> inputs =
+      MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
+  if (!inputs.ok()) return BadInput("profile", inputs.status().message());
+
+  std::string trace_path;
+  if (!opts.trace.empty()) {
+    trace_path = ResolvePath(opts.trace, WorkingDir());
+    std::ofstream probe(trace_path, std::ios::trunc);
+    if (!probe) return BadInput("profile", absl::StrCat("cannot write ", trace_path));
+  }
+
+  for (int i = 0; i < opts.warmup; ++i) {
+    absl::StatusOr<std::vector<ir::Tensor>> out = model->Run(*inputs);
+    if (!out.ok()) return Failed("profile", out.status());
+  }
+  std::vector<ProfiledRun> runs;
+  std::vector<double> wall_ms;
+  const double origin_us = NowUs();
+  for (int i = 0; i < opts.iterations; ++i) {
+    ProfiledRun run;
+    const double t0 = NowUs();
+    run.start_us = t0 - origin_us;
+    absl::StatusOr<std::vector<ir::Tensor>> out = model->Profile(*inputs, &run.timings);
+    wall_ms.push_back((NowUs() - t0) / 1000);
+    if (!out.ok()) return Failed("profile", out.status());
+    runs.push_back(std::move(run));
+  }
+
+  std::cout << "kilnc profile " << r.model << "\n"
+            << "isa " << r.isa << ", mode " << r.mode << ", threads " << ThreadsText(r.threads)
+            << "; " << KernelCounts(r) << "; compile " << CompileTimeText(r, compile_ms) << "\n"
+            << "runs: " << opts.warmup << " warm-up, " << opts.iterations
+            << " profiled; median wall time " << absl::StrFormat("%.3f", Quantile(wall_ms, 0.5))
+            << " ms\n";
+  std::cout << FormatKernelTable(r, KernelTotals(r, runs), opts.iterations, opts.top);
+
+  if (!trace_path.empty()) {
+    absl::StatusOr<nlohmann::json> trace = ChromeTrace(r, runs);
+    if (!trace.ok()) return Failed("profile", trace.status());
+    std::ofstream f(trace_path, std::ios::trunc);
+    f << trace->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    f.close();
+    if (!f) return BadInput("profile", absl::StrCat("cannot write ", trace_path));
+    std::cout << "trace: " << trace_path << " (" << (*trace)["traceEvents"].size() - 2
+              << " kernel events; open in ui.perfetto.dev or chrome://tracing)\n";
   }
   return kExitOk;
 }
@@ -438,9 +889,17 @@ int Main(int argc, char** argv) {
       std::cout << cmd->help_text;
       return kExitOk;
     case Command::Kind::kCheck:
-      return RunCheck(cmd->check);
+      return RunCheck(*cmd);
     case Command::Kind::kRun:
-      return RunRun(cmd->run);
+      return RunRun(*cmd);
+    case Command::Kind::kCompile:
+      return RunCompile(*cmd);
+    case Command::Kind::kExplain:
+      return RunExplain(*cmd);
+    case Command::Kind::kBench:
+      return RunBench(*cmd);
+    case Command::Kind::kProfile:
+      return RunProfile(*cmd);
   }
   return kExitBadInput;
 }

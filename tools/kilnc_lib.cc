@@ -1,10 +1,12 @@
-// kilnc's argument parsing, error metrics, tensor summaries and seeded random
-// inputs: everything of the tool that needs no model file to test.
+// kilnc's argument parsing, tensor summaries, seeded random inputs and the
+// pure parts of bench and profile: everything of the tool that needs no
+// model file to test.
 #include "tools/kilnc_lib.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -21,65 +23,191 @@ namespace {
 constexpr absl::string_view kMainUsage =
     R"(usage: kilnc <command> [flags] [args]
 
-kiln's command line tool: runs ONNX models and checks their results.
+kiln's command line tool: compiles ONNX models to native code for this CPU,
+runs, checks, explains, benchmarks and profiles them.
 
 Commands:
-  check DIR     run an ONNX test folder (DIR/model.onnx and
-                DIR/test_data_set_*/{input,output}_K.pb) and compare every
-                output with the expected one
-  run MODEL     run MODEL on given or seeded random inputs and summarize the
-                outputs
+  check DIR       run an ONNX test folder (DIR/model.onnx and
+                  DIR/test_data_set_*/{input,output}_K.pb) and compare every
+                  output with the expected one
+  run MODEL       run MODEL on given or seeded random inputs and summarize the
+                  outputs
+  compile MODEL   compile MODEL and print the compile report; --dump-dir
+                  writes the IR after every pass and the generated C++
+  explain MODEL   every kernel: its fused ONNX ops, backend, vectorization
+                  and why; every library call: post-ops, weight layout,
+                  prepacked bytes, reorders (--json: the report as JSON)
+  bench MODEL     cold and warm compile time, then latency (median, p90),
+                  peak RSS and arena size (--json: one JSON line)
+  profile MODEL   time every kernel, write a Chrome/Perfetto trace and print
+                  the kernels that take the most time
 
 Run 'kilnc <command> --help' for the flags of a command.
-Models run on kiln's reference interpreter (the correctness oracle).
-Exit codes: 0 success, 1 wrong result or failed run, 2 bad input (flags,
-missing files, unreadable model).
+Models run compiled by default; check and run take --engine=reference for
+kiln's reference interpreter (the correctness oracle).
+Exit codes: 0 success, 1 wrong result or failed run/compile, 2 bad input
+(flags, missing files, unreadable model).
+)";
+
+constexpr absl::string_view kCompileFlagsUsage =
+    R"(
+Compile flags:
+  --isa=NAME             VecISA module: scalar, avx2, avx512 (default: the
+                         best this CPU runs; one it lacks is refused)
+  --threads=N            OpenMP team of the generated kernels and oneDNN
+                         (default: OMP_NUM_THREADS, else every core)
+  --mode=compiled|eager  kiln's compiled code (default), or its eager
+                         baseline: one kernel per op, no fusion, no
+                         prepacking, no arena sharing
+  --disable-pass=NAME    skip a graph or loop pass (repeatable)
+  --no-prepack           keep oneDNN weights in the model's layout
+  --shape NAME=DIMS      bind the dynamic dims of input NAME, e.g.
+                         --shape input=1x3x224x224 (repeatable); dims left
+                         dynamic become 1 (with a warning)
+  --cache-dir=DIR        JIT cache (default $XDG_CACHE_HOME/kiln, else
+                         ~/.cache/kiln)
+)";
+
+constexpr absl::string_view kInputFlagsUsage =
+    R"(
+Input flags:
+  --input NAME=FILE.pb   feed graph input NAME from a serialized TensorProto
+                         (repeatable); other inputs get seeded random data
+  --seed=N               seed of the random inputs (default 0): floats are
+                         N(0,1), integers uniform in the --int-range, bools 0/1
+  --int-range=LO:HI      range [LO, HI) of random integer inputs (default 0:10)
 )";
 
 constexpr absl::string_view kCheckUsage =
-    R"(usage: kilnc check DIR [--rtol=X] [--atol=X] [--max-rel=X] [--verbose]
+    R"(usage: kilnc check DIR [--engine=compiled|eager|reference] [--rtol=X]
+                  [--atol=X] [--max-rel=X] [--verbose] [compile flags]
 
-Runs DIR/model.onnx on the inputs of every DIR/test_data_set_*/ folder and
-compares each output with output_K.pb: max abs error, error relative to the
-output's max |ref|, max elementwise relative error, shape/dtype, PASS/FAIL,
-and the wall time of each run.
+Compiles DIR/model.onnx, runs it on the inputs of every
+DIR/test_data_set_*/ folder and compares each output with output_K.pb: max
+abs error, error relative to the output's max |ref|, max elementwise
+relative error, shape/dtype, PASS/FAIL; prints the compile time and the
+wall time of each run. A data set whose input shapes differ from the
+model's recompiles the model with them.
 
 Flags:
+  --engine=E    compiled (default), eager (kiln's one-kernel-per-op
+                baseline, the same as --mode=eager) or reference (kiln's
+                reference interpreter, no compilation)
   --rtol=X      relative tolerance per element (default 1e-3)
   --atol=X      absolute tolerance per element (default 1e-5); an element
                 passes when |got-ref| <= atol + rtol*|ref| (NaN equals NaN)
   --max-rel=X   norm-wise criterion instead: pass when
                 max|got-ref| <= X * max|ref| over each output
-  --verbose     also print importer notes and statistics of each output
+  --verbose     also print compile warnings and statistics of each output
   --help        this text
+)";
 
-Exit codes: 0 all outputs pass, 1 a wrong result (or a run that failed),
-2 bad input (missing folder or files, unreadable model or data, bad flags).
+constexpr absl::string_view kCheckExit =
+    R"(
+Exit codes: 0 all outputs pass, 1 a wrong result (or a run or compile that
+failed), 2 bad input (missing folder or files, unreadable model or data, bad
+flags).
 )";
 
 constexpr absl::string_view kRunUsage =
-    R"(usage: kilnc run MODEL [--input NAME=FILE.pb ...] [--shape NAME=DIMS ...]
-                  [--seed=N] [--int-range=LO:HI] [--save-outputs=DIR]
-                  [--num-values=N]
+    R"(usage: kilnc run MODEL [--engine=compiled|eager|reference]
+                  [--save-outputs=DIR] [--num-values=N] [input flags]
+                  [compile flags]
 
-Runs MODEL (an .onnx file) once and prints, per output, its name, dtype,
-shape, min/max/mean and first values, then the import and run times.
+Compiles MODEL (an .onnx file), runs it once and prints, per output, its
+name, dtype, shape, min/max/mean and first values, then the compile and run
+times.
 
 Flags:
-  --input NAME=FILE.pb   feed graph input NAME from a serialized TensorProto
-                         (repeatable); other inputs get seeded random data
-  --shape NAME=DIMS      bind the dynamic dims of input NAME, e.g.
-                         --shape input=1x3x224x224 (repeatable); dims left
-                         dynamic become 1 (the importer says so)
-  --seed=N               seed of the random inputs (default 0): floats are
-                         N(0,1), integers uniform in the --int-range, bools 0/1
-  --int-range=LO:HI      range [LO, HI) of random integer inputs (default 0:10)
+  --engine=E             compiled (default), eager or reference (see
+                         'kilnc check --help')
   --save-outputs=DIR     write the inputs used and the outputs to DIR as
                          input_K.pb / output_K.pb (a test data set folder)
   --num-values=N         first values printed per output (default 8)
   --help                 this text
+)";
 
-Exit codes: 0 success, 1 the run failed, 2 bad input (flags, files, model).
+constexpr absl::string_view kRunExit =
+    R"(
+Exit codes: 0 success, 1 the run or compile failed, 2 bad input (flags,
+files, model).
+)";
+
+constexpr absl::string_view kCompileUsage =
+    R"(usage: kilnc compile MODEL [--dump-dir=DIR] [--verbose] [compile flags]
+
+Compiles MODEL and prints the summary of the compile report: time per
+phase, JIT cache hit, loop kernels and how many are vectorized, library
+calls, arena and weight memory.
+
+Flags:
+  --dump-dir=DIR   write the graph IR after every graph pass (DIR/graph/),
+                   the loop IR after lowering and every loop pass
+                   (DIR/loop/) and the generated C++ (DIR/cpp/)
+  --verbose        add a table of every kernel
+  --help           this text
+)";
+
+constexpr absl::string_view kExplainUsage =
+    R"(usage: kilnc explain MODEL [--json] [compile flags]
+
+Compiles MODEL and lists every kernel in execution order: the ONNX ops it
+computes, its backend (loop: generated code; onednn: a oneDNN primitive;
+reference: a library op on kiln's reference interpreter), whether it is
+vectorized and why not; for library calls the post-ops, weight layout,
+prepacked bytes and activation reorders per call.
+
+Flags:
+  --json    print the compile report as one JSON object (kernels,
+            extern_calls, reorders, memory, compile times)
+  --help    this text
+)";
+
+constexpr absl::string_view kBenchUsage =
+    R"(usage: kilnc bench MODEL [--min-time=S] [--min-iterations=N]
+                  [--warmup=N] [--json] [--progress] [input flags]
+                  [compile flags]
+
+Compiles MODEL twice: cold, into a fresh temporary JIT cache (deleted
+afterwards; with --cache-dir, into that one), then warm, from that cache.
+Then runs it --warmup times untimed, then timed until both --min-time and
+--min-iterations are reached, and prints the median, p90, mean and min
+latency, the peak resident memory (getrusage) and the arena size.
+
+Flags:
+  --min-time=S         timed runs last at least S seconds (default 3)
+  --min-iterations=N   and are at least N (default 10)
+  --warmup=N           untimed runs first (default 3)
+  --json               print exactly one JSON object line on stdout
+                       (median_ms, p90_ms, mean_ms, iterations, compile_ms,
+                       compile_warm_ms, peak_rss_bytes, arena_bytes,
+                       threads, mode, isa, model, ...)
+  --progress           show the progress bar on stderr even when stderr is
+                       not a terminal
+  --help               this text
+)";
+
+constexpr absl::string_view kProfileUsage =
+    R"(usage: kilnc profile MODEL [--trace=FILE.json] [--iterations=N]
+                  [--warmup=N] [--top=N] [input flags] [compile flags]
+
+Compiles MODEL, runs it --warmup times, then --iterations times timing every
+kernel; writes a Chrome/Perfetto trace (open in ui.perfetto.dev or
+chrome://tracing) and prints the kernels that take the most time, with their
+share of the total.
+
+Flags:
+  --trace=FILE.json   where the trace goes (default: no trace)
+  --iterations=N      profiled runs (default 10)
+  --warmup=N          untimed runs first (default 1)
+  --top=N             kernels in the table (default 15)
+  --help              this text
+)";
+
+constexpr absl::string_view kToolExit =
+    R"(
+Exit codes: 0 success, 1 the compile or a run failed, 2 bad input (flags,
+files, model).
 )";
 
 absl::Status UsageError(absl::string_view subcommand, absl::string_view what) {
@@ -117,6 +245,17 @@ absl::StatusOr<double> ParseNonNegative(absl::string_view sub,
     return UsageError(sub, absl::StrCat("--", flag,
                                         " wants a finite number >= 0, got '",
                                         text, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<int> ParseIntInRange(absl::string_view sub,
+                                    absl::string_view flag,
+                                    absl::string_view text, int lo, int hi) {
+  int v;
+  if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
+    return UsageError(sub, absl::StrCat("--", flag, " wants an integer in [",
+                                        lo, ", ", hi, "], got '", text, "'"));
   }
   return v;
 }
@@ -165,17 +304,172 @@ absl::Status WalkArgs(absl::string_view sub,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Command> ParseCheck(const std::vector<std::string>& args) {
-  Command cmd;
-  cmd.kind = Command::Kind::kCheck;
-  CheckOptions& o = cmd.check;
-  auto takes_value = [](const std::string& name) -> std::optional<bool> {
-    if (name == "rtol" || name == "atol" || name == "max-rel") return true;
-    if (name == "verbose" || name == "v") return false;
+// The flags of one subcommand: its own plus the shared groups it takes.
+struct FlagSpec {
+  std::map<std::string, bool> own;  // name -> takes a value
+  bool engine = false;              // --engine (check, run)
+  bool inputs = false;              // --input, --seed, --int-range
+};
+
+std::optional<bool> CompileFlagTakesValue(const std::string& name) {
+  if (name == "isa" || name == "threads" || name == "mode" ||
+      name == "disable-pass" || name == "shape" || name == "cache-dir") {
+    return true;
+  }
+  if (name == "no-prepack") return false;
+  return std::nullopt;
+}
+
+std::optional<bool> InputFlagTakesValue(const std::string& name) {
+  if (name == "input" || name == "seed" || name == "int-range") return true;
+  return std::nullopt;
+}
+
+// Parses the shared flags into `cmd`; the subcommand's own flags go to
+// `on_own`. `mode` / `engine` collect --mode and --engine for a final
+// consistency check.
+struct SharedState {
+  std::optional<Engine> from_mode, from_engine;
+};
+
+absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
+                          const std::string& value, Command* cmd,
+                          SharedState* state) {
+  CompileFlags& c = cmd->compile;
+  InputFlags& in = cmd->inputs;
+  if (name == "isa") {
+    if (value.empty()) return UsageError(sub, "--isa needs a module name");
+    c.isa = value;
+  } else if (name == "threads") {
+    absl::StatusOr<int> t = ParseIntInRange(sub, "threads", value, 1, 1024);
+    if (!t.ok()) return t.status();
+    c.threads = *t;
+  } else if (name == "mode") {
+    if (value == "compiled") {
+      state->from_mode = Engine::kCompiled;
+    } else if (value == "eager") {
+      state->from_mode = Engine::kEager;
+    } else {
+      return UsageError(sub, absl::StrCat("unknown --mode '", value,
+                                          "'; modes: compiled, eager"));
+    }
+  } else if (name == "engine") {
+    if (value == "compiled") {
+      state->from_engine = Engine::kCompiled;
+    } else if (value == "eager") {
+      state->from_engine = Engine::kEager;
+    } else if (value == "reference") {
+      state->from_engine = Engine::kReference;
+    } else {
+      return UsageError(sub, absl::StrCat("unknown --engine '", value,
+                                          "'; engines: compiled, eager, "
+                                          "reference"));
+    }
+  } else if (name == "disable-pass") {
+    if (value.empty()) return UsageError(sub, "--disable-pass needs a pass name");
+    c.disabled_passes.push_back(value);
+  } else if (name == "no-prepack") {
+    c.prepack = false;
+  } else if (name == "shape") {
+    absl::StatusOr<std::pair<std::string, ir::Shape>> sh = ParseShapeFlag(value);
+    if (!sh.ok()) return UsageError(sub, sh.status().message());
+    for (const auto& [n, d] : c.shapes) {
+      if (n == sh->first) {
+        return UsageError(sub, absl::StrCat("--shape '", n, "' given twice"));
+      }
+    }
+    c.shapes.push_back(*std::move(sh));
+  } else if (name == "cache-dir") {
+    if (value.empty()) return UsageError(sub, "--cache-dir needs a folder");
+    c.cache_dir = value;
+  } else if (name == "input") {
+    absl::StatusOr<std::pair<std::string, std::string>> i = ParseInputFlag(value);
+    if (!i.ok()) return UsageError(sub, i.status().message());
+    for (const auto& [n, f] : in.inputs) {
+      if (n == i->first) {
+        return UsageError(sub, absl::StrCat("--input '", n, "' given twice"));
+      }
+    }
+    in.inputs.push_back(*std::move(i));
+  } else if (name == "seed") {
+    if (!absl::SimpleAtoi(value, &in.seed)) {
+      return UsageError(sub, absl::StrCat(
+                                 "--seed wants a non-negative integer, got '",
+                                 value, "'"));
+    }
+  } else if (name == "int-range") {
+    std::vector<std::string> parts = absl::StrSplit(value, ':');
+    int64_t lo, hi;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) ||
+        !absl::SimpleAtoi(parts[1], &hi) || lo >= hi) {
+      return UsageError(sub, absl::StrCat("--int-range wants LO:HI with "
+                                          "LO < HI, got '",
+                                          value, "'"));
+    }
+    in.int_low = lo;
+    in.int_high = hi;
+  }
+  return absl::OkStatus();
+}
+
+// Parses `args` (args[0] is the subcommand) with the shared flags of `spec`
+// and its own flags (handed to `on_own`); returns the positionals.
+template <typename OnOwn>
+absl::StatusOr<std::vector<std::string>> ParseSubcommand(
+    const std::vector<std::string>& args, const FlagSpec& spec, Command* cmd,
+    OnOwn on_own) {
+  const std::string& sub = args[0];
+  SharedState state;
+  auto takes_value = [&](const std::string& name) -> std::optional<bool> {
+    auto it = spec.own.find(name);
+    if (it != spec.own.end()) return it->second;
+    if (std::optional<bool> c = CompileFlagTakesValue(name)) return c;
+    if (spec.engine && name == "engine") return true;
+    if (spec.inputs) return InputFlagTakesValue(name);
     return std::nullopt;
   };
   auto on_flag = [&](const std::string& name,
                      const std::string& value) -> absl::Status {
+    if (spec.own.count(name)) return on_own(name, value);
+    return OnSharedFlag(sub, name, value, cmd, &state);
+  };
+  std::vector<std::string> pos;
+  absl::Status s = WalkArgs(sub, args, 1, takes_value, on_flag, &pos);
+  if (!s.ok()) return s;
+  if (state.from_mode && state.from_engine &&
+      *state.from_mode != *state.from_engine) {
+    return UsageError(sub, absl::StrCat("--engine=", EngineName(*state.from_engine),
+                                        " contradicts --mode=",
+                                        EngineName(*state.from_mode)));
+  }
+  if (state.from_engine) cmd->compile.engine = *state.from_engine;
+  if (state.from_mode) cmd->compile.engine = *state.from_mode;
+  return pos;
+}
+
+absl::Status OnePositional(absl::string_view sub, absl::string_view what,
+                           const std::vector<std::string>& pos,
+                           std::string* out) {
+  if (pos.size() != 1) {
+    return UsageError(sub, pos.empty()
+                               ? absl::StrCat(sub, " needs ", what)
+                               : absl::StrCat(sub, " takes one argument (",
+                                              what, "), got ", pos.size()));
+  }
+  *out = pos[0];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Command> ParseCheck(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kCheck;
+  CheckOptions& o = cmd.check;
+  FlagSpec spec{{{"rtol", true}, {"atol", true}, {"max-rel", true},
+                 {"verbose", false}, {"v", false}},
+                /*engine=*/true,
+                /*inputs=*/false};
+  auto on_own = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
     if (name == "verbose" || name == "v") {
       o.verbose = true;
       return absl::OkStatus();
@@ -187,16 +481,15 @@ absl::StatusOr<Command> ParseCheck(const std::vector<std::string>& args) {
     if (name == "max-rel") o.tol.max_rel = *v;
     return absl::OkStatus();
   };
-  std::vector<std::string> pos;
-  absl::Status s = WalkArgs("check", args, 1, takes_value, on_flag, &pos);
-  if (!s.ok()) return s;
-  if (pos.size() != 1) {
-    return UsageError("check", pos.empty()
-                                   ? "check needs a folder (DIR)"
-                                   : absl::StrCat("check takes one folder, got ",
-                                                  pos.size(), " arguments"));
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  if (pos->size() > 1) {
+    return UsageError("check", absl::StrCat("check takes one folder, got ",
+                                            pos->size(), " arguments"));
   }
-  o.dir = pos[0];
+  absl::Status s = OnePositional("check", "a folder (DIR)", *pos, &o.dir);
+  if (!s.ok()) return s;
   return cmd;
 }
 
@@ -204,56 +497,12 @@ absl::StatusOr<Command> ParseRun(const std::vector<std::string>& args) {
   Command cmd;
   cmd.kind = Command::Kind::kRun;
   RunOptions& o = cmd.run;
-  auto takes_value = [](const std::string& name) -> std::optional<bool> {
-    if (name == "input" || name == "shape" || name == "seed" ||
-        name == "int-range" || name == "save-outputs" ||
-        name == "num-values") {
-      return true;
-    }
-    return std::nullopt;
-  };
-  auto on_flag = [&](const std::string& name,
-                     const std::string& value) -> absl::Status {
-    if (name == "input") {
-      absl::StatusOr<std::pair<std::string, std::string>> in =
-          ParseInputFlag(value);
-      if (!in.ok()) return UsageError("run", in.status().message());
-      for (const auto& [n, f] : o.inputs) {
-        if (n == in->first) {
-          return UsageError("run", absl::StrCat("--input '", n,
-                                                "' given twice"));
-        }
-      }
-      o.inputs.push_back(*std::move(in));
-    } else if (name == "shape") {
-      absl::StatusOr<std::pair<std::string, ir::Shape>> sh =
-          ParseShapeFlag(value);
-      if (!sh.ok()) return UsageError("run", sh.status().message());
-      for (const auto& [n, d] : o.shapes) {
-        if (n == sh->first) {
-          return UsageError("run", absl::StrCat("--shape '", n,
-                                                "' given twice"));
-        }
-      }
-      o.shapes.push_back(*std::move(sh));
-    } else if (name == "seed") {
-      if (!absl::SimpleAtoi(value, &o.seed)) {
-        return UsageError("run", absl::StrCat(
-                                     "--seed wants a non-negative integer, got '",
-                                     value, "'"));
-      }
-    } else if (name == "int-range") {
-      std::vector<std::string> parts = absl::StrSplit(value, ':');
-      int64_t lo, hi;
-      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) ||
-          !absl::SimpleAtoi(parts[1], &hi) || lo >= hi) {
-        return UsageError("run", absl::StrCat("--int-range wants LO:HI with "
-                                              "LO < HI, got '",
-                                              value, "'"));
-      }
-      o.int_low = lo;
-      o.int_high = hi;
-    } else if (name == "save-outputs") {
+  FlagSpec spec{{{"save-outputs", true}, {"num-values", true}},
+                /*engine=*/true,
+                /*inputs=*/true};
+  auto on_own = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
+    if (name == "save-outputs") {
       if (value.empty()) {
         return UsageError("run", "--save-outputs needs a folder");
       }
@@ -267,16 +516,126 @@ absl::StatusOr<Command> ParseRun(const std::vector<std::string>& args) {
     }
     return absl::OkStatus();
   };
-  std::vector<std::string> pos;
-  absl::Status s = WalkArgs("run", args, 1, takes_value, on_flag, &pos);
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("run", "a model file (MODEL)", *pos, &o.model);
   if (!s.ok()) return s;
-  if (pos.size() != 1) {
-    return UsageError("run", pos.empty()
-                                 ? "run needs a model file (MODEL)"
-                                 : absl::StrCat("run takes one model file, got ",
-                                                pos.size(), " arguments"));
-  }
-  o.model = pos[0];
+  return cmd;
+}
+
+absl::StatusOr<Command> ParseCompile(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kCompile;
+  CompileCommandOptions& o = cmd.compile_cmd;
+  FlagSpec spec{{{"dump-dir", true}, {"verbose", false}, {"v", false}},
+                /*engine=*/false,
+                /*inputs=*/false};
+  auto on_own = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
+    if (name == "dump-dir") {
+      if (value.empty()) return UsageError("compile", "--dump-dir needs a folder");
+      o.dump_dir = value;
+    } else {
+      o.verbose = true;
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("compile", "a model file (MODEL)", *pos, &o.model);
+  if (!s.ok()) return s;
+  return cmd;
+}
+
+absl::StatusOr<Command> ParseExplain(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kExplain;
+  ExplainOptions& o = cmd.explain;
+  FlagSpec spec{{{"json", false}}, /*engine=*/false, /*inputs=*/false};
+  auto on_own = [&](const std::string&, const std::string&) -> absl::Status {
+    o.json = true;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("explain", "a model file (MODEL)", *pos, &o.model);
+  if (!s.ok()) return s;
+  return cmd;
+}
+
+absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kBench;
+  BenchOptions& o = cmd.bench;
+  FlagSpec spec{{{"min-time", true},
+                 {"min-iterations", true},
+                 {"warmup", true},
+                 {"json", false},
+                 {"progress", false}},
+                /*engine=*/false,
+                /*inputs=*/true};
+  auto on_own = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
+    if (name == "min-time") {
+      absl::StatusOr<double> v = ParseNonNegative("bench", name, value);
+      if (!v.ok()) return v.status();
+      if (*v > 86400) {
+        return UsageError("bench", "--min-time is at most 86400 (a day)");
+      }
+      o.min_time_s = *v;
+    } else if (name == "min-iterations") {
+      absl::StatusOr<int> v = ParseIntInRange("bench", name, value, 1, 100000000);
+      if (!v.ok()) return v.status();
+      o.min_iterations = *v;
+    } else if (name == "warmup") {
+      absl::StatusOr<int> v = ParseIntInRange("bench", name, value, 0, 1000000);
+      if (!v.ok()) return v.status();
+      o.warmup = *v;
+    } else if (name == "json") {
+      o.json = true;
+    } else if (name == "progress") {
+      o.progress = true;
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("bench", "a model file (MODEL)", *pos, &o.model);
+  if (!s.ok()) return s;
+  return cmd;
+}
+
+absl::StatusOr<Command> ParseProfile(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kProfile;
+  ProfileOptions& o = cmd.profile;
+  FlagSpec spec{{{"trace", true}, {"iterations", true}, {"warmup", true}, {"top", true}},
+                /*engine=*/false,
+                /*inputs=*/true};
+  auto on_own = [&](const std::string& name,
+                    const std::string& value) -> absl::Status {
+    if (name == "trace") {
+      if (value.empty()) return UsageError("profile", "--trace needs a file name");
+      o.trace = value;
+      return absl::OkStatus();
+    }
+    const int lo = name == "warmup" ? 0 : 1;
+    absl::StatusOr<int> v = ParseIntInRange("profile", name, value, lo, 1000000);
+    if (!v.ok()) return v.status();
+    if (name == "iterations") o.iterations = *v;
+    if (name == "warmup") o.warmup = *v;
+    if (name == "top") o.top = *v;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<std::string>> pos =
+      ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("profile", "a model file (MODEL)", *pos, &o.model);
+  if (!s.ok()) return s;
   return cmd;
 }
 
@@ -286,11 +645,51 @@ bool IsHelp(const std::string& arg) {
 
 std::string FormatDouble(double v) { return absl::StrFormat("%.6g", v); }
 
+constexpr absl::string_view kCommands[] = {"check", "run", "compile",
+                                           "explain", "bench", "profile"};
+
 }  // namespace
 
+int ExitCodeFor(const absl::Status& status) {
+  if (status.ok()) return kExitOk;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return kExitBadInput;
+    default:
+      return kExitWrongResult;
+  }
+}
+
+const char* EngineName(Engine engine) {
+  switch (engine) {
+    case Engine::kCompiled: return "compiled";
+    case Engine::kEager: return "eager";
+    case Engine::kReference: return "reference";
+  }
+  return "?";
+}
+
 std::string Usage(absl::string_view subcommand) {
-  if (subcommand == "check") return std::string(kCheckUsage);
-  if (subcommand == "run") return std::string(kRunUsage);
+  if (subcommand == "check") {
+    return absl::StrCat(kCheckUsage, kCompileFlagsUsage, kCheckExit);
+  }
+  if (subcommand == "run") {
+    return absl::StrCat(kRunUsage, kInputFlagsUsage, kCompileFlagsUsage, kRunExit);
+  }
+  if (subcommand == "compile") {
+    return absl::StrCat(kCompileUsage, kCompileFlagsUsage, kToolExit);
+  }
+  if (subcommand == "explain") {
+    return absl::StrCat(kExplainUsage, kCompileFlagsUsage, kToolExit);
+  }
+  if (subcommand == "bench") {
+    return absl::StrCat(kBenchUsage, kInputFlagsUsage, kCompileFlagsUsage, kToolExit);
+  }
+  if (subcommand == "profile") {
+    return absl::StrCat(kProfileUsage, kInputFlagsUsage, kCompileFlagsUsage, kToolExit);
+  }
   return std::string(kMainUsage);
 }
 
@@ -302,13 +701,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
     cmd.help_text = Usage(args.size() > 1 && sub == "help" ? args[1] : "");
     return cmd;
   }
-  if (sub != "check" && sub != "run") {
+  if (std::find(std::begin(kCommands), std::end(kCommands), sub) ==
+      std::end(kCommands)) {
     if (!sub.empty() && sub[0] == '-') {
       return UsageError("", absl::StrCat("unknown flag '", sub,
                                          "' (flags go after the command)"));
     }
-    return UsageError("", absl::StrCat("unknown command '", sub,
-                                       "'; commands: check, run"));
+    return UsageError("", absl::StrCat("unknown command '", sub, "'; commands: ",
+                                       absl::StrJoin(kCommands, ", ")));
   }
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--") break;
@@ -318,7 +718,26 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
       return cmd;
     }
   }
-  return sub == "check" ? ParseCheck(args) : ParseRun(args);
+  if (sub == "check") return ParseCheck(args);
+  if (sub == "run") return ParseRun(args);
+  if (sub == "compile") return ParseCompile(args);
+  if (sub == "explain") return ParseExplain(args);
+  if (sub == "bench") return ParseBench(args);
+  return ParseProfile(args);
+}
+
+CompileOptions ToCompileOptions(const CompileFlags& flags,
+                                absl::string_view working_dir) {
+  CompileOptions o;
+  o.isa = flags.isa;
+  o.threads = flags.threads;
+  o.prepack_weights = flags.prepack;
+  for (const auto& [name, shape] : flags.shapes) o.input_shapes[name] = shape;
+  if (!flags.cache_dir.empty()) o.cache_dir = ResolvePath(flags.cache_dir, working_dir);
+  o.mode = flags.engine == Engine::kEager ? CompileOptions::Mode::kEager
+                                          : CompileOptions::Mode::kCompiled;
+  o.disabled_passes = flags.disabled_passes;
+  return o;
 }
 
 absl::StatusOr<ir::Shape> ParseDims(absl::string_view text) {
@@ -497,6 +916,186 @@ absl::StatusOr<ir::Tensor> RandomTensor(ir::DType dtype, const ir::Shape& shape,
     }
   }
   return t;
+}
+
+std::string FormatMs(double ms) {
+  if (ms >= 1000) return absl::StrFormat("%.2f s", ms / 1000);
+  if (ms >= 1) return absl::StrFormat("%.3g ms", ms);
+  return absl::StrFormat("%.3g us", ms * 1000);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1000) return absl::StrCat(bytes, " B");
+  if (bytes < 1000 * 1000) return absl::StrFormat("%.1f kB", b / 1e3);
+  if (bytes < int64_t{1000} * 1000 * 1000) return absl::StrFormat("%.1f MB", b / 1e6);
+  return absl::StrFormat("%.2f GB", b / 1e9);
+}
+
+// ---------------------------------------------------------------- bench
+
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  q = std::clamp(q, 0.0, 1.0);
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+LatencyStats ComputeLatencyStats(const std::vector<double>& ms) {
+  LatencyStats s;
+  s.iterations = static_cast<int>(ms.size());
+  if (ms.empty()) return s;
+  s.median_ms = Quantile(ms, 0.5);
+  s.p90_ms = Quantile(ms, 0.9);
+  double sum = 0;
+  for (double v : ms) sum += v;
+  s.mean_ms = sum / static_cast<double>(ms.size());
+  s.min_ms = *std::min_element(ms.begin(), ms.end());
+  s.max_ms = *std::max_element(ms.begin(), ms.end());
+  return s;
+}
+
+nlohmann::json BenchResultToJson(const BenchResult& r) {
+  return nlohmann::json{
+      {"model", r.model},
+      {"isa", r.isa},
+      {"mode", r.mode},
+      {"threads", r.threads},
+      {"compile_ms", r.compile_ms},
+      {"compile_warm_ms", r.compile_warm_ms},
+      {"compile_cache_hit", r.cold_cache_hit},
+      {"compile_warm_cache_hit", r.warm_cache_hit},
+      {"warmup", r.warmup},
+      {"iterations", r.latency.iterations},
+      {"timed_s", r.timed_s},
+      {"median_ms", r.latency.median_ms},
+      {"p90_ms", r.latency.p90_ms},
+      {"mean_ms", r.latency.mean_ms},
+      {"min_ms", r.latency.min_ms},
+      {"max_ms", r.latency.max_ms},
+      {"peak_rss_bytes", r.peak_rss_bytes},
+      {"arena_bytes", r.arena_bytes},
+      {"prepacked_bytes", r.prepacked_bytes},
+      {"kernels", r.kernels},
+      {"loop_kernels", r.loop_kernels},
+      {"library_calls", r.library_calls},
+  };
+}
+
+std::string ProgressLine(double elapsed_s, double min_time_s, int iterations,
+                         int min_iterations, int width) {
+  const double by_time = min_time_s > 0 ? elapsed_s / min_time_s : 1.0;
+  const double by_iterations =
+      min_iterations > 0 ? static_cast<double>(iterations) / min_iterations : 1.0;
+  const double fraction = std::clamp(std::min(by_time, by_iterations), 0.0, 1.0);
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  return absl::StrFormat("\r[%s%s] %3d%%  %.1f/%.1f s  %d runs", std::string(filled, '#'),
+                         std::string(width - filled, '-'),
+                         static_cast<int>(fraction * 100 + 0.5), elapsed_s, min_time_s,
+                         iterations);
+}
+
+// ---------------------------------------------------------------- profile
+
+std::string KernelLabel(const KernelReport& k, size_t max_ops) {
+  std::vector<std::string> ops(k.ops.begin(),
+                               k.ops.begin() + std::min(max_ops, k.ops.size()));
+  if (k.ops.size() > max_ops) ops.push_back(absl::StrCat("+", k.ops.size() - max_ops, " more"));
+  if (ops.empty()) return k.name;
+  return absl::StrCat(k.name, " (", absl::StrJoin(ops, ", "), ")");
+}
+
+absl::StatusOr<nlohmann::json> ChromeTrace(const CompileReport& report,
+                                           const std::vector<ProfiledRun>& runs) {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1},
+                    {"args", {{"name", absl::StrCat("kiln ", report.model)}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1},
+                    {"args", {{"name", "Run"}}}});
+  for (size_t r = 0; r < runs.size(); ++r) {
+    for (const CompiledModel::KernelTiming& t : runs[r].timings) {
+      if (t.kernel < 0 || t.kernel >= static_cast<int>(report.kernels.size())) {
+        return absl::InternalError(absl::StrCat(
+            "profile timing names kernel ", t.kernel, " but the report has ",
+            report.kernels.size(), " kernels; this is a kiln bug"));
+      }
+      const KernelReport& k = report.kernels[t.kernel];
+      json args = {{"backend", k.backend},
+                   {"status", k.status},
+                   {"ops", k.ops},
+                   {"run", r},
+                   {"kernel", t.kernel}};
+      if (!k.reason.empty()) args["reason"] = k.reason;
+      if (!k.call.empty()) args["call"] = k.call;
+      events.push_back({{"name", KernelLabel(k)},
+                        {"cat", k.backend},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", 1},
+                        {"ts", runs[r].start_us + t.start_us},
+                        {"dur", t.duration_us},
+                        {"args", std::move(args)}});
+    }
+  }
+  return json{{"traceEvents", std::move(events)},
+              {"displayTimeUnit", "ms"},
+              {"otherData",
+               {{"model", report.model},
+                {"isa", report.isa},
+                {"mode", report.mode},
+                {"threads", report.threads},
+                {"runs", runs.size()}}}};
+}
+
+std::vector<KernelTotal> KernelTotals(const CompileReport& report,
+                                      const std::vector<ProfiledRun>& runs) {
+  std::vector<KernelTotal> totals(report.kernels.size());
+  double all = 0;
+  for (size_t k = 0; k < totals.size(); ++k) totals[k].kernel = static_cast<int>(k);
+  for (const ProfiledRun& run : runs) {
+    for (const CompiledModel::KernelTiming& t : run.timings) {
+      if (t.kernel < 0 || t.kernel >= static_cast<int>(totals.size())) continue;
+      totals[t.kernel].total_us += t.duration_us;
+      ++totals[t.kernel].calls;
+      all += t.duration_us;
+    }
+  }
+  for (KernelTotal& t : totals) t.share = all > 0 ? t.total_us / all : 0;
+  std::stable_sort(totals.begin(), totals.end(),
+                   [](const KernelTotal& a, const KernelTotal& b) {
+                     return a.total_us > b.total_us;
+                   });
+  return totals;
+}
+
+std::string FormatKernelTable(const CompileReport& report,
+                              const std::vector<KernelTotal>& totals, int runs,
+                              int top) {
+  double all_us = 0;
+  for (const KernelTotal& t : totals) all_us += t.total_us;
+  std::string s = absl::StrFormat(
+      "top %d of %d kernels by total time over %d run(s); kernels sum to %s per run\n",
+      std::min<int>(top, totals.size()), totals.size(), runs,
+      FormatMs(runs > 0 ? all_us / 1000 / runs : 0));
+  absl::StrAppendFormat(&s, "%4s  %10s  %6s  %-9s  %-10s  %s\n", "#", "ms/run", "share",
+                        "backend", "status", "kernel (ops)");
+  double cumulative = 0;
+  for (int i = 0; i < top && i < static_cast<int>(totals.size()); ++i) {
+    const KernelTotal& t = totals[i];
+    const KernelReport& k = report.kernels[t.kernel];
+    cumulative += t.share;
+    absl::StrAppendFormat(&s, "%4d  %10.3f  %5.1f%%  %-9s  %-10s  %s\n", i + 1,
+                          runs > 0 ? t.total_us / 1000 / runs : 0.0, 100 * t.share,
+                          k.backend, k.status, KernelLabel(k));
+  }
+  absl::StrAppendFormat(&s, "these %d kernels: %.1f%% of kernel time\n",
+                        std::min<int>(top, totals.size()), 100 * cumulative);
+  return s;
 }
 
 }  // namespace kiln::tools

@@ -1,11 +1,12 @@
 // File: tools/kilnc_lib.h — the testable parts of the `kilnc` command line
 // tool: argument parsing for each subcommand, `--shape name=1x3x224x224`
-// parsing, error metrics between a result and an expected tensor, and the
-// one-line output summary `kilnc run` prints.
+// parsing, tensor summaries and seeded random inputs, and the pure pieces of
+// `bench` and `profile` (latency statistics, the JSON result line, the
+// progress bar, the Chrome trace and the per-kernel time table).
 //
 //   absl::StatusOr<tools::Command> cmd = tools::ParseCommandLine(args);
 //   if (!cmd.ok()) { std::cerr << cmd.status().message(); return 2; }
-//   tools::ErrorMetrics m = tools::CompareOutput(got, expected, cmd->check.tol);
+//   kiln::CompileOptions options = tools::ToCompileOptions(cmd->compile);
 #ifndef KILN_TOOLS_KILNC_LIB_H_
 #define KILN_TOOLS_KILNC_LIB_H_
 
@@ -15,9 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/graph/tensor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/kiln.h"
 #include "testing/compare.h"
 
 namespace kiln::tools {
@@ -27,7 +31,39 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitWrongResult = 1;
 inline constexpr int kExitBadInput = 2;
 
+// The exit code for a failed operation: kExitBadInput when the user's input
+// is at fault (InvalidArgument, NotFound, OutOfRange), kExitWrongResult for
+// everything else (Unimplemented, Internal, ...).
+int ExitCodeFor(const absl::Status& status);
+
 // ---------------------------------------------------------------- arguments
+
+// How a model executes: kiln's compiled code, kiln's eager baseline (one
+// kernel per op) or the reference interpreter (check and run only).
+enum class Engine { kCompiled, kEager, kReference };
+const char* EngineName(Engine engine);
+
+// Flags every subcommand takes: how to compile the model.
+struct CompileFlags {
+  std::string isa;  // --isa; empty: the best this CPU runs
+  int threads = 0;  // --threads; 0: OMP_NUM_THREADS, else every core
+  Engine engine = Engine::kCompiled;  // --mode (and --engine for check/run)
+  std::vector<std::string> disabled_passes;  // --disable-pass, repeatable
+  bool prepack = true;                       // --no-prepack
+  // --shape name=dims, in command-line order.
+  std::vector<std::pair<std::string, ir::Shape>> shapes;
+  std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
+};
+
+// Flags of the commands that feed a model (run, bench, profile).
+struct InputFlags {
+  // --input name=file.pb, in command-line order.
+  std::vector<std::pair<std::string, std::string>> inputs;
+  uint64_t seed = 0;
+  // Random integer inputs are drawn from [int_low, int_high).
+  int64_t int_low = 0;
+  int64_t int_high = 10;
+};
 
 struct CheckOptions {
   std::string dir;  // as given; resolve with ResolvePath
@@ -38,25 +74,51 @@ struct CheckOptions {
 };
 
 struct RunOptions {
-  std::string model;  // as given; resolve with ResolvePath
-  // --input name=file.pb, in command-line order.
-  std::vector<std::pair<std::string, std::string>> inputs;
-  // --shape name=dims, in command-line order.
-  std::vector<std::pair<std::string, ir::Shape>> shapes;
-  uint64_t seed = 0;
-  // Random integer inputs are drawn from [int_low, int_high).
-  int64_t int_low = 0;
-  int64_t int_high = 10;
+  std::string model;         // as given; resolve with ResolvePath
   std::string save_outputs;  // folder; empty: do not save
   int num_values = 8;        // first values printed per output
 };
 
+struct CompileCommandOptions {
+  std::string model;
+  std::string dump_dir;  // --dump-dir; empty: no dumps
+  bool verbose = false;  // add the per-kernel table
+};
+
+struct ExplainOptions {
+  std::string model;
+  bool json = false;  // CompileReport::ToJson instead of the text form
+};
+
+struct BenchOptions {
+  std::string model;
+  double min_time_s = 3.0;   // timed runs last at least this long...
+  int min_iterations = 10;   // ...and are at least this many
+  int warmup = 3;            // untimed runs first
+  bool json = false;         // one JSON object line on stdout
+  bool progress = false;     // progress bar on stderr even when not a TTY
+};
+
+struct ProfileOptions {
+  std::string model;
+  std::string trace;  // Chrome trace file; empty: only the table
+  int iterations = 10;
+  int warmup = 1;
+  int top = 15;  // kernels in the table
+};
+
 struct Command {
-  enum class Kind { kHelp, kCheck, kRun };
+  enum class Kind { kHelp, kCheck, kRun, kCompile, kExplain, kBench, kProfile };
   Kind kind = Kind::kHelp;
   std::string help_text;  // kHelp: what to print on stdout
+  CompileFlags compile;   // every command
+  InputFlags inputs;      // run, bench, profile
   CheckOptions check;
   RunOptions run;
+  CompileCommandOptions compile_cmd;
+  ExplainOptions explain;
+  BenchOptions bench;
+  ProfileOptions profile;
 };
 
 // Parses kilnc's arguments (without argv[0]). `--help` anywhere gives kHelp
@@ -66,6 +128,12 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args);
 
 // Usage of kilnc ("" subcommand) or of one subcommand.
 std::string Usage(absl::string_view subcommand = "");
+
+// The compiler options the flags ask for (engine kReference maps to the
+// compiled mode: the caller does not compile then). `working_dir` resolves a
+// relative --cache-dir.
+CompileOptions ToCompileOptions(const CompileFlags& flags,
+                                absl::string_view working_dir = "");
 
 // "1x3x224x224" -> {1, 3, 224, 224}. Dims are non-negative decimal integers;
 // the element count must fit in int64.
@@ -102,6 +170,79 @@ std::string SummarizeTensor(absl::string_view name, const ir::Tensor& t,
 absl::StatusOr<ir::Tensor> RandomTensor(ir::DType dtype, const ir::Shape& shape,
                                         uint64_t seed, int64_t int_low,
                                         int64_t int_high);
+
+// "1.23 s", "45.6 ms", "789 us".
+std::string FormatMs(double ms);
+// "512 B", "12.3 kB", "45.6 MB", "1.23 GB" (decimal units).
+std::string FormatBytes(int64_t bytes);
+
+// ---------------------------------------------------------------- bench
+
+struct LatencyStats {
+  int iterations = 0;
+  double median_ms = 0, p90_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0;
+};
+// The `q`-quantile (0..1) of `values` with linear interpolation between order
+// statistics (numpy's default); 0 for no values.
+double Quantile(std::vector<double> values, double q);
+LatencyStats ComputeLatencyStats(const std::vector<double>& ms);
+
+// What `kilnc bench` measured.
+struct BenchResult {
+  std::string model;
+  std::string isa, mode;
+  int threads = 0;  // the team size the runs used
+  double compile_ms = 0;       // cold: a fresh JIT cache
+  double compile_warm_ms = 0;  // again, the cache now holding the code
+  bool cold_cache_hit = false;
+  bool warm_cache_hit = false;
+  int warmup = 0;
+  double timed_s = 0;  // wall time of the timed runs
+  LatencyStats latency;
+  int64_t peak_rss_bytes = 0;
+  int64_t arena_bytes = 0;
+  int64_t prepacked_bytes = 0;
+  int kernels = 0, loop_kernels = 0, library_calls = 0;
+};
+nlohmann::json BenchResultToJson(const BenchResult& r);
+
+// One progress-bar line (no newline, starts with '\r'): the bar fills as
+// both the time and the iteration minimums are approached.
+std::string ProgressLine(double elapsed_s, double min_time_s, int iterations,
+                         int min_iterations, int width = 30);
+
+// ---------------------------------------------------------------- profile
+
+// The timings of one Profile call and when it started (µs since the first).
+struct ProfiledRun {
+  double start_us = 0;
+  std::vector<CompiledModel::KernelTiming> timings;
+};
+
+// "name (op1, op2, ...)": a kernel's trace label; past `max_ops` ops the
+// rest are counted ("+3 more").
+std::string KernelLabel(const KernelReport& k, size_t max_ops = 8);
+
+// A Chrome / Perfetto trace: {"traceEvents": [...]} with one complete
+// ("ph":"X") event per kernel per run, ts/dur in µs, args with the kernel's
+// backend, status, ops and the run index. Timings naming a kernel outside
+// the report are an InternalError.
+absl::StatusOr<nlohmann::json> ChromeTrace(const CompileReport& report,
+                                           const std::vector<ProfiledRun>& runs);
+
+struct KernelTotal {
+  int kernel = -1;  // index into the report's kernels
+  double total_us = 0;
+  int calls = 0;
+  double share = 0;  // of the summed time of all kernels, 0..1
+};
+// Kernels by total time over all runs, longest first (ties by index).
+std::vector<KernelTotal> KernelTotals(const CompileReport& report,
+                                      const std::vector<ProfiledRun>& runs);
+// The table `kilnc profile` prints: the first `top` entries of KernelTotals.
+std::string FormatKernelTable(const CompileReport& report,
+                              const std::vector<KernelTotal>& totals, int runs,
+                              int top);
 
 }  // namespace kiln::tools
 

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/tensor.h"
+#include "nlohmann/json.hpp"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::tools {
@@ -26,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ir::DType;
 using ir::Shape;
 using ir::Tensor;
@@ -122,17 +126,127 @@ TEST(ParseCommandLine, RunFlags) {
   const RunOptions& r = cmd->run;
   EXPECT_EQ(cmd->kind, Command::Kind::kRun);
   EXPECT_EQ(r.model, "m.onnx");
-  ASSERT_EQ(r.inputs.size(), 2u);
-  EXPECT_EQ(r.inputs[0], (std::pair<std::string, std::string>("a", "a.pb")));
-  EXPECT_EQ(r.inputs[1], (std::pair<std::string, std::string>("b", "b.pb")));
-  ASSERT_EQ(r.shapes.size(), 1u);
-  EXPECT_EQ(r.shapes[0].first, "c");
-  EXPECT_EQ(r.shapes[0].second, (Shape{1, 2}));
-  EXPECT_EQ(r.seed, 42u);
-  EXPECT_EQ(r.int_low, -3);
-  EXPECT_EQ(r.int_high, 3);
+  const InputFlags& in = cmd->inputs;
+  ASSERT_EQ(in.inputs.size(), 2u);
+  EXPECT_EQ(in.inputs[0], (std::pair<std::string, std::string>("a", "a.pb")));
+  EXPECT_EQ(in.inputs[1], (std::pair<std::string, std::string>("b", "b.pb")));
+  ASSERT_EQ(cmd->compile.shapes.size(), 1u);
+  EXPECT_EQ(cmd->compile.shapes[0].first, "c");
+  EXPECT_EQ(cmd->compile.shapes[0].second, (Shape{1, 2}));
+  EXPECT_EQ(in.seed, 42u);
+  EXPECT_EQ(in.int_low, -3);
+  EXPECT_EQ(in.int_high, 3);
   EXPECT_EQ(r.save_outputs, "out");
   EXPECT_EQ(r.num_values, 2);
+  EXPECT_EQ(cmd->compile.engine, Engine::kCompiled);
+}
+
+TEST(ParseCommandLine, CompileFlagsOnEveryCommand) {
+  for (const char* sub : {"check", "run", "compile", "explain", "bench", "profile"}) {
+    auto cmd = ParseCommandLine({sub, "m", "--isa=avx2", "--threads", "3", "--mode=eager",
+                                 "--disable-pass=fold-batch-norm", "--disable_pass",
+                                 "eliminate-dead-code", "--no-prepack", "--shape",
+                                 "x=1x3x8x8", "--cache-dir=/tmp/c"});
+    ASSERT_TRUE(cmd.ok()) << sub << ": " << cmd.status();
+    const CompileFlags& c = cmd->compile;
+    EXPECT_EQ(c.isa, "avx2") << sub;
+    EXPECT_EQ(c.threads, 3) << sub;
+    EXPECT_EQ(c.engine, Engine::kEager) << sub;
+    EXPECT_EQ(c.disabled_passes,
+              (std::vector<std::string>{"fold-batch-norm", "eliminate-dead-code"}))
+        << sub;
+    EXPECT_FALSE(c.prepack) << sub;
+    ASSERT_EQ(c.shapes.size(), 1u) << sub;
+    EXPECT_EQ(c.shapes[0].second, (Shape{1, 3, 8, 8})) << sub;
+
+    const CompileOptions o = ToCompileOptions(c, "/home/u");
+    EXPECT_EQ(o.isa, "avx2");
+    EXPECT_EQ(o.threads, 3);
+    EXPECT_EQ(o.mode, CompileOptions::Mode::kEager);
+    EXPECT_FALSE(o.prepack_weights);
+    EXPECT_EQ(o.disabled_passes.size(), 2u);
+    EXPECT_EQ(o.input_shapes.at("x"), (Shape{1, 3, 8, 8}));
+    EXPECT_EQ(o.cache_dir, "/tmp/c");
+  }
+}
+
+TEST(ParseCommandLine, DefaultsCompileWithTheBestIsa) {
+  auto cmd = ParseCommandLine({"explain", "m.onnx"});
+  ASSERT_TRUE(cmd.ok()) << cmd.status();
+  EXPECT_EQ(cmd->kind, Command::Kind::kExplain);
+  const CompileOptions o = ToCompileOptions(cmd->compile, "/home/u");
+  EXPECT_EQ(o.isa, "");
+  EXPECT_EQ(o.threads, 0);
+  EXPECT_EQ(o.mode, CompileOptions::Mode::kCompiled);
+  EXPECT_TRUE(o.prepack_weights);
+  EXPECT_EQ(o.cache_dir, "");  // the API's default
+  EXPECT_FALSE(cmd->explain.json);
+  auto rel = ParseCommandLine({"compile", "m.onnx", "--cache-dir=c"});
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(ToCompileOptions(rel->compile, "/home/u").cache_dir, "/home/u/c");
+}
+
+TEST(ParseCommandLine, EngineAndMode) {
+  auto ref = ParseCommandLine({"check", "d", "--engine=reference"});
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->compile.engine, Engine::kReference);
+  auto eager = ParseCommandLine({"run", "m", "--engine", "eager"});
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_EQ(eager->compile.engine, Engine::kEager);
+  auto both = ParseCommandLine({"check", "d", "--engine=eager", "--mode=eager"});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->compile.engine, Engine::kEager);
+  auto compiled = ParseCommandLine({"check", "d", "--engine=compiled"});
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_EQ(compiled->compile.engine, Engine::kCompiled);
+}
+
+TEST(ParseCommandLine, NewCommandsFlags) {
+  auto c = ParseCommandLine({"compile", "m.onnx", "--dump-dir", "d", "-v"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->kind, Command::Kind::kCompile);
+  EXPECT_EQ(c->compile_cmd.model, "m.onnx");
+  EXPECT_EQ(c->compile_cmd.dump_dir, "d");
+  EXPECT_TRUE(c->compile_cmd.verbose);
+
+  auto e = ParseCommandLine({"explain", "--json", "m.onnx"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->explain.model, "m.onnx");
+  EXPECT_TRUE(e->explain.json);
+
+  auto b = ParseCommandLine({"bench", "m.onnx"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->kind, Command::Kind::kBench);
+  EXPECT_EQ(b->bench.min_time_s, 3.0);
+  EXPECT_EQ(b->bench.min_iterations, 10);
+  EXPECT_FALSE(b->bench.json);
+  EXPECT_FALSE(b->bench.progress);
+  b = ParseCommandLine({"bench", "m.onnx", "--min-time=0.2", "--min-iterations=4",
+                        "--warmup=0", "--json", "--progress", "--input", "x=x.pb",
+                        "--seed=5", "--threads=1"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->bench.min_time_s, 0.2);
+  EXPECT_EQ(b->bench.min_iterations, 4);
+  EXPECT_EQ(b->bench.warmup, 0);
+  EXPECT_TRUE(b->bench.json);
+  EXPECT_TRUE(b->bench.progress);
+  EXPECT_EQ(b->inputs.inputs.size(), 1u);
+  EXPECT_EQ(b->inputs.seed, 5u);
+  EXPECT_EQ(b->compile.threads, 1);
+
+  auto p = ParseCommandLine({"profile", "m.onnx", "--trace=t.json", "--iterations", "3",
+                             "--top=5", "--warmup=0"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kind, Command::Kind::kProfile);
+  EXPECT_EQ(p->profile.trace, "t.json");
+  EXPECT_EQ(p->profile.iterations, 3);
+  EXPECT_EQ(p->profile.top, 5);
+  EXPECT_EQ(p->profile.warmup, 0);
+  auto pd = ParseCommandLine({"profile", "m.onnx"});
+  ASSERT_TRUE(pd.ok());
+  EXPECT_EQ(pd->profile.iterations, 10);
+  EXPECT_EQ(pd->profile.top, 15);
+  EXPECT_EQ(pd->profile.trace, "");
 }
 
 TEST(ParseCommandLine, HelpForToolAndEachCommand) {
@@ -150,12 +264,27 @@ TEST(ParseCommandLine, HelpForToolAndEachCommand) {
   auto run = ParseCommandLine({"help", "run"});
   ASSERT_TRUE(run.ok());
   EXPECT_THAT(run->help_text, HasSubstr("usage: kilnc run MODEL"));
+  for (const char* sub : {"compile", "explain", "bench", "profile"}) {
+    auto help = ParseCommandLine({sub, "m.onnx", "--help"});
+    ASSERT_TRUE(help.ok()) << sub;
+    EXPECT_EQ(help->kind, Command::Kind::kHelp);
+    EXPECT_THAT(help->help_text, HasSubstr(absl::StrCat("usage: kilnc ", sub, " MODEL")));
+    EXPECT_THAT(help->help_text, HasSubstr("--disable-pass=NAME"));
+  }
+}
+
+TEST(ExitCodeFor, UserErrorsAreTwoOthersOne) {
+  EXPECT_EQ(ExitCodeFor(absl::OkStatus()), kExitOk);
+  EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("x")), kExitBadInput);
+  EXPECT_EQ(ExitCodeFor(absl::NotFoundError("x")), kExitBadInput);
+  EXPECT_EQ(ExitCodeFor(absl::UnimplementedError("x")), kExitWrongResult);
+  EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), kExitWrongResult);
 }
 
 TEST(ParseCommandLine, ArgumentErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{}, "missing command"},
-      {{"compile", "m.onnx"}, "unknown command 'compile'"},
+      {{"frobnicate", "m.onnx"}, "unknown command 'frobnicate'"},
       {{"--rtol=1", "check", "d"}, "unknown flag '--rtol=1'"},
       {{"check"}, "needs a folder"},
       {{"check", "a", "b"}, "one folder"},
@@ -175,6 +304,37 @@ TEST(ParseCommandLine, ArgumentErrors) {
       {{"run", "m", "--int-range=a:b"}, "--int-range wants"},
       {{"run", "m", "--num-values=x"}, "--num-values wants"},
       {{"run", "m", "--rtol=1"}, "unknown flag '--rtol=1'"},
+      {{"run", "m", "--threads=0"}, "--threads wants an integer in [1, 1024]"},
+      {{"check", "d", "--threads=abc"}, "--threads wants an integer"},
+      {{"bench", "m", "--threads=-2"}, "--threads wants an integer"},
+      {{"compile", "m", "--threads"}, "--threads needs a value"},
+      {{"run", "m", "--mode=fast"}, "unknown --mode 'fast'; modes: compiled, eager"},
+      {{"explain", "m", "--mode=reference"}, "unknown --mode 'reference'"},
+      {{"check", "d", "--engine=fast"}, "unknown --engine 'fast'"},
+      {{"check", "d", "--engine=reference", "--mode=eager"},
+       "--engine=reference contradicts --mode=eager"},
+      {{"bench", "m", "--engine=reference"}, "unknown flag '--engine=reference'"},
+      {{"compile", "m", "--no-prepack=1"}, "--no-prepack takes no value"},
+      {{"compile", "m", "--isa="}, "--isa needs a module name"},
+      {{"compile", "m", "--dump-dir="}, "--dump-dir needs a folder"},
+      {{"compile", "m", "--cache-dir="}, "--cache-dir needs a folder"},
+      {{"compile", "m", "--disable-pass="}, "--disable-pass needs a pass name"},
+      {{"compile", "m", "--shape", "x=1xq"}, "bad --shape 'x=1xq'"},
+      {{"compile", "m", "--input", "x=a.pb"}, "unknown flag '--input'"},
+      {{"compile"}, "compile needs a model file"},
+      {{"compile", "a", "b"}, "takes one argument"},
+      {{"explain", "m", "--json=yes"}, "--json takes no value"},
+      {{"explain"}, "explain needs a model file"},
+      {{"bench"}, "bench needs a model file"},
+      {{"bench", "m", "--min-time=-1"}, "--min-time wants a finite number >= 0"},
+      {{"bench", "m", "--min-time=nan"}, "--min-time wants"},
+      {{"bench", "m", "--min-iterations=0"}, "--min-iterations wants an integer"},
+      {{"bench", "m", "--warmup=x"}, "--warmup wants an integer"},
+      {{"bench", "m", "--trace=t.json"}, "unknown flag '--trace=t.json'"},
+      {{"profile", "m", "--iterations=0"}, "--iterations wants an integer in [1, "},
+      {{"profile", "m", "--top=-1"}, "--top wants"},
+      {{"profile", "m", "--trace="}, "--trace needs a file name"},
+      {{"profile"}, "profile needs a model file"},
   };
   for (const auto& [args, want] : cases) {
     absl::StatusOr<Command> cmd = ParseCommandLine(args);
@@ -382,6 +542,145 @@ TEST(RandomTensor, Errors) {
   EXPECT_TRUE(RandomTensor(DType::kU8, {4}, 0, 0, 256).ok());
 }
 
+// ---------------------------------------------------------------- bench
+
+TEST(Quantile, InterpolatesBetweenOrderStatistics) {
+  // numpy.percentile(range(1, 11), [50, 90, 0, 100]) = 5.5, 9.1, 1, 10.
+  const std::vector<double> v = {7, 1, 10, 3, 2, 9, 4, 8, 6, 5};
+  EXPECT_DOUBLE_EQ(Quantile(v, 0.5), 5.5);
+  EXPECT_NEAR(Quantile(v, 0.9), 9.1, 1e-12);
+  EXPECT_DOUBLE_EQ(Quantile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(Quantile(v, 1), 10);
+  EXPECT_DOUBLE_EQ(Quantile({4}, 0.9), 4);
+  EXPECT_DOUBLE_EQ(Quantile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3}, 0.5), 2);
+}
+
+TEST(LatencyStats, MedianP90MeanMinMax) {
+  const LatencyStats s = ComputeLatencyStats({2, 4, 4, 4, 5, 5, 7, 9, 10, 50});
+  EXPECT_EQ(s.iterations, 10);
+  EXPECT_DOUBLE_EQ(s.median_ms, 5);
+  EXPECT_NEAR(s.p90_ms, 10 + 0.1 * 40, 1e-9);  // between the 9th and 10th
+  EXPECT_DOUBLE_EQ(s.mean_ms, 10);
+  EXPECT_DOUBLE_EQ(s.min_ms, 2);
+  EXPECT_DOUBLE_EQ(s.max_ms, 50);
+}
+
+TEST(BenchResultToJson, CarriesTheRequiredKeys) {
+  BenchResult r;
+  r.model = "m.onnx";
+  r.isa = "avx2";
+  r.mode = "compiled";
+  r.threads = 1;
+  r.compile_ms = 1200;
+  r.compile_warm_ms = 30;
+  r.latency = ComputeLatencyStats({1, 2, 3});
+  r.peak_rss_bytes = 1 << 20;
+  r.arena_bytes = 4096;
+  const nlohmann::json j = nlohmann::json::parse(BenchResultToJson(r).dump());
+  for (const char* key : {"median_ms", "p90_ms", "mean_ms", "iterations", "compile_ms",
+                          "compile_warm_ms", "peak_rss_bytes", "arena_bytes", "threads",
+                          "mode", "isa", "model"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["median_ms"], 2.0);
+  EXPECT_EQ(j["iterations"], 3);
+  EXPECT_EQ(j["arena_bytes"], 4096);
+  EXPECT_EQ(j["isa"], "avx2");
+}
+
+TEST(ProgressLine, FillsWithTheSlowerOfTimeAndIterations) {
+  EXPECT_EQ(ProgressLine(1.5, 3, 100, 10, 10), "\r[#####-----]  50%  1.5/3.0 s  100 runs");
+  EXPECT_EQ(ProgressLine(5, 3, 2, 10, 10), "\r[##--------]  20%  5.0/3.0 s  2 runs");
+  EXPECT_EQ(ProgressLine(9, 3, 20, 10, 4), "\r[####] 100%  9.0/3.0 s  20 runs");
+  EXPECT_EQ(ProgressLine(0, 0, 0, 10, 4), "\r[----]   0%  0.0/0.0 s  0 runs");
+}
+
+TEST(FormatBytes, DecimalUnits) {
+  EXPECT_EQ(FormatBytes(864), "864 B");
+  EXPECT_EQ(FormatBytes(43210), "43.2 kB");
+  EXPECT_EQ(FormatBytes(102146352), "102.1 MB");
+  EXPECT_EQ(FormatBytes(int64_t{2500000000}), "2.50 GB");
+}
+
+// ---------------------------------------------------------------- profile
+
+CompileReport TwoKernelReport() {
+  CompileReport r;
+  r.model = "m";
+  KernelReport conv;
+  conv.name = "conv_0";
+  conv.backend = "onednn";
+  conv.status = "library";
+  conv.ops = {"Conv_0", "Relu_1"};
+  conv.call = "conv[3x3 s1 g1 p1]+relu";
+  KernelReport pool;
+  pool.name = "k1_pool";
+  pool.backend = "loop";
+  pool.status = "scalar";
+  pool.reason = "max over a window";
+  pool.ops = {"MaxPool_2"};
+  r.kernels = {conv, pool};
+  return r;
+}
+
+std::vector<ProfiledRun> TwoRuns() {
+  ProfiledRun a, b;
+  a.start_us = 0;
+  a.timings = {{0, 1.0, 30.0}, {1, 32.0, 10.0}};
+  b.start_us = 100;
+  b.timings = {{0, 0.5, 50.0}, {1, 51.0, 10.0}};
+  return {a, b};
+}
+
+TEST(KernelLabel, NamesOpsAndCountsTheRest) {
+  KernelReport k;
+  k.name = "k";
+  EXPECT_EQ(KernelLabel(k), "k");
+  k.ops = {"a", "b", "c"};
+  EXPECT_EQ(KernelLabel(k), "k (a, b, c)");
+  EXPECT_EQ(KernelLabel(k, 2), "k (a, b, +1 more)");
+}
+
+TEST(ChromeTrace, OneCompleteEventPerKernelPerRun) {
+  absl::StatusOr<nlohmann::json> t = ChromeTrace(TwoKernelReport(), TwoRuns());
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<nlohmann::json> x;
+  for (const nlohmann::json& e : (*t)["traceEvents"]) {
+    if (e["ph"] == "X") x.push_back(e);
+  }
+  ASSERT_EQ(x.size(), 4u);
+  EXPECT_EQ(x[0]["name"], "conv_0 (Conv_0, Relu_1)");
+  EXPECT_EQ(x[0]["ts"], 1.0);
+  EXPECT_EQ(x[0]["dur"], 30.0);
+  EXPECT_EQ(x[0]["args"]["backend"], "onednn");
+  EXPECT_EQ(x[1]["args"]["status"], "scalar");
+  EXPECT_EQ(x[1]["args"]["reason"], "max over a window");
+  EXPECT_EQ(x[2]["ts"], 100.5);  // the second run's start + the kernel's offset
+  EXPECT_EQ(x[3]["args"]["run"], 1);
+
+  std::vector<ProfiledRun> bad = TwoRuns();
+  bad[1].timings[1].kernel = 2;
+  absl::StatusOr<nlohmann::json> b = ChromeTrace(TwoKernelReport(), bad);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(KernelTotals, SortedByTimeWithShares) {
+  const CompileReport r = TwoKernelReport();
+  const std::vector<KernelTotal> t = KernelTotals(r, TwoRuns());
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].kernel, 0);
+  EXPECT_DOUBLE_EQ(t[0].total_us, 80);
+  EXPECT_EQ(t[0].calls, 2);
+  EXPECT_DOUBLE_EQ(t[0].share, 0.8);
+  EXPECT_DOUBLE_EQ(t[1].share, 0.2);
+  const std::string table = FormatKernelTable(r, t, 2, 1);
+  EXPECT_THAT(table, HasSubstr("top 1 of 2 kernels"));
+  EXPECT_THAT(table, HasSubstr("0.040   80.0%  onednn"));  // 80 us over 2 runs
+  EXPECT_THAT(table, HasSubstr("conv_0 (Conv_0, Relu_1)"));
+  EXPECT_THAT(table, Not(HasSubstr("k1_pool")));
+}
+
 // ---------------------------------------------------------------- end to end
 
 std::string Runfile(const std::string& path) {
@@ -411,23 +710,40 @@ std::string Quote(const std::string& s) {
 
 struct Result {
   int exit_code = -1;
-  std::string output;  // stdout and stderr, interleaved
+  std::string out;     // stdout
+  std::string err;     // stderr
+  std::string output;  // stdout, then stderr
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 // Runs the kilnc binary; `env` is prepended to the command ("VAR=value").
+// Compiled code goes to a JIT cache in the test's temporary folder.
 Result Kilnc(const std::vector<std::string>& args, const std::string& env = "") {
-  std::string cmd = env.empty() ? "" : env + " ";
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string base = tmp ? tmp : "/tmp";
+  static int calls = 0;
+  const std::string err_file = absl::StrCat(base, "/kilnc_stderr_", calls++, ".txt");
+  std::string cmd = "XDG_CACHE_HOME=" + Quote(base + "/xdg_cache") + " ";
+  if (!env.empty()) cmd += env + " ";
   cmd += Quote(Runfile("tools/kilnc"));
   for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " 2>&1";
+  cmd += " 2>" + Quote(err_file);
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
   const int status = pclose(p);
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.err = ReadFile(err_file);
+  r.output = r.out + r.err;
   return r;
 }
 
@@ -449,12 +765,26 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   f << bytes;
 }
 
-TEST(KilncEndToEnd, CheckPassesOnShippedTinyCnn) {
-  const Result r = Kilnc({"check", TinyCnn()});
-  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("test_data_set_0: run"));
-  EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'probs' f32[1,10]"));
-  EXPECT_THAT(r.output, HasSubstr("result: PASS"));
+TEST(KilncEndToEnd, CheckPassesOnShippedTinyCnnOnEveryEngine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> engines = {
+      {{}, "engine: compiled, isa "},
+      {{"--mode=eager"}, "engine: eager, isa "},
+      {{"--engine=eager", "--threads=1"}, "engine: eager, isa "},
+      {{"--engine=reference"}, "engine: reference interpreter"},
+  };
+  for (const auto& [flags, engine_line] : engines) {
+    std::vector<std::string> args = {"check", TinyCnn()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Result r = Kilnc(args);
+    EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(engine_line));
+    EXPECT_THAT(r.output, HasSubstr(engine_line == "engine: reference interpreter"
+                                        ? "; import "
+                                        : "; compile "));
+    EXPECT_THAT(r.output, HasSubstr("test_data_set_0: run"));
+    EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'probs' f32[1,10]"));
+    EXPECT_THAT(r.output, HasSubstr("result: PASS"));
+  }
 }
 
 TEST(KilncEndToEnd, RelativeFolderResolvesAgainstBuildWorkingDirectory) {
@@ -541,7 +871,8 @@ TEST(KilncEndToEnd, RunWithRandomInputsSummarizesOutputs) {
               HasSubstr("input 0 'input' f32[1,3,32,32]  min "));
   EXPECT_THAT(r.output, HasSubstr("(random, seed 3)"));
   EXPECT_THAT(r.output, HasSubstr("output 0 'probs' f32[1,10]  min "));
-  EXPECT_THAT(r.output, HasSubstr("time: import "));
+  EXPECT_THAT(r.output, HasSubstr("time: compile "));
+  EXPECT_THAT(r.output, HasSubstr("engine: compiled"));
 }
 
 TEST(KilncEndToEnd, RunWithGivenInputReproducesPyTorch) {
@@ -619,12 +950,159 @@ TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
     WriteFile(ds + "/input_0.pb", *in);
     WriteFile(ds + "/output_0.pb", *out);
   }
-  const Result r = Kilnc({"check", dir, "--atol=0", "--rtol=0"});
-  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("re-imported with the shapes of test_data_set_0"));
-  EXPECT_THAT(r.output, HasSubstr("re-imported with the shapes of test_data_set_1"));
-  EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'y' f32[3,4]"));
-  EXPECT_THAT(r.output, HasSubstr("result: PASS (2 data set(s), 2 output(s)"));
+  for (const char* engine : {"compiled", "reference"}) {
+    const Result r = Kilnc({"check", dir, "--atol=0", "--rtol=0",
+                            absl::StrCat("--engine=", engine)});
+    const std::string again = engine == std::string("reference") ? "re-imported" : "re-compiled";
+    EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(again + " with the shapes of test_data_set_0"));
+    EXPECT_THAT(r.output, HasSubstr(again + " with the shapes of test_data_set_1"));
+    EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'y' f32[3,4]"));
+    EXPECT_THAT(r.output, HasSubstr("result: PASS (2 data set(s), 2 output(s)"));
+  }
+}
+
+TEST(KilncEndToEnd, ExplainJsonListsKernels) {
+  const Result r = Kilnc({"explain", TinyCnn() + "/model.onnx", "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j["kernels"].is_array());
+  ASSERT_GE(j["kernels"].size(), 1u);
+  for (const nlohmann::json& k : j["kernels"]) {
+    EXPECT_TRUE(k["name"].is_string()) << k;
+    EXPECT_TRUE(k["ops"].is_array()) << k;
+    EXPECT_TRUE(k["vectorized"].is_boolean()) << k;
+    EXPECT_TRUE(k["reason"].is_string()) << k;
+  }
+  // The tiny CNN's convolutions and its Gemm are library calls.
+  ASSERT_TRUE(j["extern_calls"].is_array());
+  ASSERT_GE(j["extern_calls"].size(), 1u);
+  for (const nlohmann::json& x : j["extern_calls"]) {
+    for (const char* key : {"op", "post_ops", "weight_layout", "prepacked_bytes"}) {
+      EXPECT_TRUE(x.contains(key)) << key << " in " << x;
+    }
+  }
+  EXPECT_TRUE(j.contains("reorders"));
+
+  const Result text = Kilnc({"explain", TinyCnn() + "/model.onnx"});
+  ASSERT_EQ(text.exit_code, kExitOk) << text.output;
+  EXPECT_THAT(text.out, HasSubstr("ops: "));
+  EXPECT_THAT(text.out, HasSubstr("post-ops: "));
+  EXPECT_THAT(text.out, HasSubstr("memory: arena "));
+}
+
+TEST(KilncEndToEnd, BenchJsonIsOneParsableLine) {
+  const std::string user_cache = TmpDir("bench_user_cache");
+  const std::string tmp = TmpDir("bench_tmp");
+  fs::create_directories(tmp);
+  const Result r = Kilnc({"bench", TinyCnn() + "/model.onnx", "--json", "--min-time=0.2",
+                          "--threads=1", "--progress"},
+                         "XDG_CACHE_HOME=" + Quote(user_cache) + " TMPDIR=" + Quote(tmp));
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "not one line: " << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  for (const char* key : {"median_ms", "p90_ms", "mean_ms", "iterations", "compile_ms",
+                          "compile_warm_ms", "peak_rss_bytes", "arena_bytes", "threads",
+                          "mode", "isa", "model"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << r.out;
+  }
+  EXPECT_GE(j["iterations"].get<int>(), 10);
+  EXPECT_GT(j["median_ms"].get<double>(), 0);
+  EXPECT_GE(j["p90_ms"].get<double>(), j["median_ms"].get<double>());
+  EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), 1 << 20);
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["mode"], "compiled");
+  EXPECT_FALSE(j["compile_cache_hit"].get<bool>());  // a fresh cache
+  EXPECT_TRUE(j["compile_warm_cache_hit"].get<bool>());
+  EXPECT_THAT(r.err, HasSubstr("runs"));  // the progress bar
+  // The cold compile's cache was temporary, and the user's was not touched.
+  EXPECT_TRUE(fs::is_empty(tmp));
+  EXPECT_FALSE(fs::exists(user_cache));
+
+  const Result human = Kilnc({"bench", TinyCnn() + "/model.onnx", "--min-time=0",
+                              "--min-iterations=3", "--warmup=1"});
+  ASSERT_EQ(human.exit_code, kExitOk) << human.output;
+  EXPECT_THAT(human.out, HasSubstr("compile: cold "));
+  EXPECT_THAT(human.out, HasSubstr("latency: median "));
+  EXPECT_THAT(human.out, HasSubstr("peak RSS "));
+  EXPECT_THAT(human.err, Not(HasSubstr("runs")));  // stderr is not a terminal
+}
+
+TEST(KilncEndToEnd, ProfileWritesATraceWithAnEventPerKernelPerRun) {
+  const std::string trace = TmpDir("trace.json");
+  const Result r = Kilnc({"profile", TinyCnn() + "/model.onnx", "--trace=" + trace,
+                          "--iterations=3"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json t = nlohmann::json::parse(ReadFile(trace), nullptr, false);
+  ASSERT_TRUE(t.is_object()) << ReadFile(trace);
+  std::map<std::string, int> per_name;
+  int events = 0;
+  for (const nlohmann::json& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++events;
+    ++per_name[e["name"].get<std::string>()];
+    EXPECT_GE(e["dur"].get<double>(), 0);
+    EXPECT_TRUE(e["args"]["backend"].is_string());
+  }
+  // The explain report of the same compile says how many kernels there are.
+  const Result ex = Kilnc({"explain", TinyCnn() + "/model.onnx", "--json"});
+  ASSERT_EQ(ex.exit_code, kExitOk) << ex.output;
+  const size_t num_kernels = nlohmann::json::parse(ex.out)["kernels"].size();
+  EXPECT_EQ(events, static_cast<int>(3 * num_kernels));
+  for (const auto& [name, n] : per_name) EXPECT_EQ(n % 3, 0) << name;
+  EXPECT_THAT(r.out, HasSubstr("top "));
+  EXPECT_THAT(r.out, HasSubstr("share"));
+}
+
+TEST(KilncEndToEnd, CompileDumpsIrAndSources) {
+  const std::string dump = TmpDir("dump");
+  const Result r = Kilnc({"compile", TinyCnn() + "/model.onnx", "--dump-dir", dump,
+                          "--verbose"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_THAT(r.out, HasSubstr("loop kernels "));
+  EXPECT_THAT(r.out, HasSubstr("backend"));  // the per-kernel table
+  ASSERT_TRUE(fs::is_directory(dump + "/loop"));
+  EXPECT_FALSE(fs::is_empty(dump + "/loop"));
+  ASSERT_TRUE(fs::is_directory(dump + "/graph"));
+  EXPECT_FALSE(fs::is_empty(dump + "/graph"));
+  ASSERT_TRUE(fs::is_directory(dump + "/cpp"));
+  EXPECT_FALSE(fs::is_empty(dump + "/cpp"));
+}
+
+TEST(KilncEndToEnd, NewCommandsRejectBadInput) {
+  const std::string model = TinyCnn() + "/model.onnx";
+  const std::string missing = TmpDir("missing.onnx");
+  for (const char* sub : {"compile", "explain", "bench", "profile"}) {
+    Result r = Kilnc({sub, missing});
+    EXPECT_EQ(r.exit_code, kExitBadInput) << sub << ": " << r.output;
+    EXPECT_THAT(r.err, HasSubstr("no such model file")) << sub;
+    r = Kilnc({sub, model, "--threads=zero"});
+    EXPECT_EQ(r.exit_code, kExitBadInput) << sub << ": " << r.output;
+    EXPECT_THAT(r.err, HasSubstr("--threads wants")) << sub;
+    r = Kilnc({sub, model, "--mode=turbo"});
+    EXPECT_EQ(r.exit_code, kExitBadInput) << sub << ": " << r.output;
+    EXPECT_THAT(r.err, HasSubstr("unknown --mode 'turbo'")) << sub;
+  }
+  Result r = Kilnc({"compile", model, "--isa=mmx"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("mmx"));
+  r = Kilnc({"check", TinyCnn(), "--disable-pass=no-such-pass"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("no-such-pass"));
+  const std::string truncated = CopyTinyCnn("truncated_compile");
+  fs::resize_file(truncated + "/model.onnx", 100);
+  r = Kilnc({"explain", truncated + "/model.onnx"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  r = Kilnc({"bench", model, "--input", "nope=" + TinyCnn() + "/test_data_set_0/input_0.pb",
+             "--min-time=0"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("'nope'"));
+  r = Kilnc({"profile", model, "--trace=/no/such/dir/t.json"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("cannot write"));
 }
 
 }  // namespace
