@@ -22,6 +22,7 @@ namespace kiln::backends::cpp {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ir::DType;
 using ir::Tensor;
 using ir::loop::BufferKind;
@@ -687,6 +688,51 @@ void AddTranspose(ProgramCase& c, DType dt, int64_t batch, int64_t rows, int64_t
   c.inputs["b" + sfx] = RandomTensor(dt, {rows}, seed + 1, -100, 100);
 }
 
+// Masks and flattened views: a bool mask and a u8 mask (cast to bool)
+// feeding Select, an i64 attention mask cast to f32, and attention heads
+// merged by a flattening view ((i1 // 64) * 320 + i0 * 64 + i1 % 64).
+void AddMasksAndViews(ProgramCase& c, uint32_t seed) {
+  LoopProgram& p = c.program;
+  const int64_t n = 37;
+  const int x = p.AddBuffer("mx", DType::kF32, {n}, BufferKind::kInput);
+  const int bm = p.AddBuffer("bmask", DType::kBool, {n}, BufferKind::kInput);
+  const int um = p.AddBuffer("umask", DType::kU8, {n}, BufferKind::kInput);
+  const int im = p.AddBuffer("imask", DType::kI64, {n}, BufferKind::kInput);
+  {
+    const int y = p.AddBuffer("y_bsel", DType::kF32, {n}, BufferKind::kOutput);
+    const int yb = p.AddBuffer("y_bnot", DType::kBool, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "bool_select", {n});
+    const int m = b.Load(bm, b.i(0));
+    b.Store(y, b.i(0), b.Select(m, b.Load(x, b.i(0)), b.Constant(DType::kF32, -1e9)));
+    b.Store(yb, b.i(0), b.Unary(OpCode::kNot, m));
+  }
+  {
+    const int y = p.AddBuffer("y_usel", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "u8_select", {n});
+    const int m = b.Cast(b.Load(um, b.i(0)), DType::kBool);
+    b.Store(y, b.i(0), b.Select(m, b.Load(x, b.i(0)), b.Constant(DType::kF32, 0)));
+  }
+  {
+    const int y = p.AddBuffer("y_imask", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "i64_mask", {n});
+    const int f = b.Cast(b.Load(im, b.i(0)), DType::kF32);
+    b.Store(y, b.i(0), b.Binary(OpCode::kMul, b.Binary(OpCode::kSub, b.Constant(DType::kF32, 1), f),
+                                b.Constant(DType::kF32, -10000)));
+  }
+  const int heads = p.AddBuffer("heads", DType::kF32, {2, 5, 64}, BufferKind::kInput);
+  {
+    const int y = p.AddBuffer("y_merged", DType::kF32, {5, 128}, BufferKind::kOutput);
+    KernelBuilder b(&p, "merge_heads", {5, 128});
+    const auto at = ir::loop::FloorDiv(b.i(1), 64) * 320 + b.i(0) * 64 + ir::loop::Mod(b.i(1), 64);
+    b.Store(y, b.i(0) * 128 + b.i(1), b.Load(heads, at));
+  }
+  c.inputs["mx"] = RandomTensor(DType::kF32, {n}, seed, -3, 3);
+  c.inputs["bmask"] = RandomTensor(DType::kBool, {n}, seed + 1, 0, 1);
+  c.inputs["umask"] = RandomTensor(DType::kU8, {n}, seed + 2, 0, 3);
+  c.inputs["imask"] = RandomTensor(DType::kI64, {n}, seed + 3, 0, 1);
+  c.inputs["heads"] = RandomTensor(DType::kF32, {2, 5, 64}, seed + 4, -3, 3);
+}
+
 TEST(Codegen, IndirectLoadsAndTiledTransposes) {
   KILN_TEST_ISA_OR_SKIP(t);
   std::vector<ProgramCase> cases(2);
@@ -698,6 +744,7 @@ TEST(Codegen, IndirectLoadsAndTiledTransposes) {
   AddTranspose(cases[0], DType::kF32, 3, 10, 17, true, 330);
   AddTranspose(cases[0], DType::kF32, 8, 16, 9, false, 340);
   if (!t.emulated) AddTranspose(cases[0], DType::kF32, 1, 300, 203, true, 350);
+  AddMasksAndViews(cases[0], 360);
   // An index outside [-7, 7): the entry fails, nothing outside w is read.
   cases[1].name = "index out of range";
   {
@@ -732,6 +779,14 @@ TEST(Codegen, IndirectLoadsAndTiledTransposes) {
     EXPECT_EQ(st.kind, VecStatus::Kind::kTiled) << name << ": " << st.reason;
     EXPECT_THAT(st.reason, HasSubstr("transposed in lanes x lanes tiles over i1 x i2")) << name;
   }
+  for (const char* name : {"bool_select", "u8_select", "i64_mask", "merge_heads"}) {
+    EXPECT_EQ(StatusOf((*r)[0], name).kind, VecStatus::Kind::kVectorized) << name;
+  }
+  EXPECT_THAT(StatusOf((*r)[0], "bool_select").reason, Not(HasSubstr("gathered")));
+  EXPECT_THAT(StatusOf((*r)[0], "u8_select").reason,
+              HasSubstr("cast op #1 converts u8 buffer 'umask' lane by lane"));
+  EXPECT_THAT(StatusOf((*r)[0], "merge_heads").reason,
+              HasSubstr("load of 'heads' contiguous within vector steps of i1 (not affine)"));
 }
 
 }  // namespace

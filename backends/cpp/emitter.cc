@@ -150,6 +150,10 @@ struct Analysis {
   // Integer loads read only as the index of load_indirect ops: in a vector
   // context they are read lane by lane inside those ops.
   std::vector<bool> lane_index;
+  // Loads of a dtype without a vector form (i64, u8, f16, ...) read only by
+  // casts to one that has it: in a vector context the cast converts lane by
+  // lane from memory.
+  std::vector<bool> lane_cast_src;
   std::string hazard;             // non-empty: ops must keep body order
   bool empty = false;             // an iteration extent is 0
 };
@@ -191,13 +195,20 @@ Analysis Analyze(const LoopProgram& p, const Kernel& k) {
     }
   }
   a.lane_index.assign(n, false);
-  std::vector<int> uses(n, 0), index_uses(n, 0);
+  a.lane_cast_src.assign(n, false);
+  std::vector<int> uses(n, 0), index_uses(n, 0), cast_uses(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Op& op = k.body[i];
     for (size_t j = 0; j < op.args.size(); ++j) {
       ++uses[op.args[j]];
       if (op.code == OpCode::kLoadIndirect && j == 0) ++index_uses[op.args[j]];
+      if (op.code == OpCode::kCast && IsVecDType(op.dtype)) ++cast_uses[op.args[j]];
     }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    a.lane_cast_src[i] = op.code == OpCode::kLoad && !IsVecDType(op.dtype) &&
+                         uses[i] > 0 && uses[i] == cast_uses[i];
   }
   for (size_t i = 0; i < n; ++i) {
     const Op& op = k.body[i];
@@ -253,15 +264,102 @@ enum class Access { kContiguous, kGathered };
 
 struct VecCheck {
   std::string failure;              // empty: vectorizable
-  int score = 0;                    // contiguous accesses 2, gathered -1
+  // Contiguous loads 2, gathered -1; contiguous stores 4, scattered -3 (the
+  // store's contiguous variable wins over a few small contiguous loads, such
+  // as per-channel parameters); reduction-varying accesses count 4 times
+  // (they run at every point of the reduction space).
+  int score = 0;
   std::vector<std::string> notes;   // gathered accesses
 };
 
 std::string VarLabel(const Kernel& k, int var) { return k.VarName(var); }
 
+// Vector steps over `var` start at multiples of the lane count, which
+// divides kBlock on every target (1, 4, 8 or 16 32-bit lanes).
+constexpr int64_t kBlock = 16;
+
+struct LaneForm {
+  bool ok = true;
+  int64_t step = 0;      // e(v + l) == e(v) + step * l for the lanes l of a step
+  bool aligned = false;  // e(v) is a lane-aligned offset modulo kBlock
+};
+
+// How `e` changes across the lanes of one vector step over `var` when it is
+// not affine in var: floor divisions and modulos by multiples of kBlock of
+// aligned arguments keep every lane in one chunk (the flattened heads of an
+// attention output: (i // 64) * 4096 + i % 64 is contiguous within steps).
+LaneForm LaneFormOf(const IndexExpr& e, int var) {
+  LaneForm r;
+  switch (e.kind()) {
+    case IndexExpr::Kind::kConst:
+      r.aligned = e.value() % kBlock == 0;
+      return r;
+    case IndexExpr::Kind::kVar:
+      r.step = e.var() == var ? 1 : 0;
+      r.aligned = e.var() == var;
+      return r;
+    case IndexExpr::Kind::kAdd:
+      r.aligned = true;
+      for (const IndexExpr& o : e.operands()) {
+        const LaneForm f = LaneFormOf(o, var);
+        if (!f.ok) return f;
+        r.step += f.step;
+        r.aligned = r.aligned && f.aligned;
+      }
+      return r;
+    case IndexExpr::Kind::kMul: {
+      int64_t k = 1;
+      std::optional<LaneForm> varying;
+      bool any_aligned = false;
+      for (const IndexExpr& o : e.operands()) {
+        if (o.is_const()) {
+          k *= o.value();
+          continue;
+        }
+        const LaneForm f = LaneFormOf(o, var);
+        if (!f.ok) return f;
+        any_aligned |= f.aligned;
+        if (f.step != 0) {
+          if (varying.has_value()) return LaneForm{false};
+          varying = f;
+        }
+      }
+      r.step = varying.has_value() ? varying->step * k : 0;
+      r.aligned = any_aligned || k % kBlock == 0;
+      return r;
+    }
+    case IndexExpr::Kind::kFloorDiv:
+    case IndexExpr::Kind::kMod: {
+      if (!e.UsesVar(var)) return r;
+      const IndexExpr& d = e.operand(1);
+      const LaneForm x = LaneFormOf(e.operand(0), var);
+      if (!x.ok || x.step != 1 || !x.aligned || !d.is_const() || d.value() <= 0 ||
+          d.value() % kBlock != 0) {
+        return LaneForm{false};
+      }
+      if (e.kind() == IndexExpr::Kind::kFloorDiv) return r;
+      r.step = 1;
+      r.aligned = true;
+      return r;
+    }
+    case IndexExpr::Kind::kMin:
+    case IndexExpr::Kind::kMax:
+      if (e.UsesVar(var)) return LaneForm{false};
+      return r;
+  }
+  return LaneForm{false};
+}
+
+// Contiguous in var over the lanes of every vector step, though not affine.
+bool BlockContiguous(const IndexExpr& e, int var) {
+  const LaneForm f = LaneFormOf(e, var);
+  return f.ok && f.step == 1;
+}
+
 std::optional<Access> AccessOf(const LoopProgram& p, const Analysis& a, int op, int var) {
   std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (s.has_value() && *s == 1) return Access::kContiguous;
+  if (!s.has_value() && BlockContiguous(a.index[op], var)) return Access::kContiguous;
   return Access::kGathered;
 }
 
@@ -275,7 +373,14 @@ void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecC
   };
   auto dt = [&](int arg) { return k.body[op.args[arg]].dtype; };
   const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
-  if (a.lane_index[i]) return;  // read per lane by the load_indirect using it
+  if (a.lane_index[i] || a.lane_cast_src[i]) return;  // read per lane by their users
+  if (op.code == OpCode::kCast && a.lane_cast_src[op.args[0]]) {
+    c->score -= 1;
+    c->notes.push_back(absl::StrCat("cast op #", i, " converts ", ir::DTypeName(dt(0)),
+                                    " buffer '", NamePart(p.buffers[k.body[op.args[0]].buffer].name),
+                                    "' lane by lane"));
+    return;
+  }
   if (op.code == OpCode::kLoadIndirect) {
     const Buffer& b = p.buffers[op.buffer];
     if (!IsVecDType(b.dtype)) {
@@ -306,10 +411,17 @@ void CheckVectorOp(const LoopProgram& p, const Analysis& a, int i, int var, VecC
       return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
                                " is not vectorized"));
     }
+    const bool store = op.code == OpCode::kStore;
+    const int weight = a.rvarying[i] ? 4 : 1;
     if (AccessOf(p, a, i, var) == Access::kContiguous) {
-      c->score += 2;
+      c->score += (store ? 4 : 2) * weight;
+      if (!ir::loop::StrideOf(a.index[i], var).has_value()) {
+        c->notes.push_back(absl::StrCat(op.code == OpCode::kLoad ? "load of '" : "store to '",
+                                        NamePart(b.name), "' contiguous within vector steps of ",
+                                        VarLabel(k, var), " (not affine)"));
+      }
     } else {
-      c->score -= 1;
+      c->score -= (store ? 3 : 1) * weight;
       std::optional<int64_t> s = ir::loop::StrideOf(a.index[i], var);
       c->notes.push_back(absl::StrCat(
           op.code == OpCode::kLoad ? "gathered load of '" : "scattered store to '",
@@ -402,6 +514,12 @@ void TryTile(const LoopProgram& p, const Analysis& a, Plan* plan) {
   const Kernel& k = *a.k;
   const int var = plan->vec_var;
   if (!plan->hoist || !k.reduction_ranges.empty()) return;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if (k.body[i].code == OpCode::kStore && (a.deps[i] & Bit(var)) &&
+        AccessOf(p, a, static_cast<int>(i), var) != Access::kContiguous) {
+      return;
+    }
+  }
   int best = -1, best_count = 0;
   for (int t = 0; t < static_cast<int>(k.ranges.size()); ++t) {
     if (t == var || k.ranges[t] < 2) continue;
@@ -1034,6 +1152,36 @@ class KernelEmitter {
     });
   }
 
+  // A cast of a load without a vector dtype: each lane read and converted
+  // as the scalar code does.
+  std::string LaneCastExpr(int i, int var) {
+    const Op& op = k_.body[i];
+    const int src = op.args[0];
+    const DType t = op.dtype;
+    std::string elem = absl::StrCat(Param(src), "[", LaneIdx(src, var), "]");
+    if (Buf(src).dtype == DType::kF16) elem = absl::StrCat("kiln_rt::HalfToFloat(", elem, ")");
+    if (Buf(src).dtype == DType::kBool) elem = absl::StrCat("(", elem, " != 0)");
+    const DType from = Dt(src);
+    std::string conv;
+    if (t == DType::kF32) {
+      conv = absl::StrCat("static_cast<float>(static_cast<double>(", elem, "))");
+    } else if (t == DType::kBool) {
+      conv = absl::StrCat("(", elem, " != 0) ? 1 : 0");
+    } else if (ir::IsFloat(from)) {
+      conv = absl::StrCat("kiln_rt::FloatToInt<int32_t>(static_cast<double>(", elem, "))");
+    } else {
+      conv = absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(static_cast<int64_t>(",
+                          elem, ")))");
+    }
+    const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
+    const std::string load = absl::StrCat(
+        "[&]() { alignas(64) ", lane_t,
+        " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ", conv,
+        "; return hn::Load(", t == DType::kF32 ? "df" : "di", ", kiln_t); }()");
+    if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
+    return load;
+  }
+
   // load_indirect in a vector context: one checked row offset and a
   // contiguous load when the index is the same for every lane, else lane by
   // lane.
@@ -1127,6 +1275,7 @@ class KernelEmitter {
       }
       case OpCode::kCast: {
         const DType from = adt(0);
+        if (a_.lane_cast_src[op.args[0]]) return LaneCastExpr(i, var);
         if (from == t) return x(0);
         if (t == DType::kF32) {
           if (from == DType::kI32) return absl::StrCat("hn::ConvertTo(df, ", x(0), ")");
@@ -1280,7 +1429,7 @@ class KernelEmitter {
       EmitScalarOp(i);
       return;
     }
-    if (a_.lane_index[i]) return;  // read inside the load_indirect
+    if (a_.lane_index[i] || a_.lane_cast_src[i]) return;  // read inside their users
     if (plan_.tiled_load[i]) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::Load(", Tag(Buf(i).dtype), ", kiln_tile", i,
                            " + kj * static_cast<size_t>(kL));"));

@@ -36,8 +36,15 @@
 //    innermost; the kernel must not read a buffer it writes nor store twice
 //    into one buffer). Ops that do not depend on it are computed as scalars
 //    once per enclosing iteration and broadcast; loads with stride 1 are
-//    LoadU (bool buffers: bytes widened to a mask), other strides and
-//    non-affine indices are gathered lane by lane into a vector. Tails use
+//    LoadU (bool buffers: bytes widened to a mask), and so are non-affine
+//    indices that stay contiguous within every vector step (floor divisions
+//    and modulos by multiples of 16 of an aligned argument, as flattened
+//    attention heads); other strides and indices are gathered lane by lane
+//    into a vector. The variable is chosen by a score: contiguous stores
+//    weigh most, then contiguous loads; gathers and scatters count against.
+//    Loads of dtypes without a vector form (i64, u8, f16, ...) that only
+//    feed casts to f32/i32/bool are converted lane by lane inside the cast
+//    (noted in the reason). Tails use
 //    FirstN + MaskedLoad/BlendedStore where the target's masked ops cannot
 //    fault (else a lane copy).
 //  - Tiled: when loads are strided in the vector variable but contiguous in
@@ -45,7 +52,7 @@
 //    blocked by the vector width just outside the vector loop and each such
 //    load reads a lanes x lanes tile with contiguous loads, transposed in
 //    registers (4- and 8-lane targets; element copies elsewhere). Kernels
-//    with reductions are not tiled.
+//    with reductions or a store that is not contiguous are not tiled.
 //  - load_indirect (Gather): the index is checked once per row and the load
 //    is contiguous when the index does not depend on the vector variable;
 //    otherwise this op alone is computed lane by lane (integer index loads

@@ -62,8 +62,9 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
     t.tiled += ek.vec.kind == ir::loop::VecStatus::Kind::kTiled ? 1 : 0;
     if (!vec) ++(*scalar_reasons)[ReasonKey(ek.vec.reason)];
     if (scalar_only && vec) continue;
-    std::printf("  %-40s %-28s %-10s %s\n", ek.name.c_str(),
+    std::printf("  %-28s %-28s %-16s %-10s %s\n", ek.name.c_str(),
                 absl::StrJoin(k.ops, ",").substr(0, 28).c_str(),
+                absl::StrCat("(", absl::StrJoin(k.ranges, ","), ")").c_str(),
                 std::string(ir::loop::VecKindName(ek.vec.kind)).c_str(), ek.vec.reason.c_str());
   }
   std::printf("  total: %d/%d vectorized (%d tiled), %zu extern kernels\n", t.vectorized,
