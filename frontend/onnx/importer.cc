@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "frontend/onnx/fold_shapes.h"
 #include "frontend/onnx/graph_importer.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "ir/status_macros.h"
@@ -437,17 +438,14 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
       BindInputShapes(model.mutable_graph(), options, &warnings));
   KILN_RETURN_IF_ERROR(RunChecker(&model, opset, &warnings));
 
-  try {
-    onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(),
-        onnx::ShapeInferenceOptions(/*check_type_val=*/false,
-                                    /*strict_mode_val=*/0,
-                                    /*data_prop_val=*/true));
-  } catch (const std::exception& e) {
-    warnings.push_back(absl::StrCat(
-        "ONNX shape inference failed (", OneLine(e.what()),
-        "); values it did not reach keep their declared shapes"));
-  }
+  onnx_internal::FoldShapesOptions fold_options;
+  fold_options.opset = opset;
+  fold_options.max_tensor_bytes = options.max_tensor_bytes;
+  fold_options.file_index = &file_index;
+  if (!options.fold_shapes) fold_options.max_rounds = 1;
+  KILN_RETURN_IF_ERROR(
+      onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
+          .status());
 
   onnx_internal::GraphImportOptions graph_options;
   graph_options.opset = opset;

@@ -34,6 +34,10 @@ struct ImportOptions {
   // Folder that external data (`data_location: EXTERNAL`) resolves against;
   // ImportModelFile defaults it to the model file's folder.
   std::string base_dir;
+  // Folds cheap constant subgraphs and Shape/Size of static values between
+  // rounds of shape inference, so shapes computed from the input shapes come
+  // out static (frontend/onnx/fold_shapes.h). Off: one round, nothing folded.
+  bool fold_shapes = true;
 };
 
 struct ImportResult {

@@ -1,0 +1,549 @@
+// Shape inference to a fixpoint: infer, fold cheap constant nodes and
+// Shape/Size of static values into initializers on the reference
+// interpreter, repeat.
+#include "frontend/onnx/fold_shapes.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/types/span.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "ir/graph/graph.h"
+#include "ir/status_macros.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::frontend::onnx_internal {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Random, stateful or non-tensor ops, and Constant (read as a source, left
+// for the importer to fold).
+const absl::flat_hash_set<std::string>& NeverFold() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "Constant", "RandomNormal", "RandomUniform", "RandomNormalLike",
+      "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout", "If", "Loop",
+      "Scan", "SequenceConstruct", "SequenceEmpty", "SequenceInsert",
+      "SequenceErase", "SequenceAt", "SequenceLength", "SequenceMap",
+      "SplitToSequence", "ConcatFromSequence", "Optional",
+      "OptionalGetElement", "OptionalHasElement"};
+  return *ops;
+}
+
+// Ops whose cost grows faster than their inputs' size.
+const absl::flat_hash_set<std::string>& HeavyOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "Conv", "ConvInteger", "ConvTranspose", "DeformConv", "MatMul",
+      "MatMulInteger", "Gemm", "Einsum", "QLinearConv", "QLinearMatMul",
+      "LSTM", "GRU", "RNN"};
+  return *ops;
+}
+
+std::string OneLine(const char* what) {
+  return absl::StrReplaceAll(what, {{"\n\n==> ", "; "}, {"\n", " "}});
+}
+
+// Element count of `dims`, or nullopt on a negative dim or overflow.
+std::optional<int64_t> Elements(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > (int64_t{1} << 62) / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+// Static dims of a tensor type, if every dim has a value.
+std::optional<Dims> StaticDims(const onnx::TypeProto& type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) {
+    return std::nullopt;
+  }
+  Dims dims;
+  for (const auto& d : type.tensor_type().shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return std::nullopt;
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+// Dims of a Constant node's value, if it has a tensor-like attribute.
+std::optional<Dims> ConstantNodeDims(const onnx::NodeProto& node) {
+  if (node.attribute_size() != 1) return std::nullopt;
+  const onnx::AttributeProto& a = node.attribute(0);
+  if (a.name() == "value" && a.has_t()) {
+    return Dims(a.t().dims().begin(), a.t().dims().end());
+  }
+  if (a.name() == "value_float" || a.name() == "value_int") return Dims{};
+  if (a.name() == "value_floats") return Dims{a.floats_size()};
+  if (a.name() == "value_ints") return Dims{a.ints_size()};
+  return std::nullopt;
+}
+
+// Element type of a Constant node's value (0 if unknown).
+int32_t ConstantNodeElemType(const onnx::NodeProto& node) {
+  if (node.attribute_size() != 1) return 0;
+  const onnx::AttributeProto& a = node.attribute(0);
+  if (a.name() == "value" && a.has_t()) return a.t().data_type();
+  if (a.name() == "value_float" || a.name() == "value_floats") {
+    return onnx::TensorProto::FLOAT;
+  }
+  if (a.name() == "value_int" || a.name() == "value_ints") {
+    return onnx::TensorProto::INT64;
+  }
+  return 0;
+}
+
+// Bytes per element of an ONNX element type (0 if kiln lacks it).
+int64_t ElemBytes(int32_t elem_type) {
+  absl::StatusOr<ir::DType> d = DTypeFromOnnx(elem_type, "");
+  return d.ok() ? static_cast<int64_t>(ir::DTypeSize(*d)) : 0;
+}
+
+// Removes the elements `remove` selects, keeping the others' order.
+template <typename T, typename Pred>
+void RemoveIf(google::protobuf::RepeatedPtrField<T>* list, Pred remove) {
+  int kept = 0;
+  for (int i = 0; i < list->size(); ++i) {
+    if (remove(list->Get(i))) continue;
+    if (kept != i) list->SwapElements(kept, i);
+    ++kept;
+  }
+  while (list->size() > kept) list->RemoveLast();
+}
+
+class Folder {
+ public:
+  // Before IR 4 an initializer is also a graph input, or shape inference
+  // ignores it: `initializers_are_inputs` lists new ones as inputs too.
+  Folder(onnx::GraphProto* graph, const FoldShapesOptions& options,
+         bool initializers_are_inputs)
+      : g_(graph),
+        options_(options),
+        initializers_are_inputs_(initializers_are_inputs) {}
+
+  // Folds what the current value_info allows; returns the number of nodes
+  // folded.
+  absl::StatusOr<int> Round() {
+    IndexGraph();
+    const int n = g_->node_size();
+    std::vector<bool> folded(n, false);
+    int count = 0;
+    for (int i = 0; i < n; ++i) {
+      if (TryFold(g_->node(i))) {
+        folded[i] = true;
+        ++count;
+      }
+    }
+    if (count > 0) KILN_RETURN_IF_ERROR(Rewrite(folded));
+    return count;
+  }
+
+ private:
+  // A constant's element type and dims without materializing it.
+  struct ConstInfo {
+    int32_t elem_type = 0;
+    Dims dims;
+  };
+
+  void IndexGraph() {
+    types_.clear();
+    initializers_.clear();
+    constant_nodes_.clear();
+    graph_outputs_.clear();
+    for (const auto& v : g_->input()) types_[v.name()] = &v.type();
+    for (const auto& v : g_->value_info()) types_[v.name()] = &v.type();
+    for (const auto& v : g_->output()) {
+      types_[v.name()] = &v.type();
+      graph_outputs_.insert(v.name());
+    }
+    for (const auto& t : g_->initializer()) initializers_[t.name()] = &t;
+    for (const auto& node : g_->node()) {
+      if (node.domain().empty() && node.op_type() == "Constant" &&
+          node.output_size() == 1) {
+        constant_nodes_[node.output(0)] = &node;
+      }
+    }
+  }
+
+  std::optional<ConstInfo> Constant(const std::string& name) const {
+    if (auto it = values_.find(name); it != values_.end()) {
+      return ConstInfo{OnnxElemTypeFromDType(it->second->dtype()),
+                       it->second->shape()};
+    }
+    if (auto it = initializers_.find(name); it != initializers_.end()) {
+      const onnx::TensorProto& t = *it->second;
+      return ConstInfo{t.data_type(), Dims(t.dims().begin(), t.dims().end())};
+    }
+    if (auto it = constant_nodes_.find(name); it != constant_nodes_.end()) {
+      std::optional<Dims> dims = ConstantNodeDims(*it->second);
+      if (!dims.has_value()) return std::nullopt;
+      return ConstInfo{ConstantNodeElemType(*it->second), *dims};
+    }
+    return std::nullopt;
+  }
+
+  // Static dims of any value: its inferred or declared type, or the
+  // constant's own dims.
+  std::optional<Dims> KnownDims(const std::string& name) const {
+    if (auto it = types_.find(name); it != types_.end()) {
+      if (std::optional<Dims> d = StaticDims(*it->second)) return d;
+    }
+    if (std::optional<ConstInfo> c = Constant(name)) return c->dims;
+    return std::nullopt;
+  }
+
+  // The constant `name` as a tensor (cached: a value never changes).
+  absl::StatusOr<std::shared_ptr<const ir::Tensor>> Materialize(
+      const std::string& name) {
+    if (auto it = values_.find(name); it != values_.end()) return it->second;
+    std::shared_ptr<const ir::Tensor> t;
+    if (auto it = initializers_.find(name); it != initializers_.end()) {
+      KILN_ASSIGN_OR_RETURN(
+          ir::Tensor v, TensorFromProto(*it->second, options_.max_tensor_bytes,
+                                        absl::StrCat("initializer '", name,
+                                                     "'")));
+      t = std::make_shared<const ir::Tensor>(std::move(v));
+    } else if (auto it = constant_nodes_.find(name);
+               it != constant_nodes_.end()) {
+      // The importer's own Constant folding, on a graph of that one node.
+      onnx::GraphProto one;
+      *one.add_node() = *it->second;
+      one.add_output()->set_name(name);
+      KILN_ASSIGN_OR_RETURN(ir::Graph graph, ImportGraph(one, MiniImportOptions()));
+      std::optional<ir::ValueId> id = graph.FindValue(name);
+      KILN_RET_CHECK(id.has_value() && graph.IsConstant(*id));
+      t = graph.shared_constant(*id);
+    } else {
+      return kiln::InternalError("'", name, "' is not a constant");
+    }
+    values_[name] = t;
+    return t;
+  }
+
+  GraphImportOptions MiniImportOptions() const {
+    GraphImportOptions o;
+    o.opset = options_.opset;
+    o.max_tensor_bytes = options_.max_tensor_bytes;
+    return o;
+  }
+
+  bool Foldable(const onnx::NodeProto& node) const {
+    if (!node.domain().empty() || NeverFold().contains(node.op_type())) {
+      return false;
+    }
+    for (const auto& a : node.attribute()) {
+      if (a.has_g() || a.graphs_size() > 0) return false;
+    }
+    if (node.output_size() == 0) return false;
+    for (const std::string& out : node.output()) {
+      if (graph_outputs_.contains(out)) return false;
+    }
+    return true;
+  }
+
+  bool TryFold(const onnx::NodeProto& node) {
+    if (!Foldable(node)) return false;
+    std::optional<std::vector<std::shared_ptr<const ir::Tensor>>> outs;
+    if (node.op_type() == "Shape" || node.op_type() == "Size") {
+      outs = FoldShapeOrSize(node);
+    }
+    if (!outs.has_value()) outs = Evaluate(node);
+    if (!outs.has_value()) return false;
+    for (int j = 0; j < node.output_size(); ++j) {
+      if (!node.output(j).empty()) values_[node.output(j)] = (*outs)[j];
+    }
+    return true;
+  }
+
+  // Shape and Size read only the input's dims, which need not be constant.
+  std::optional<std::vector<std::shared_ptr<const ir::Tensor>>>
+  FoldShapeOrSize(const onnx::NodeProto& node) {
+    if (node.input_size() != 1 || node.output_size() != 1 ||
+        node.output(0).empty()) {
+      return std::nullopt;
+    }
+    std::optional<Dims> dims = KnownDims(node.input(0));
+    if (!dims.has_value()) return std::nullopt;
+    if (node.op_type() == "Size") {
+      std::optional<int64_t> n = Elements(*dims);
+      if (!n.has_value()) return std::nullopt;
+      return std::vector<std::shared_ptr<const ir::Tensor>>{
+          std::make_shared<const ir::Tensor>(ir::Tensor::Scalar<int64_t>(*n))};
+    }
+    const int64_t rank = static_cast<int64_t>(dims->size());
+    int64_t start = 0;
+    int64_t end = rank;
+    for (const auto& a : node.attribute()) {
+      if (a.name() == "start") start = a.i();
+      if (a.name() == "end") end = a.i();
+    }
+    auto clamp = [rank](int64_t v) {
+      if (v < 0) v += rank;
+      return std::clamp<int64_t>(v, 0, rank);
+    };
+    start = clamp(start);
+    end = std::max(start, clamp(end));
+    Dims slice(dims->begin() + start, dims->begin() + end);
+    return std::vector<std::shared_ptr<const ir::Tensor>>{
+        std::make_shared<const ir::Tensor>(ir::Tensor::FromVector<int64_t>(
+            {static_cast<int64_t>(slice.size())}, slice))};
+  }
+
+  // Runs a node whose inputs are all constant on the reference interpreter,
+  // within the size limits.
+  std::optional<std::vector<std::shared_ptr<const ir::Tensor>>> Evaluate(
+      const onnx::NodeProto& node) {
+    int64_t in_elements = 0;
+    int64_t in_bytes = 0;
+    std::vector<std::string> names;  // distinct inputs, in order
+    for (const std::string& in : node.input()) {
+      if (in.empty()) continue;
+      std::optional<ConstInfo> c = Constant(in);
+      if (!c.has_value()) return std::nullopt;
+      std::optional<int64_t> n = Elements(c->dims);
+      const int64_t elem_bytes = ElemBytes(c->elem_type);
+      if (!n.has_value() || elem_bytes == 0) return std::nullopt;
+      if (std::find(names.begin(), names.end(), in) != names.end()) continue;
+      names.push_back(in);
+      in_elements += *n;
+      in_bytes += *n * elem_bytes;
+    }
+    const int64_t max_in = HeavyOps().contains(node.op_type())
+                               ? options_.max_heavy_input_elements
+                               : options_.max_input_elements;
+    if (in_elements > max_in) return std::nullopt;
+    const int64_t max_out_bytes = std::max(in_bytes, options_.max_growth_bytes);
+    // Outputs shape inference already sized are checked before running.
+    bool all_sized = true;
+    int64_t out_elements = 0;
+    int64_t out_bytes = 0;
+    for (const std::string& out : node.output()) {
+      if (out.empty()) continue;
+      auto it = types_.find(out);
+      std::optional<Dims> dims;
+      if (it != types_.end()) dims = StaticDims(*it->second);
+      std::optional<int64_t> n =
+          dims.has_value() ? Elements(*dims) : std::nullopt;
+      const int64_t eb =
+          it != types_.end() && it->second->has_tensor_type()
+              ? ElemBytes(it->second->tensor_type().elem_type())
+              : 0;
+      if (!n.has_value() || eb == 0) {
+        all_sized = false;
+        continue;
+      }
+      out_elements += *n;
+      out_bytes += *n * eb;
+    }
+    if (out_elements > options_.max_output_elements ||
+        out_bytes > max_out_bytes) {
+      return std::nullopt;
+    }
+    if (!all_sized && in_elements > options_.max_output_elements) {
+      return std::nullopt;
+    }
+
+    onnx::GraphProto one;
+    one.set_name("fold");
+    std::vector<ir::Tensor> inputs;
+    for (const std::string& name : names) {
+      absl::StatusOr<std::shared_ptr<const ir::Tensor>> t = Materialize(name);
+      if (!t.ok()) return std::nullopt;
+      onnx::ValueInfoProto* vi = one.add_input();
+      vi->set_name(name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(OnnxElemTypeFromDType((*t)->dtype()));
+      auto* shape = tt->mutable_shape();
+      for (int64_t d : (*t)->shape()) shape->add_dim()->set_dim_value(d);
+      inputs.push_back(**t);
+    }
+    *one.add_node() = node;
+    for (const std::string& out : node.output()) {
+      if (!out.empty()) one.add_output()->set_name(out);
+    }
+    absl::StatusOr<ir::Graph> graph = ImportGraph(one, MiniImportOptions());
+    if (!graph.ok()) return std::nullopt;
+    absl::StatusOr<std::vector<ir::Tensor>> results =
+        reference::Run(*graph, inputs);
+    if (!results.ok() ||
+        static_cast<int>(results->size()) != one.output_size()) {
+      return std::nullopt;
+    }
+    std::vector<std::shared_ptr<const ir::Tensor>> outs;
+    out_elements = 0;
+    out_bytes = 0;
+    size_t k = 0;
+    for (const std::string& out : node.output()) {
+      if (out.empty()) {
+        outs.push_back(nullptr);
+        continue;
+      }
+      ir::Tensor& t = (*results)[k++];
+      if (!AgreesWithInferred(out, t)) return std::nullopt;
+      out_elements += t.num_elements();
+      out_bytes += static_cast<int64_t>(t.byte_size());
+      outs.push_back(std::make_shared<const ir::Tensor>(std::move(t)));
+    }
+    if (out_elements > options_.max_output_elements ||
+        out_bytes > max_out_bytes) {
+      return std::nullopt;
+    }
+    return outs;
+  }
+
+  // A result that contradicts shape inference is not folded (the node then
+  // fails or runs later exactly as without folding).
+  bool AgreesWithInferred(const std::string& name, const ir::Tensor& t) const {
+    auto it = types_.find(name);
+    if (it == types_.end() || !it->second->has_tensor_type()) return true;
+    const onnx::TypeProto::Tensor& tt = it->second->tensor_type();
+    if (tt.elem_type() != 0 &&
+        tt.elem_type() != OnnxElemTypeFromDType(t.dtype())) {
+      return false;
+    }
+    if (!tt.has_shape()) return true;
+    if (tt.shape().dim_size() != t.rank()) return false;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (d.has_dim_value() && d.dim_value() != t.shape()[i]) return false;
+    }
+    return true;
+  }
+
+  // Removes folded nodes, adds still-read outputs as initializers, drops
+  // initializers and value_info entries nothing reads any more.
+  absl::Status Rewrite(const std::vector<bool>& folded) {
+    absl::flat_hash_set<std::string> read;
+    absl::flat_hash_set<std::string> read_by_folded;
+    for (int i = 0; i < g_->node_size(); ++i) {
+      const onnx::NodeProto& node = g_->node(i);
+      if (folded[i]) {
+        for (const std::string& in : node.input()) read_by_folded.insert(in);
+        continue;
+      }
+      for (const std::string& in : node.input()) read.insert(in);
+      for (const auto& a : node.attribute()) {
+        std::vector<std::string> outer;
+        if (a.has_g()) outer = OuterScopeNames(a.g());
+        for (const auto& sub : a.graphs()) {
+          for (std::string& s : OuterScopeNames(sub)) outer.push_back(s);
+        }
+        read.insert(outer.begin(), outer.end());
+      }
+    }
+    for (const auto& v : g_->output()) read.insert(v.name());
+    for (const auto& v : g_->input()) read.insert(v.name());
+
+    absl::flat_hash_set<std::string> gone;  // value_info entries to drop
+    std::vector<onnx::TensorProto> added;
+    for (int i = 0; i < g_->node_size(); ++i) {
+      if (!folded[i]) continue;
+      for (const std::string& out : g_->node(i).output()) {
+        if (out.empty()) continue;
+        if (!read.contains(out)) {
+          gone.insert(out);
+          values_.erase(out);
+          continue;
+        }
+        KILN_ASSIGN_OR_RETURN(onnx::TensorProto t,
+                              TensorToProto(*values_.at(out), out));
+        added.push_back(std::move(t));
+        // Inference would keep reading a stale (less precise) value_info
+        // over the initializer's exact type.
+        gone.insert(out);
+      }
+    }
+
+    auto* nodes = g_->mutable_node();
+    const int n = nodes->size();
+    std::vector<onnx::NodeProto*> released(n);
+    for (int i = n - 1; i >= 0; --i) released[i] = nodes->ReleaseLast();
+    for (int i = 0; i < n; ++i) {
+      if (!folded[i]) {
+        nodes->AddAllocated(released[i]);
+        continue;
+      }
+      if (options_.file_index != nullptr) options_.file_index->erase(released[i]);
+      delete released[i];
+    }
+
+    auto* inits = g_->mutable_initializer();
+    RemoveIf(inits, [&](const onnx::TensorProto& t) {
+      if (!read_by_folded.contains(t.name()) || read.contains(t.name())) {
+        return false;
+      }
+      values_.erase(t.name());
+      return true;
+    });
+    for (onnx::TensorProto& t : added) {
+      if (initializers_are_inputs_) {
+        onnx::ValueInfoProto* in = g_->add_input();
+        in->set_name(t.name());
+        auto* tt = in->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(t.data_type());
+        auto* shape = tt->mutable_shape();
+        for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      }
+      *inits->Add() = std::move(t);
+    }
+
+    RemoveIf(g_->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
+      return gone.contains(v.name());
+    });
+    return absl::OkStatus();
+  }
+
+  onnx::GraphProto* g_;
+  const FoldShapesOptions& options_;
+  const bool initializers_are_inputs_;
+  absl::flat_hash_map<std::string, const onnx::TypeProto*> types_;
+  absl::flat_hash_map<std::string, const onnx::TensorProto*> initializers_;
+  absl::flat_hash_map<std::string, const onnx::NodeProto*> constant_nodes_;
+  absl::flat_hash_set<std::string> graph_outputs_;
+  // Materialized constants: initializers read so far and folded values.
+  absl::flat_hash_map<std::string, std::shared_ptr<const ir::Tensor>> values_;
+};
+
+}  // namespace
+
+absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
+    onnx::ModelProto* model, const FoldShapesOptions& options,
+    std::vector<std::string>* warnings) {
+  FoldShapesStats stats;
+  Folder folder(model->mutable_graph(), options, model->ir_version() < 4);
+  for (int round = 0;; ++round) {
+    try {
+      ++stats.inference_runs;
+      onnx::shape_inference::InferShapes(
+          *model, onnx::OpSchemaRegistry::Instance(),
+          onnx::ShapeInferenceOptions(/*check_type_val=*/false,
+                                      /*strict_mode_val=*/0,
+                                      /*data_prop_val=*/true));
+    } catch (const std::exception& e) {
+      warnings->push_back(absl::StrCat(
+          "ONNX shape inference failed (", OneLine(e.what()),
+          "); values it did not reach keep their declared shapes"));
+      return stats;
+    }
+    if (round + 1 >= options.max_rounds) break;
+    KILN_ASSIGN_OR_RETURN(int folded, folder.Round());
+    stats.folded_nodes += folded;
+    if (folded == 0) return stats;
+  }
+  warnings->push_back(absl::StrCat(
+      "shape folding stopped after ", options.max_rounds,
+      " rounds of shape inference; some shapes may stay dynamic"));
+  return stats;
+}
+
+}  // namespace kiln::frontend::onnx_internal

@@ -1,0 +1,426 @@
+// Tests for import-time shape folding (fold_shapes.h): shape-computing
+// chains exporters emit come out static, the folded graph computes what the
+// unfolded one computes on the reference interpreter (and what a closed form
+// says), and the limits hold.
+#include "frontend/onnx/fold_shapes.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "frontend/onnx/importer.h"
+#include "frontend/onnx/test_models.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/graph/graph.h"
+#include "onnx/onnx_pb.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::frontend {
+namespace {
+
+using ir::Graph;
+using ir::Tensor;
+using testing::AttrInt;
+using testing::AttrTensor;
+using testing::FillInt64s;
+using testing::ModelBuilder;
+using TP = onnx::TensorProto;
+
+void Int64Init(ModelBuilder& m, const std::string& name,
+               const std::vector<int64_t>& dims,
+               const std::vector<int64_t>& values) {
+  FillInt64s(m.graph()->add_initializer(), name, dims, values);
+}
+
+// Unsqueeze to rank 1 (opset 13+: axes is an input).
+void Unsqueeze0(ModelBuilder& m, const std::string& in,
+                const std::string& out) {
+  m.Node("Unsqueeze", {in, "axes0"}, {out}, "unsq_" + out);
+}
+
+ImportResult MustImport(const ModelBuilder& m, bool fold,
+                        const ImportOptions& base = {}) {
+  ImportOptions opts = base;
+  opts.fold_shapes = fold;
+  absl::StatusOr<ImportResult> r =
+      ImportModelBytes(m.Bytes(), opts, "fold_test.onnx");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(*r) : ImportResult{};
+}
+
+bool IsStatic(const ir::Value& v) {
+  return v.shape_known && std::find(v.shape.begin(), v.shape.end(),
+                                    ir::kDynamicDim) == v.shape.end();
+}
+
+// Names of node outputs whose shapes are not static.
+std::vector<std::string> NonStatic(const Graph& g) {
+  std::vector<std::string> names;
+  for (const ir::Node& n : g.nodes()) {
+    for (ir::ValueId out : n.outputs) {
+      if (out != ir::kNoValue && !IsStatic(g.value(out))) {
+        names.push_back(g.value(out).name);
+      }
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> Ops(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const ir::Node& n : g.nodes()) ops.push_back(n.op);
+  return ops;
+}
+
+const ir::Value& ValueNamed(const Graph& g, const std::string& name) {
+  std::optional<ir::ValueId> id = g.FindValue(name);
+  EXPECT_TRUE(id.has_value()) << name;
+  return g.value(id.value_or(0));
+}
+
+std::vector<float> Floats(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements());
+}
+
+Tensor Iota(const ir::Shape& shape) {
+  Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.data<float>()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  }
+  return t;
+}
+
+// Runs the folded and the unfolded import of `m` on the reference
+// interpreter; both must succeed and agree exactly. Returns the outputs.
+std::vector<Tensor> RunBothAndCompare(const ModelBuilder& m,
+                                      const std::vector<Tensor>& inputs,
+                                      const ImportOptions& opts = {}) {
+  ImportResult folded = MustImport(m, true, opts);
+  ImportResult unfolded = MustImport(m, false, opts);
+  absl::StatusOr<std::vector<Tensor>> a = reference::Run(folded.graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> b =
+      reference::Run(unfolded.graph, inputs);
+  EXPECT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!a.ok() || !b.ok()) return {};
+  EXPECT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size() && i < b->size(); ++i) {
+    EXPECT_EQ((*a)[i].shape(), (*b)[i].shape()) << "output " << i;
+    EXPECT_EQ(Floats((*a)[i]), Floats((*b)[i])) << "output " << i;
+  }
+  return *std::move(a);
+}
+
+// x[N,3,4] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)),
+//                               Unsqueeze(Gather(Shape(x),1) * Gather(.., 2))))
+ModelBuilder ShapeGatherConcatReshape() {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {"N", 3, 4});
+  Int64Init(m, "axes0", {1}, {0});
+  Int64Init(m, "i0", {}, {0});
+  Int64Init(m, "i1", {}, {1});
+  Int64Init(m, "i2", {}, {2});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i0"}, {"n"}, "g0");
+  m.Node("Gather", {"s", "i1"}, {"c"}, "g1");
+  m.Node("Gather", {"s", "i2"}, {"w"}, "g2");
+  m.Node("Mul", {"c", "w"}, {"cw"}, "mul");
+  Unsqueeze0(m, "n", "n1");
+  Unsqueeze0(m, "cw", "cw1");
+  AttrInt(m.Node("Concat", {"n1", "cw1"}, {"target"}, "concat"), "axis", 0);
+  m.Node("Reshape", {"x", "target"}, {"y"}, "reshape");
+  m.Output("y", TP::FLOAT, {"N", "?"});
+  return m;
+}
+
+TEST(FoldShapesTest, ShapeGatherConcatReshapeBecomesStatic) {
+  ModelBuilder m = ShapeGatherConcatReshape();
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 3, 4};
+  ImportResult r = MustImport(m, true, opts);
+  EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Reshape"));
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{2, 12}));
+  // Initializers only the folded chain read are gone.
+  EXPECT_FALSE(r.graph.FindValue("i1").has_value());
+  const ir::Value& target = ValueNamed(r.graph, "target");
+  EXPECT_EQ(target.shape, (ir::Shape{2}));
+
+  const Tensor x = Iota({2, 3, 4});
+  std::vector<Tensor> out = RunBothAndCompare(m, {x}, opts);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape(), (ir::Shape{2, 12}));
+  EXPECT_EQ(Floats(out[0]), Floats(x));  // a reshape keeps row-major order
+}
+
+// ShuffleNet's channel split: Slice(x, 0, C/2) and Slice(x, C/2, C) along
+// axis 1, C from Shape(x); the divisor is a Constant node.
+ModelBuilder ChannelSplit() {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {1, 8, 2, 2});
+  Int64Init(m, "axes0", {1}, {0});
+  Int64Init(m, "axis1", {1}, {1});
+  Int64Init(m, "zero", {1}, {0});
+  Int64Init(m, "i1", {}, {1});
+  FillInt64s(AttrTensor(m.Node("Constant", {}, {"two"}, "two"), "value"), "",
+             {}, {2});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i1"}, {"c"}, "gather");
+  m.Node("Div", {"c", "two"}, {"half"}, "div");
+  Unsqueeze0(m, "half", "half1");
+  Unsqueeze0(m, "c", "c1");
+  m.Node("Slice", {"x", "zero", "half1", "axis1"}, {"a"}, "slice_a");
+  m.Node("Slice", {"x", "half1", "c1", "axis1"}, {"b"}, "slice_b");
+  m.Node("Relu", {"b"}, {"rb"}, "relu");
+  m.Output("a", TP::FLOAT, {"?", "?", "?", "?"});
+  m.Output("rb", TP::FLOAT, {"?", "?", "?", "?"});
+  return m;
+}
+
+TEST(FoldShapesTest, ChannelSplitBecomesStatic) {
+  ModelBuilder m = ChannelSplit();
+  // Without folding, libonnx alone leaves the split's shape open.
+  ImportResult unfolded = MustImport(m, false);
+  EXPECT_THAT(NonStatic(unfolded.graph), ::testing::Contains("a"));
+
+  ImportResult r = MustImport(m, true);
+  EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Slice", "Slice", "Relu"));
+  EXPECT_EQ(ValueNamed(r.graph, "a").shape, (ir::Shape{1, 4, 2, 2}));
+  EXPECT_EQ(ValueNamed(r.graph, "rb").shape, (ir::Shape{1, 4, 2, 2}));
+
+  const Tensor x = Iota({1, 8, 2, 2});
+  std::vector<Tensor> out = RunBothAndCompare(m, {x});
+  ASSERT_EQ(out.size(), 2u);
+  const std::vector<float> xs = Floats(x);
+  std::vector<float> want_a(xs.begin(), xs.begin() + 16);
+  std::vector<float> want_b;
+  for (size_t i = 16; i < 32; ++i) want_b.push_back(std::max(xs[i], 0.0f));
+  EXPECT_EQ(Floats(out[0]), want_a);
+  EXPECT_EQ(Floats(out[1]), want_b);
+}
+
+// ViT's class token: Expand(-c, Where(Equal(shape, -1), 1, shape)) with
+// shape = [B, -1, -1] from Shape(x), then Concat with x along axis 1.
+ModelBuilder ExpandComputedShape() {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {"B", 5, 3});
+  m.Input("c", TP::FLOAT, {1, 1, 3});
+  Int64Init(m, "axes0", {1}, {0});
+  Int64Init(m, "i0", {}, {0});
+  Int64Init(m, "minus1", {1}, {-1});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i0"}, {"b"}, "gather");
+  Unsqueeze0(m, "b", "b1");
+  AttrInt(m.Node("Concat", {"b1", "minus1", "minus1"}, {"want"}, "concat"),
+          "axis", 0);
+  m.Node("Shape", {"want"}, {"want_shape"}, "shape_of_want");
+  FillInt64s(AttrTensor(m.Node("ConstantOfShape", {"want_shape"}, {"ones"},
+                               "ones"),
+                        "value"),
+             "", {1}, {1});
+  m.Node("Equal", {"want", "minus1"}, {"is_any"}, "equal");
+  m.Node("Where", {"is_any", "ones", "want"}, {"expand_to"}, "where");
+  m.Node("Neg", {"c"}, {"cls"}, "neg");
+  m.Node("Expand", {"cls", "expand_to"}, {"cls_b"}, "expand");
+  AttrInt(m.Node("Concat", {"cls_b", "x"}, {"y"}, "concat_tokens"), "axis", 1);
+  m.Output("y", TP::FLOAT, {"B", "?", 3});
+  return m;
+}
+
+TEST(FoldShapesTest, ExpandWithComputedShapeBecomesStatic) {
+  ModelBuilder m = ExpandComputedShape();
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 5, 3};
+  ImportResult unfolded = MustImport(m, false, opts);
+  EXPECT_THAT(NonStatic(unfolded.graph), ::testing::Contains("cls_b"));
+
+  ImportResult r = MustImport(m, true, opts);
+  EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+  EXPECT_THAT(Ops(r.graph),
+              ::testing::ElementsAre("Neg", "Expand", "Concat"));
+  EXPECT_EQ(ValueNamed(r.graph, "cls_b").shape, (ir::Shape{2, 1, 3}));
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{2, 6, 3}));
+
+  const Tensor x = Iota({2, 5, 3});
+  const Tensor c = Tensor::FromVector<float>({1, 1, 3}, {10, 20, 30});
+  std::vector<Tensor> out = RunBothAndCompare(m, {x, c}, opts);
+  ASSERT_EQ(out.size(), 1u);
+  const std::vector<float> xs = Floats(x);
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b) {
+    want.insert(want.end(), {-10, -20, -30});
+    want.insert(want.end(), xs.begin() + b * 15, xs.begin() + (b + 1) * 15);
+  }
+  EXPECT_EQ(Floats(out[0]), want);
+}
+
+// ConstantOfShape(shape) + x, for a constant `shape`.
+ModelBuilder FilledPlusX(const std::vector<int64_t>& shape) {
+  ModelBuilder m(17);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  m.Input("x", TP::FLOAT, std::vector<testing::Dim>(shape.begin(), shape.end()));
+  Int64Init(m, "shape", {rank}, shape);
+  FillInt64s(
+      AttrTensor(m.Node("ConstantOfShape", {"shape"}, {"filled"}, "fill"),
+                 "value"),
+      "", {1}, {0});
+  m.graph()->mutable_node(0)->mutable_attribute(0)->mutable_t()->set_data_type(
+      TP::FLOAT);
+  m.graph()->mutable_node(0)->mutable_attribute(0)->mutable_t()
+      ->clear_int64_data();
+  m.graph()->mutable_node(0)->mutable_attribute(0)->mutable_t()->add_float_data(
+      1.5f);
+  m.Node("Add", {"x", "filled"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, std::vector<testing::Dim>(shape.begin(), shape.end()));
+  return m;
+}
+
+TEST(FoldShapesTest, SmallConstantsFoldBigOnesStayNodes) {
+  // 100x100 f32 = 40 KB: under the 64 KB growth allowance, folded.
+  ImportResult small = MustImport(FilledPlusX({100, 100}), true);
+  EXPECT_THAT(Ops(small.graph), ::testing::ElementsAre("Add"));
+  const ir::Tensor* filled =
+      small.graph.constant(*small.graph.FindValue("filled"));
+  ASSERT_NE(filled, nullptr);
+  EXPECT_EQ(filled->data<float>()[9999], 1.5f);
+
+  // 200x200 f32 = 160 KB from a 16-byte input: growth, not folded (and its
+  // shape is static anyway).
+  ImportResult grown = MustImport(FilledPlusX({200, 200}), true);
+  EXPECT_THAT(Ops(grown.graph), ::testing::ElementsAre("ConstantOfShape", "Add"));
+  EXPECT_THAT(NonStatic(grown.graph), ::testing::IsEmpty());
+
+  // Over the element limit whatever the growth rule says.
+  ModelBuilder big = FilledPlusX({1200, 1000});
+  ImportResult r = MustImport(big, true);
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("ConstantOfShape", "Add"));
+}
+
+TEST(FoldShapesTest, RandomOpsAndGraphOutputsAreNotFolded) {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3});
+  m.Initializer("c", {2}, {1, 2});
+  m.Node("RandomUniformLike", {"c"}, {"r"}, "random");
+  m.Node("Shape", {"x"}, {"s"}, "shape");  // a graph output: stays
+  m.Node("Neg", {"c"}, {"nc"}, "neg");      // a graph output: stays
+  m.Output("r", TP::FLOAT, {2});
+  m.Output("s", TP::INT64, {2});
+  m.Output("nc", TP::FLOAT, {2});
+  ImportResult r = MustImport(m, true);
+  EXPECT_THAT(Ops(r.graph),
+              ::testing::ElementsAre("RandomUniformLike", "Shape", "Neg"));
+}
+
+TEST(FoldShapesTest, NodeTheReferenceRejectsIsLeftForRunTime) {
+  // dim / 0 in a shape computation: not folded, and the error comes when
+  // the graph runs, as without folding.
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3, 4});
+  Int64Init(m, "axes0", {1}, {0});
+  Int64Init(m, "i1", {}, {1});
+  Int64Init(m, "zero", {}, {0});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i1"}, {"d"}, "gather");
+  m.Node("Div", {"d", "zero"}, {"q"}, "bad_div");
+  Unsqueeze0(m, "q", "q1");
+  m.Node("Reshape", {"x", "q1"}, {"y"}, "reshape");
+  m.Output("y", TP::FLOAT, {"?"});
+  ImportResult r = MustImport(m, true);
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Div", "Unsqueeze", "Reshape"));
+  absl::StatusOr<std::vector<Tensor>> out =
+      reference::Run(r.graph, {Iota({2, 3, 4})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("bad_div"),
+                               ::testing::HasSubstr("division by zero")));
+}
+
+TEST(FoldShapesTest, ShapeInferenceFailureIsAWarningAndStopsFolding) {
+  // libonnx throws on an out-of-range Gather of a shape; import goes on with
+  // what inference reached, as it did before folding.
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3, 4});
+  Int64Init(m, "axes0", {1}, {0});
+  Int64Init(m, "i7", {}, {7});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i7"}, {"d"}, "bad_gather");
+  Unsqueeze0(m, "d", "d1");
+  m.Node("Reshape", {"x", "d1"}, {"y"}, "reshape");
+  m.Output("y", TP::FLOAT, {"?"});
+  absl::StatusOr<ImportResult> r =
+      ImportModelBytes(m.Bytes(), {}, "fold_test.onnx");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->warnings,
+              ::testing::Contains(::testing::HasSubstr(
+                  "ONNX shape inference failed")));
+  EXPECT_THAT(Ops(r->graph),
+              ::testing::ElementsAre("Shape", "Gather", "Unsqueeze", "Reshape"));
+}
+
+TEST(FoldShapesTest, InferenceRunsOnceWhenNothingFolds) {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3});
+  m.Node("Relu", {"x"}, {"y"}, "relu");
+  m.Output("y", TP::FLOAT, {2, 3});
+  onnx::ModelProto model = m.model();
+  std::vector<std::string> warnings;
+  absl::StatusOr<onnx_internal::FoldShapesStats> stats =
+      onnx_internal::InferShapesToFixpoint(&model, {}, &warnings);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->inference_runs, 1);
+  EXPECT_EQ(stats->folded_nodes, 0);
+  EXPECT_THAT(warnings, ::testing::IsEmpty());
+}
+
+TEST(FoldShapesTest, ChainsNeedingInferenceBetweenFoldsReachAFixpoint) {
+  // Shape(Reshape(x, Shape(x)[0:1] * 6)): the outer Shape folds only once a
+  // second round of inference knows the Reshape's output.
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3});
+  Int64Init(m, "six", {1}, {6});
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  auto* slice = m.Node("Shape", {"x"}, {"s0"}, "shape_slice");
+  AttrInt(slice, "end", 1);
+  m.Node("Div", {"six", "s0"}, {"three"}, "div");
+  m.Node("Mul", {"three", "s0"}, {"flat"}, "mul");
+  m.Node("Reshape", {"x", "flat"}, {"v"}, "reshape");
+  m.Node("Shape", {"v"}, {"vs"}, "shape_v");
+  m.Node("Reshape", {"x", "vs"}, {"y"}, "reshape2");
+  m.Output("y", TP::FLOAT, {"?"});
+  onnx::ModelProto model = m.model();
+  std::vector<std::string> warnings;
+  absl::StatusOr<onnx_internal::FoldShapesStats> stats =
+      onnx_internal::InferShapesToFixpoint(&model, {}, &warnings);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GE(stats->inference_runs, 2);
+  ImportResult r = MustImport(m, true);
+  EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{6}));
+  const Tensor x = Iota({2, 3});
+  std::vector<Tensor> out = RunBothAndCompare(m, {x});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Floats(out[0]), Floats(x));
+}
+
+TEST(FoldShapesTest, FoldedNodesKeepFileIndicesOfOthersInErrors) {
+  // After folding, an error still names the failing node by its index in
+  // the file
+  // (Opset 18: libonnx's checker only warns, so the importer's own check
+  // speaks.)
+  ModelBuilder m = ChannelSplit();
+  m.model().mutable_opset_import(0)->set_version(18);
+  auto* bad = m.Node("Relu", {"a"}, {"r2"}, "bad_relu");
+  AttrInt(bad, "k", 1);
+  AttrInt(bad, "k", 2);
+  absl::StatusOr<ImportResult> r =
+      ImportModelBytes(m.Bytes(), {}, "fold_test.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("node #9 'bad_relu' (Relu): attribute 'k' "
+                                   "is given twice"));
+}
+
+}  // namespace
+}  // namespace kiln::frontend

@@ -1,0 +1,97 @@
+// zoo_shapes: per model in the ONNX test layout (<dir>/model.onnx), how long
+// import takes, how many values stay non-static after import (with the first
+// few named), and whether the graph lowers after the default graph pipeline.
+//
+//   zoo_shapes [--repeat=N] [--no-fold] <model_dir>...
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/onnx/importer.h"
+#include "ir/graph/graph.h"
+#include "lowering/lower_graph.h"
+#include "passes/graph_pipeline.h"
+
+namespace kiln::frontend {
+namespace {
+
+bool IsStatic(const ir::Value& v) {
+  return v.shape_known && std::find(v.shape.begin(), v.shape.end(),
+                                    ir::kDynamicDim) == v.shape.end();
+}
+
+int Report(const std::string& dir, int repeat, bool fold) {
+  ImportOptions options;
+  options.fold_shapes = fold;
+  const std::string name = std::filesystem::path(dir).filename().string();
+  double best = 1e30;
+  absl::StatusOr<ImportResult> imported;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    imported = ImportModelFile(dir + "/model.onnx", options);
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  if (!imported.ok()) {
+    std::printf("%-20s import FAILED: %s\n", name.c_str(),
+                std::string(imported.status().message()).c_str());
+    return 1;
+  }
+  const ir::Graph& g = imported->graph;
+  std::vector<std::string> dynamic;
+  int count = 0;
+  for (const ir::Node& n : g.nodes()) {
+    for (ir::ValueId out : n.outputs) {
+      if (out == ir::kNoValue || IsStatic(g.value(out))) continue;
+      ++count;
+      if (dynamic.size() < 3) {
+        const ir::Value& v = g.value(out);
+        dynamic.push_back(absl::StrCat(
+            v.name, v.shape_known ? ir::ShapeToString(v.shape) : "<rank?>"));
+      }
+    }
+  }
+  ir::Graph lowered_graph = g;
+  std::string lower = "lowers";
+  absl::Status s = passes::DefaultGraphPipeline().Run(&lowered_graph);
+  if (s.ok()) s = lowering::LowerGraph(lowered_graph).status();
+  if (!s.ok()) lower = absl::StrCat("does NOT lower: ", s.message());
+  std::printf("%-20s import %7.3fs  nodes %5zu  non-static %3d %s  %s\n",
+              name.c_str(), best, g.nodes().size(), count,
+              absl::StrJoin(dynamic, " ").c_str(), lower.substr(0, 200).c_str());
+  std::fflush(stdout);
+  return s.ok() && count == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kiln::frontend
+
+int main(int argc, char** argv) {
+  int repeat = 1;
+  bool fold = true;
+  int failures = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--no-fold") {
+      fold = false;
+      continue;
+    }
+    if (absl::StartsWith(arg, "--repeat=")) {
+      if (!absl::SimpleAtoi(arg.substr(9), &repeat) || repeat < 1) {
+        std::fprintf(stderr, "bad %s\n", arg.c_str());
+        return 2;
+      }
+      continue;
+    }
+    failures += kiln::frontend::Report(arg, repeat, fold);
+  }
+  return failures == 0 ? 0 : 1;
+}
