@@ -109,6 +109,8 @@ Lowerer::Lowerer(const ir::Graph& graph, const LoweringOptions& options)
   AddExternLowerings(table_);
   AddResizeLowerings(table_);
   AddNnExtraLowerings(table_);
+  AddLossLowerings(table_);
+  AddMiscLowerings(table_);
 }
 
 std::string Lowerer::NodeLabel() const {

@@ -102,6 +102,8 @@ void AddExternLowerings(LowerTable& table);
 // Registered after the extern lowerings, so they take precedence.
 void AddResizeLowerings(LowerTable& table);
 void AddNnExtraLowerings(LowerTable& table);
+void AddLossLowerings(LowerTable& table);
+void AddMiscLowerings(LowerTable& table);
 
 class Lowerer {
  public:

@@ -1,0 +1,60 @@
+// File: lowering/ops_more_util.h — internal to lowering/: helpers shared by
+// ops_loss.cc, ops_misc.cc, ops_signal.cc and ops_extended.cc (data-dependent reads along one axis, scratch
+// buffers, index normalization).
+#ifndef KILN_LOWERING_OPS_MORE_UTIL_H_
+#define KILN_LOWERING_OPS_MORE_UTIL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lowering/lowerer.h"
+
+namespace kiln::lowering::internal {
+
+// Registered by AddMiscLowerings (ops_signal.cc, ops_extended.cc); the
+// extensions must come after every other family.
+void AddSignalLowerings(LowerTable& table);
+void AddExtendedLowerings(LowerTable& table);
+
+// Reads `data` at coordinates `dc` whose `axis` entry is replaced by the
+// runtime integer value `n` of kernel `k` (a checked load_indirect: n in
+// [-dim, 0) wraps, anything else outside [0, dim) fails the kernel).
+// `extents` are the kernel's variable extents (iteration, then reduction).
+// A view whose index is not affine along `axis` is first copied row-major.
+absl::StatusOr<int32_t> LoadIndirectAlong(Lowerer& L, Emitter& k,
+                                          const Operand& data, Coords dc,
+                                          int64_t axis,
+                                          const std::vector<int64_t>& extents,
+                                          int32_t n);
+
+// `n` (any integer dtype) as i64, with values outside [0, dim) mapped to
+// `dim`, so a following load_indirect of extent `dim` fails on them instead
+// of wrapping a negative value (for ops whose indices may not be negative).
+int32_t NonNegativeIndex(Emitter& k, int32_t n, int64_t dim);
+
+// A fresh row-major intermediate buffer of `dtype`/`shape` for a kernel's
+// partial results. The lowerer has no public way to name a buffer that no
+// graph value owns, so this goes through Materialize of a zero splat (one
+// fill kernel, overwritten by the caller's kernel).
+absl::StatusOr<int32_t> ScratchBuffer(Lowerer& L, DType dtype,
+                                      const Shape& shape);
+
+// A run-time assertion: loads `op` at `coords` (a scalar read) through a
+// load_indirect whose index is 0 when the bool value `ok` holds and 1 (out
+// of its extent 1) otherwise, so the kernel fails instead of computing with
+// an input that contradicts the static shapes lowering relied on. Use the
+// result, so the check stays live.
+absl::StatusOr<int32_t> LoadIfValid(Lowerer& L, Emitter& k, const Operand& op,
+                                    const Coords& coords, int32_t ok);
+
+// L.OutputBuffer(i), plus a kernel over its (empty) shape when it has no
+// elements, so an empty output is still written by some kernel.
+int32_t NewOutput(Lowerer& L, int i);
+
+// Row-major flat offset of `coords` in a buffer of `shape`, simplified for k.
+IndexExpr RowMajor(Emitter& k, const Shape& shape, const Coords& coords);
+
+}  // namespace kiln::lowering::internal
+
+#endif  // KILN_LOWERING_OPS_MORE_UTIL_H_
