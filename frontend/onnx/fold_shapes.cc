@@ -135,6 +135,9 @@ class Folder {
   // folded.
   absl::StatusOr<int> Round() {
     IndexGraph();
+    for (onnx::NodeProto& node : *g_->mutable_node()) {
+      DropDeterministicTrainingMode(&node);
+    }
     const int n = g_->node_size();
     std::vector<bool> folded(n, false);
     int count = 0;
@@ -263,6 +266,27 @@ class Folder {
       if (!node.output(j).empty()) values_[node.output(j)] = (*outs)[j];
     }
     return true;
+  }
+
+  // Dropout with a constant ratio of 0 is a copy even in training mode
+  // (ONNX: "if it was set to 0, the output would be a simple copy of the
+  // input"; the mask is all true): its training_mode input is dropped so
+  // the node reads as the inference-mode Dropout it is.
+  void DropDeterministicTrainingMode(onnx::NodeProto* node) {
+    if (!node->domain().empty() || node->op_type() != "Dropout" ||
+        node->input_size() != 3 || node->input(2).empty() ||
+        node->input(1).empty()) {
+      return;
+    }
+    std::optional<ConstInfo> info = Constant(node->input(1));
+    if (!info.has_value() || !info->dims.empty()) return;
+    absl::StatusOr<std::shared_ptr<const ir::Tensor>> ratio =
+        Materialize(node->input(1));
+    if (!ratio.ok() || !ir::IsFloat((*ratio)->dtype()) ||
+        (*ratio)->GetAsDouble(0) != 0.0) {
+      return;
+    }
+    node->mutable_input()->RemoveLast();
   }
 
   // Shape and Size read only the input's dims, which need not be constant.

@@ -359,6 +359,39 @@ TEST(FoldShapesTest, ShapeInferenceFailureIsAWarningAndStopsFolding) {
               ::testing::ElementsAre("Shape", "Gather", "Unsqueeze", "Reshape"));
 }
 
+// Dropout(x, ratio, training_mode = true) as torchvision's Swin exports it.
+ModelBuilder TrainingDropout(float ratio) {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {2, 3});
+  AttrTensor(m.Node("Constant", {}, {"ratio"}, "ratio"), "value")
+      ->set_data_type(TP::FLOAT);
+  m.graph()->mutable_node(0)->mutable_attribute(0)->mutable_t()->add_float_data(
+      ratio);
+  auto* training = AttrTensor(m.Node("Constant", {}, {"training"}, "training"),
+                              "value");
+  training->set_data_type(TP::BOOL);
+  training->add_int32_data(1);
+  m.Node("Dropout", {"x", "ratio", "training"}, {"y"}, "dropout");
+  m.Output("y", TP::FLOAT, {2, 3});
+  return m;
+}
+
+TEST(FoldShapesTest, DropoutWithRatioZeroLosesItsTrainingMode) {
+  ImportResult r = MustImport(TrainingDropout(0.0f), true);
+  ASSERT_EQ(r.graph.nodes().size(), 1u);
+  EXPECT_EQ(r.graph.nodes()[0].op, "Dropout");
+  EXPECT_EQ(r.graph.nodes()[0].inputs.size(), 2u);
+  const Tensor x = Iota({2, 3});
+  std::vector<Tensor> out = RunBothAndCompare(TrainingDropout(0.0f), {x});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Floats(out[0]), Floats(x));
+
+  // A real (random) training-mode Dropout keeps its inputs.
+  ImportResult random = MustImport(TrainingDropout(0.5f), true);
+  ASSERT_EQ(random.graph.nodes().size(), 1u);
+  EXPECT_EQ(random.graph.nodes()[0].inputs.size(), 3u);
+}
+
 TEST(FoldShapesTest, InferenceRunsOnceWhenNothingFolds) {
   ModelBuilder m(17);
   m.Input("x", TP::FLOAT, {2, 3});

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,24 @@ int Report(const std::string& dir, int repeat, bool fold) {
         dynamic.push_back(absl::StrCat(
             v.name, v.shape_known ? ir::ShapeToString(v.shape) : "<rank?>"));
       }
+    }
+  }
+  if (fold) {
+    // Which op types folding removed, against an unfolded import.
+    ImportOptions plain;
+    plain.fold_shapes = false;
+    absl::StatusOr<ImportResult> unfolded =
+        ImportModelFile(dir + "/model.onnx", plain);
+    if (unfolded.ok()) {
+      std::map<std::string, int> removed;
+      for (const ir::Node& n : unfolded->graph.nodes()) ++removed[n.op];
+      for (const ir::Node& n : g.nodes()) --removed[n.op];
+      std::vector<std::string> parts;
+      for (const auto& [op, k] : removed) {
+        if (k != 0) parts.push_back(absl::StrCat(op, ":", k));
+      }
+      std::printf("%-20s folded %s\n", name.c_str(),
+                  absl::StrJoin(parts, " ").c_str());
     }
   }
   ir::Graph lowered_graph = g;
