@@ -180,22 +180,27 @@ struct TargetRead {
 
 absl::StatusOr<TargetRead> ReadTarget(Lowerer& L, Emitter& k, const LossSpec& s,
                                       const Coords& tc,
-                                      const std::vector<int64_t>& extents) {
+                                      const std::vector<int64_t>& extents,
+                                      bool need_class = true) {
   TargetRead t;
+  const DType dt = s.x.dtype;
+  t.weight = k.Const(dt, 1);
+  // No op is created that nothing uses: the C++ emitter places an unused
+  // reduction-varying op outside the reduction loop.
+  if (!need_class && !s.weight.has_value() && !s.ignore_index.has_value()) return t;
   KILN_ASSIGN_OR_RETURN(int32_t raw, k.Load(s.target, tc));
   if (k.DTypeOf(raw) != DType::kI64) raw = k.Cast(raw, DType::kI64);
-  int32_t cls = NonNegativeIndex(k, raw, s.classes);
-  const DType dt = s.x.dtype;
   if (s.ignore_index.has_value()) {
     t.ignored = k.Bin(OpCode::kEq, raw, k.Const(DType::kI64, *s.ignore_index));
-    cls = k.Sel(t.ignored, k.Const(DType::kI64, 0), cls);
   }
-  t.cls = cls;
+  if (need_class || s.weight.has_value()) {
+    int32_t cls = NonNegativeIndex(k, raw, s.classes);
+    if (t.ignored >= 0) cls = k.Sel(t.ignored, k.Const(DType::kI64, 0), cls);
+    t.cls = cls;
+  }
   if (s.weight.has_value()) {
     KILN_ASSIGN_OR_RETURN(t.weight, LoadIndirectAlong(L, k, *s.weight, {ir::loop::Const(0)},
-                                                      0, extents, cls));
-  } else {
-    t.weight = k.Const(dt, 1);
+                                                      0, extents, t.cls));
   }
   if (t.ignored >= 0) t.weight = k.Sel(t.ignored, k.Const(dt, 0), t.weight);
   return t;
@@ -320,8 +325,15 @@ absl::Status LowerSce(Lowerer& L, const ir::Node& n) {
     const std::vector<int64_t> red(tshape.begin(), tshape.end());
     KILN_RETURN_IF_ERROR(StoreReducedLoss(
         L, s, out, [&](Emitter& k, const Coords& tc) -> absl::StatusOr<LossTerm> {
-          KILN_ASSIGN_OR_RETURN(TargetRead t, ReadTarget(L, k, s, tc, red));
-          return LossTerm{k.b().Load(per_element, RowMajor(k, tshape, tc)), t.weight};
+          LossTerm term;
+          // Weights only for "mean": an unused reduction-varying read is
+          // emitted outside the reduction loop by the C++ emitter.
+          if (s.reduction == Reduction::kMean) {
+            KILN_ASSIGN_OR_RETURN(TargetRead t, ReadTarget(L, k, s, tc, red, /*need_class=*/false));
+            term.weight = t.weight;
+          }
+          term.loss = k.b().Load(per_element, RowMajor(k, tshape, tc));
+          return term;
         }));
   }
   if (L.HasOutput(1) && ir::NumElements(s.x.shape) > 0) {
