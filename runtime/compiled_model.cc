@@ -616,8 +616,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
   const LoopProgram& program = p.lowered.program;
   CompileReport& report = p.report;
 
-  // Steps, in program order.
+  // Steps, in program order. oneDNN primitives fix their thread count when
+  // they are created, so create them under the team size Run will use.
   absl::Time t = absl::Now();
+  const int saved_threads = onednn::NumThreads();
+  if (options.threads > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(options.threads));
+  struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { (void)onednn::SetNumThreads(n); }
+  } restore{saved_threads};
   runtime::ExternStepOptions xo;
   xo.prepack_weights = options.prepack_weights && !eager;
   xo.use_onednn = options.use_onednn;

@@ -16,10 +16,10 @@ std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); 
 
 std::string CompileReport::ToText() const {
   std::string s = absl::StrFormat(
-      "model %s  isa %s  mode %s  threads %d\n"
+      "model %s  isa %s  mode %s  threads %s\n"
       "compile %.0f ms (import %.0f, graph passes %.0f, lowering %.0f, loop passes %.0f, "
       "emit %.0f, jit %.0f%s, library calls %.0f)\n",
-      model, isa, mode, threads, total_ms, import_ms, graph_passes_ms, lowering_ms,
+      model, isa, mode, threads > 0 ? absl::StrCat(threads) : std::string("default"), total_ms, import_ms, graph_passes_ms, lowering_ms,
       loop_passes_ms, emit_ms, jit_ms, jit_cache_hit ? " cached" : "", library_ms);
   absl::StrAppendFormat(&s, "loop kernels %d, vectorized %d (%.1f%%); library calls %d (%d on the reference interpreter)\n",
                         loop_kernels, vectorized_kernels,
