@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <deque>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -145,6 +147,9 @@ class Folder {
       if (TryFold(g_->node(i))) {
         folded[i] = true;
         ++count;
+        RecordFolded(g_->node(i));
+      } else if (count > 0) {
+        InferLocally(g_->mutable_node(i));
       }
     }
     if (count > 0) KILN_RETURN_IF_ERROR(Rewrite(folded));
@@ -159,6 +164,29 @@ class Folder {
   };
 
   void IndexGraph() {
+    infer_types_.clear();
+    infer_data_.clear();
+    owned_types_.clear();
+    owned_data_.clear();
+    for (auto& v : *g_->mutable_input()) {
+      infer_types_[v.name()] = v.mutable_type();
+    }
+    for (auto& v : *g_->mutable_value_info()) {
+      infer_types_[v.name()] = v.mutable_type();
+    }
+    for (auto& v : *g_->mutable_output()) {
+      infer_types_[v.name()] = v.mutable_type();
+    }
+    for (const auto& t : g_->initializer()) {
+      infer_data_[t.name()] = &t;
+      if (infer_types_.count(t.name()) == 0) {
+        onnx::TypeProto& type = owned_types_.emplace_back();
+        auto* tt = type.mutable_tensor_type();
+        tt->set_elem_type(t.data_type());
+        for (int64_t d : t.dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+        infer_types_[t.name()] = &type;
+      }
+    }
     types_.clear();
     initializers_.clear();
     constant_nodes_.clear();
@@ -174,7 +202,108 @@ class Folder {
       if (node.domain().empty() && node.op_type() == "Constant" &&
           node.output_size() == 1) {
         constant_nodes_[node.output(0)] = &node;
+        if (node.attribute_size() == 1 && node.attribute(0).name() == "value" &&
+            node.attribute(0).has_t()) {
+          infer_data_[node.output(0)] = &node.attribute(0).t();
+        }
       }
+    }
+  }
+
+  void SetLocalType(const std::string& name, onnx::TypeProto type) {
+    onnx::TypeProto& owned = owned_types_.emplace_back(std::move(type));
+    infer_types_[name] = &owned;
+    types_[name] = &owned;
+  }
+
+  // A folded node's outputs are known exactly: later nodes of the same
+  // sweep see their types and (for small ones) their data.
+  void RecordFolded(const onnx::NodeProto& node) {
+    for (const std::string& out : node.output()) {
+      if (out.empty()) continue;
+      const ir::Tensor& t = *values_.at(out);
+      onnx::TypeProto type;
+      auto* tt = type.mutable_tensor_type();
+      tt->set_elem_type(OnnxElemTypeFromDType(t.dtype()));
+      for (int64_t d : t.shape()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+      SetLocalType(out, std::move(type));
+      if (t.num_elements() <= kMaxLocalData) {
+        absl::StatusOr<onnx::TensorProto> proto = TensorToProto(t, out);
+        if (proto.ok()) {
+          owned_data_.push_back(*std::move(proto));
+          infer_data_[out] = &owned_data_.back();
+        }
+      }
+    }
+  }
+
+  // Runs the node's libonnx shape-inference function on this sweep's types
+  // so a Shape further down can fold in the same sweep. Only fully static
+  // results that agree with what is already known are kept; the next
+  // full inference run stays the authority.
+  void InferLocally(onnx::NodeProto* node) {
+    if (!node->domain().empty() || node->op_type() == "Constant") return;
+    bool all_static = true;
+    for (const std::string& out : node->output()) {
+      auto it = types_.find(out);
+      all_static &= out.empty() ||
+                    (it != types_.end() && StaticDims(*it->second).has_value());
+    }
+    if (all_static) return;
+    for (const auto& a : node->attribute()) {
+      if (a.has_g() || a.graphs_size() > 0) return;
+    }
+    for (const std::string& in : node->input()) {
+      if (in.empty()) continue;
+      auto it = infer_types_.find(in);
+      if (it == infer_types_.end() || !it->second->has_tensor_type() ||
+          it->second->tensor_type().elem_type() == 0) {
+        return;
+      }
+    }
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+        node->op_type(), static_cast<int>(options_.opset), "");
+    if (schema == nullptr || !schema->has_type_and_shape_inference_function()) {
+      return;
+    }
+    static const auto* no_sparse =
+        new std::unordered_map<std::string, const onnx::SparseTensorProto*>();
+    onnx::shape_inference::InferenceContextImpl ctx(*node, infer_types_,
+                                                    infer_data_, *no_sparse);
+    try {
+      schema->GetTypeAndShapeInferenceFunction()(ctx);
+    } catch (...) {
+      return;
+    }
+    for (int j = 0; j < node->output_size() &&
+                    j < static_cast<int>(ctx.allOutputTypes_.size());
+         ++j) {
+      const std::string& out = node->output(j);
+      const onnx::TypeProto& inferred = ctx.allOutputTypes_[j];
+      std::optional<Dims> dims = StaticDims(inferred);
+      if (out.empty() || !dims.has_value() ||
+          inferred.tensor_type().elem_type() == 0) {
+        continue;
+      }
+      if (auto it = types_.find(out); it != types_.end()) {
+        const onnx::TypeProto& known = *it->second;
+        if (!known.has_tensor_type()) continue;
+        const auto& kt = known.tensor_type();
+        if (kt.elem_type() != 0 &&
+            kt.elem_type() != inferred.tensor_type().elem_type()) {
+          continue;
+        }
+        if (kt.has_shape()) {
+          if (kt.shape().dim_size() != static_cast<int>(dims->size())) continue;
+          bool agrees = true;
+          for (int d = 0; d < kt.shape().dim_size(); ++d) {
+            agrees &= !kt.shape().dim(d).has_dim_value() ||
+                      kt.shape().dim(d).dim_value() == (*dims)[d];
+          }
+          if (!agrees) continue;
+        }
+      }
+      SetLocalType(out, inferred);
     }
   }
 
@@ -530,6 +659,12 @@ class Folder {
   onnx::GraphProto* g_;
   const FoldShapesOptions& options_;
   const bool initializers_are_inputs_;
+  // Types and data for libonnx's per-node inference within a sweep.
+  static constexpr int64_t kMaxLocalData = 4096;
+  std::unordered_map<std::string, onnx::TypeProto*> infer_types_;
+  std::unordered_map<std::string, const onnx::TensorProto*> infer_data_;
+  std::deque<onnx::TypeProto> owned_types_;
+  std::deque<onnx::TensorProto> owned_data_;
   absl::flat_hash_map<std::string, const onnx::TypeProto*> types_;
   absl::flat_hash_map<std::string, const onnx::TensorProto*> initializers_;
   absl::flat_hash_map<std::string, const onnx::NodeProto*> constant_nodes_;
