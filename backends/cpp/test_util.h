@@ -1,11 +1,14 @@
 // File: backends/cpp/test_util.h — for emitter tests: seeded random tensors,
 // and running a batch of emitted loop programs with the JIT for one ISA (in
 // process, or as an executable with a generated main() under the emulator for
-// neon) so they can be compared with the loop interpreter.
+// neon) so they can be compared with the loop interpreter or other data.
 //
 //   std::vector<ProgramCase> cases = ...;
 //   KILN_ASSIGN_OR_RETURN(auto results, RunCases(test_isa, cases));
 //   ExpectMatchesInterpreter(cases[0], results[0]);
+//
+// Many programs at once (one emitted program, few translation units, per-case
+// errors): RunCases(test_isa, cases, RunOptions{.merge = true}).
 #ifndef KILN_BACKENDS_CPP_TEST_UTIL_H_
 #define KILN_BACKENDS_CPP_TEST_UTIL_H_
 
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "backends/cpp/emitter.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
@@ -35,12 +39,36 @@ struct ProgramCase {
     o.kernels_per_unit = 1000;
     return o;
   }();
+  // Buffers (by name) gathered after the run besides the kOutput ones.
+  std::vector<std::string> read_back;
 };
 
 struct CaseResult {
+  // Merged runs (RunOptions::merge): this case's kernels of the merged
+  // program, with kernel_index and buffer_args counted in the case's own
+  // program (names keep the merged c<k>_ prefix); no sources, no run_symbol.
   EmittedProgram emitted;
-  int rc = -1;  // what the run entry returned
+  int rc = -1;  // what the run entry returned (merged: the first nonzero kernel's)
   std::map<std::string, ir::Tensor> outputs;  // row-major, by buffer name
+  // Set when this case alone failed: its inputs do not fit its buffers, it
+  // does not emit, or the emulated driver died while running it. The other
+  // cases' results stand.
+  std::string error;
+};
+
+struct RunOptions {
+  // Merge every case's program into one (buffers and kernels renamed c<k>_),
+  // emitted once with `emit`: a few translation units for the whole batch
+  // instead of one per case (the Highway headers dominate compile time).
+  // Each case's own EmitOptions are then ignored.
+  bool merge = false;
+  EmitOptions emit = [] {
+    EmitOptions o;
+    o.kernels_per_unit = 64;
+    return o;
+  }();
+  // Per run of the emulated driver (it restarts after the case it died in).
+  absl::Duration run_timeout = absl::Minutes(2);
 };
 
 // Uniform values in [lo, hi] (integers: rounded; bool: 0/1), seeded. With
@@ -53,6 +81,13 @@ ir::Tensor RandomTensor(ir::DType dtype, const ir::Shape& shape, uint32_t seed, 
 // its outputs.
 absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases);
+
+// The same with options. Failures of one case are reported in its
+// CaseResult::error; the status fails only for the batch as a whole (the
+// build, the emulator).
+absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+                                                 std::vector<ProgramCase>& cases,
+                                                 const RunOptions& options);
 
 // Runs the loop interpreter on the case and compares every output (gtest
 // failures naming the case, buffer and mismatch).

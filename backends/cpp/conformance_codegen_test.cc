@@ -1,0 +1,309 @@
+// ONNX conformance through generated C++ on the shard's ISA: every case the
+// reference interpreter runs goes through the compiled model's prepare steps,
+// and its loop-only program is run (neon: cross-built, under qemu) and judged
+// against ONNX's own outputs. The in-process engine (conformance_main
+// --engine=compiled) covers the ISAs this CPU executes; this covers neon.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backends/cpp/emitter.h"
+#include "backends/cpp/test_util.h"
+#include "frontend/onnx/importer.h"
+#include "ir/loop/loop_ir.h"
+#include "ir/status_macros.h"
+#include "lowering/lower_graph.h"
+#include "passes/graph_pipeline.h"
+#include "passes/loop/loop_pipeline.h"
+#include "runtime/jit/isa_test_util.h"
+#include "testing/compare.h"
+#include "testing/conformance/runner.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::backends::cpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ONNX's backend-test tolerance (numpy assert_allclose defaults there).
+constexpr testing::Tolerance kOnnxTolerance{1e-3, 1e-7, {}};
+constexpr size_t kCasesPerBatch = 100;
+// Loop-only cases that must pass on every shard (834 measured on neon and
+// scalar, minus a margin).
+constexpr int kPassFloor = 820;
+
+// Known failures, identical on every shard (not ISA bugs); the test fails
+// when one of them starts to pass, so the list stays true.
+constexpr std::pair<const char*, const char*> kExpectedFailures[] = {
+    {"node/test_training_dropout", "training Dropout with ratio > 0 refused at run time (rc 2)"},
+    {"node/test_training_dropout_default", "as above"},
+    {"node/test_training_dropout_default_mask", "as above"},
+    {"node/test_training_dropout_mask", "as above"},
+};
+
+bool IsExpectedFailure(const std::string& id) {
+  for (const auto& [known, reason] : kExpectedFailures) {
+    if (id == known) return true;
+  }
+  return false;
+}
+
+// One test_data_set_* of a case.
+struct DataSet {
+  std::string name;
+  std::vector<ir::Tensor> inputs;
+  std::vector<ir::Tensor> expected;
+};
+
+// A case that reached the runnable stage: its lowered program and data.
+struct Runnable {
+  std::string id;
+  lowering::LoweredProgram lowered;
+  std::vector<DataSet> sets;
+};
+
+// What happened to every discovered case.
+struct Tally {
+  std::vector<std::string> reference_skipped;  // import failed or no reference kernel
+  std::vector<std::string> refused;            // lowering refused: id + reason
+  std::vector<std::string> extern_cases;       // id + extern ops: not on this shard
+  std::vector<std::string> errors;             // a kiln or harness failure
+  std::vector<std::string> mismatches;         // wrong numbers or a nonzero rc
+  std::vector<std::string> expected_failures;  // listed in kExpectedFailures
+  std::vector<std::string> unexpected_passes;  // listed, but passed
+  std::vector<std::string> passed;
+};
+
+std::vector<std::string> NumberedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  for (int k = 0;; ++k) {
+    fs::path p = dir / absl::StrCat(prefix, "_", k, ".pb");
+    std::error_code ec;
+    if (!fs::exists(p, ec)) break;
+    files.push_back(p.string());
+  }
+  return files;
+}
+
+absl::StatusOr<std::vector<DataSet>> LoadDataSets(const std::string& case_dir) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(case_dir, ec)) {
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) {
+      dirs.push_back(e.path());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  if (dirs.empty()) return absl::NotFoundError("no test_data_set_* folder");
+  std::vector<DataSet> sets;
+  for (const fs::path& dir : dirs) {
+    DataSet s{dir.filename().string(), {}, {}};
+    for (const std::string& f : NumberedFiles(dir, "input")) {
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, frontend::LoadTensorFile(f));
+      s.inputs.push_back(std::move(t));
+    }
+    for (const std::string& f : NumberedFiles(dir, "output")) {
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, frontend::LoadTensorFile(f));
+      s.expected.push_back(std::move(t));
+    }
+    sets.push_back(std::move(s));
+  }
+  return sets;
+}
+
+// The extern ops of a lowered program ("onnx.Conv, onnx.Gemm"); empty when
+// it is loop-only.
+std::string ExternOps(const ir::loop::LoopProgram& p) {
+  std::set<std::string> ops;
+  for (const ir::loop::Kernel& k : p.kernels) {
+    if (k.kind == ir::loop::Kernel::Kind::kExtern) ops.insert(k.call.op);
+  }
+  return absl::StrJoin(ops, ", ");
+}
+
+// Sorts one discovered case into `tally`, or returns it ready to run. The
+// steps are runtime/compiled_model.cc's internal::Prepare (compiled mode, no
+// disabled passes), which is not exported.
+std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
+  absl::StatusOr<frontend::ImportResult> imported =
+      frontend::ImportModelFile(c.dir + "/model.onnx");
+  if (!imported.ok()) {
+    tally->reference_skipped.push_back(absl::StrCat(c.id(), ": import: ", imported.status().message()));
+    return std::nullopt;
+  }
+  ir::Graph graph = std::move(imported->graph);
+  if (std::vector<std::string> missing = reference::UnsupportedOps(graph); !missing.empty()) {
+    tally->reference_skipped.push_back(
+        absl::StrCat(c.id(), ": no reference kernel for ", absl::StrJoin(missing, ", ")));
+    return std::nullopt;
+  }
+  absl::StatusOr<std::vector<DataSet>> sets = LoadDataSets(c.dir);
+  if (!sets.ok()) {
+    tally->errors.push_back(absl::StrCat(c.id(), ": data: ", sets.status().message()));
+    return std::nullopt;
+  }
+  if (absl::Status s = passes::DefaultGraphPipeline().Run(&graph); !s.ok()) {
+    tally->errors.push_back(absl::StrCat(c.id(), ": graph passes: ", s.ToString()));
+    return std::nullopt;
+  }
+  absl::StatusOr<lowering::LoweredProgram> lowered = lowering::LowerGraph(graph);
+  if (!lowered.ok()) {
+    const bool refusal = absl::IsUnimplemented(lowered.status()) ||
+                         absl::IsInvalidArgument(lowered.status());
+    (refusal ? tally->refused : tally->errors)
+        .push_back(absl::StrCat(c.id(), ": lowering: ", lowered.status().ToString()));
+    return std::nullopt;
+  }
+  if (absl::Status s = passes::DefaultLoopPipeline().Run(&*lowered); !s.ok()) {
+    tally->errors.push_back(absl::StrCat(c.id(), ": loop passes: ", s.ToString()));
+    return std::nullopt;
+  }
+  if (std::string ops = ExternOps(lowered->program); !ops.empty()) {
+    tally->extern_cases.push_back(absl::StrCat(c.id(), ": extern ", ops));
+    return std::nullopt;
+  }
+  for (const DataSet& s : *sets) {
+    if (s.inputs.size() != lowered->inputs.size() ||
+        s.expected.size() != lowered->outputs.size()) {
+      tally->errors.push_back(absl::StrCat(
+          c.id(), ": ", s.name, " has ", s.inputs.size(), " inputs and ", s.expected.size(),
+          " outputs, the program ", lowered->inputs.size(), " and ", lowered->outputs.size()));
+      return std::nullopt;
+    }
+  }
+  return Runnable{c.id(), *std::move(lowered), *std::move(sets)};
+}
+
+// One ProgramCase per data set: inputs and constants bound by buffer name,
+// graph outputs read back even when they are not output buffers.
+ProgramCase ToProgramCase(const Runnable& r, const DataSet& set) {
+  ProgramCase pc;
+  pc.name = absl::StrCat(r.id, " ", set.name);
+  pc.program = r.lowered.program;
+  const std::vector<ir::loop::Buffer>& buffers = r.lowered.program.buffers;
+  for (size_t k = 0; k < r.lowered.inputs.size(); ++k) {
+    pc.inputs[buffers[r.lowered.inputs[k]].name] = set.inputs[k];
+  }
+  for (const auto& [b, data] : r.lowered.constants) pc.inputs[buffers[b].name] = *data;
+  for (int32_t b : r.lowered.outputs) {
+    if (buffers[b].kind != ir::loop::BufferKind::kOutput) pc.read_back.push_back(buffers[b].name);
+  }
+  return pc;
+}
+
+// Judges one data set's run against ONNX's outputs; empty when it passes.
+std::string Judge(const Runnable& r, const DataSet& set, const CaseResult& result) {
+  if (!result.error.empty()) return result.error;
+  if (result.rc != 0) return absl::StrCat("the program returned ", result.rc);
+  for (size_t k = 0; k < set.expected.size(); ++k) {
+    const std::string& name = r.lowered.program.buffers[r.lowered.outputs[k]].name;
+    auto it = result.outputs.find(name);
+    if (it == result.outputs.end()) return absl::StrCat("output ", k, " ('", name, "') missing");
+    testing::CompareResult cmp = testing::CompareTensors(it->second, set.expected[k], kOnnxTolerance);
+    if (!cmp.ok) return absl::StrCat(set.name, " output ", k, " ('", name, "'): ", cmp.message);
+  }
+  return "";
+}
+
+void PrintList(const char* title, const std::vector<std::string>& items) {
+  std::printf("%s (%zu):\n", title, items.size());
+  for (const std::string& s : items) std::printf("  %s\n", s.c_str());
+}
+
+TEST(ConformanceCodegen, LoopOnlyCasesMatchOnnxData) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const auto start = std::chrono::steady_clock::now();
+  // $KILN_CONFORMANCE_FILTER: only case ids containing it (no floor then).
+  const char* filter = std::getenv("KILN_CONFORMANCE_FILTER");
+  const std::vector<conformance::Case> cases = conformance::DiscoverCases(
+      conformance::kDefaultDataRoot, filter != nullptr ? filter : "");
+  if (cases.empty()) {
+    GTEST_SKIP() << "SKIPPED: no ONNX conformance data under " << conformance::kDefaultDataRoot;
+  }
+  Tally tally;
+  std::vector<Runnable> runnable;
+  for (const conformance::Case& c : cases) {
+    if (std::optional<Runnable> r = PrepareCase(c, &tally)) runnable.push_back(*std::move(r));
+  }
+
+  RunOptions options;
+  options.merge = true;
+  options.emit.kernels_per_unit = 128;
+  options.run_timeout = absl::Minutes(5);
+  int batches = 0;
+  for (size_t begin = 0; begin < runnable.size(); begin += kCasesPerBatch) {
+    const size_t end = std::min(runnable.size(), begin + kCasesPerBatch);
+    std::vector<ProgramCase> batch;
+    std::vector<std::pair<size_t, size_t>> origin;  // (runnable, data set)
+    for (size_t i = begin; i < end; ++i) {
+      for (size_t s = 0; s < runnable[i].sets.size(); ++s) {
+        batch.push_back(ToProgramCase(runnable[i], runnable[i].sets[s]));
+        origin.emplace_back(i, s);
+      }
+    }
+    ++batches;
+    absl::StatusOr<std::vector<CaseResult>> results = RunCases(t, batch, options);
+    if (!results.ok()) {
+      for (size_t i = begin; i < end; ++i) {
+        tally.errors.push_back(absl::StrCat(runnable[i].id, ": batch ", batches, ": ",
+                                            results.status().ToString().substr(0, 4000)));
+      }
+      continue;
+    }
+    std::map<size_t, std::string> failure;  // runnable -> first failing set
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const auto [i, s] = origin[j];
+      std::string why = Judge(runnable[i], runnable[i].sets[s], (*results)[j]);
+      if (!why.empty() && failure.count(i) == 0) failure[i] = std::move(why);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      auto it = failure.find(i);
+      const bool expected = IsExpectedFailure(runnable[i].id);
+      if (it == failure.end()) {
+        tally.passed.push_back(runnable[i].id);
+        if (expected) tally.unexpected_passes.push_back(runnable[i].id);
+      } else {
+        (expected ? tally.expected_failures : tally.mismatches)
+            .push_back(absl::StrCat(runnable[i].id, ": ", it->second));
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  PrintList("not on this shard (extern kernels: oneDNN is x86-only here)", tally.extern_cases);
+  PrintList("refused by lowering", tally.refused);
+  PrintList("skipped (the reference interpreter cannot run them)", tally.reference_skipped);
+  PrintList("errors", tally.errors);
+  PrintList("known failures (kExpectedFailures)", tally.expected_failures);
+  PrintList("mismatches", tally.mismatches);
+  std::printf(
+      "conformance on %s%s: %zu cases, %zu pass, %zu fail (%zu mismatch, %zu error), %zu known "
+      "failures, %zu extern, %zu refused, %zu skipped; %d batches, %.1f s\n",
+      t.isa->name.c_str(), t.emulated ? " (emulated)" : "", cases.size(), tally.passed.size(),
+      tally.mismatches.size() + tally.errors.size(), tally.mismatches.size(), tally.errors.size(),
+      tally.expected_failures.size(), tally.extern_cases.size(), tally.refused.size(), tally.reference_skipped.size(), batches,
+      seconds);
+  EXPECT_TRUE(tally.mismatches.empty()) << absl::StrJoin(tally.mismatches, "\n");
+  EXPECT_TRUE(tally.errors.empty()) << absl::StrJoin(tally.errors, "\n");
+  EXPECT_TRUE(tally.unexpected_passes.empty())
+      << "listed in kExpectedFailures but passing (remove them): "
+      << absl::StrJoin(tally.unexpected_passes, ", ");
+  if (filter == nullptr) EXPECT_GE(static_cast<int>(tally.passed.size()), kPassFloor);
+}
+
+}  // namespace
+}  // namespace kiln::backends::cpp
