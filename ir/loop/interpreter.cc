@@ -438,6 +438,52 @@ class Interpreter {
         }
         return absl::OkStatus();
       }
+      case OpCode::kStoreIndirect: {
+        absl::StatusOr<int64_t> base = Evaluate(op.index, vars_);
+        if (!base.ok()) return OpError(at, base.status().message());
+        int64_t n = arg(1).i;
+        if (n < -op.extent || n >= op.extent) {
+          return OpError(at, absl::StrCat("index ", n, " is out of range [",
+                                          -op.extent, ", ", op.extent, ")"));
+        }
+        if (n < 0) n += op.extent;
+        const int64_t offset = *base + n * op.stride;
+        Storage& s = storage_[op.buffer];
+        if (offset < 0 || offset >= s.size) {
+          return InternalError("kernel '", kernel_->name, "' op #", at,
+                               " accesses offset ", offset,
+                               " outside its buffer after verification");
+        }
+        const DType bt = s.dtype;
+        if (IsFloat(bt)) {
+          const double a = s.f[offset], v = arg(0).f;
+          double r = v;
+          switch (op.combine) {
+            case StoreCombine::kNone: break;
+            case StoreCombine::kAdd: r = RoundFloat(bt, a + v); break;
+            case StoreCombine::kMul: r = RoundFloat(bt, a * v); break;
+            case StoreCombine::kMax: r = a < v ? v : a; break;
+            case StoreCombine::kMin: r = v < a ? v : a; break;
+          }
+          if (bt == DType::kF16) {
+            r = HalfToFloat(FloatToHalf(static_cast<float>(r)));
+          }
+          s.f[offset] = r;
+        } else {
+          const int64_t a = s.i[offset], v = arg(0).i;
+          const uint64_t ua = static_cast<uint64_t>(a), uv = static_cast<uint64_t>(v);
+          int64_t r = v;
+          switch (op.combine) {
+            case StoreCombine::kNone: break;
+            case StoreCombine::kAdd: r = Wrap(bt, ua + uv); break;
+            case StoreCombine::kMul: r = Wrap(bt, ua * uv); break;
+            case StoreCombine::kMax: r = a < v ? v : a; break;
+            case StoreCombine::kMin: r = v < a ? v : a; break;
+          }
+          s.i[offset] = r;
+        }
+        return absl::OkStatus();
+      }
       case OpCode::kConstant:
         if (fl) {
           out.f = RoundFloat(dt, op.fvalue);

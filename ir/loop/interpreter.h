@@ -33,8 +33,8 @@ struct InterpreterOptions {
 // Numerics: f32/f16 values are rounded to f32 after each op (f16 to half on
 // store), f64 stays double; integers wrap to their width; reductions
 // accumulate floats in double. Max/min propagate NaN, argmax/argmin treat NaN
-// as the extreme. Integer division or modulo by zero and a load_indirect index
-// outside [-extent, extent) are InvalidArgument errors naming the kernel, as is a program that fails the verifier. Extern kernels are
+// as the extreme. Integer division or modulo by zero and a load_indirect or
+// store_indirect index outside [-extent, extent) are InvalidArgument errors naming the kernel, as is a program that fails the verifier. Extern kernels are
 // Unimplemented (they call library code).
 absl::StatusOr<std::map<std::string, Tensor>> RunLoopProgram(
     const LoopProgram& program, const std::map<std::string, Tensor>& bindings,

@@ -3,6 +3,7 @@
 // argmax/welford, integer semantics and error paths.
 #include "ir/loop/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/text.h"
@@ -278,6 +280,75 @@ TEST(LoopInterpreter, LoadIndirectOutOfRangeIsAnErrorNamingTheKernel) {
     ASSERT_FALSE(out.ok()) << bad;
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(out.status().message(), HasSubstr("kernel 'gather'"));
+    EXPECT_THAT(out.status().message(), HasSubstr("out of range [-5, 5)"));
+  }
+}
+
+// y starts as a copy of `data`, then every (row n[i0], column i1) combines
+// u[i0, i1] in iteration order.
+LoopProgram ScatterRows(const std::string& combine, const std::string& dtype) {
+  absl::StatusOr<LoopProgram> p = ParseProgram(absl::StrCat(
+      "buffer %d: ", dtype, "[5,3] input\n"
+      "buffer %u: ", dtype, "[4,3] input\n"
+      "buffer %n: i64[4] input\n"
+      "buffer %y: ", dtype, "[5,3] output\n"
+      "kernel copy over (i0: 5, i1: 3) {\n"
+      "  %0 = load %d[i0*3 + i1]\n  store %y[i0*3 + i1], %0\n}\n"
+      "kernel scatter over (i0: 4, i1: 3) {\n"
+      "  %0 = load %u[i0*3 + i1]\n  %1 = load %n[i0]\n"
+      "  store_indirect %y[i1], %1, stride 3, extent 5, combine ", combine,
+      ", %0\n}\n"));
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : LoopProgram();
+}
+
+TEST(LoopInterpreter, StoreIndirectCombinesInIterationOrder) {
+  const Tensor d = Iota({5, 3}, 1.0f, -3.0f);
+  const Tensor u = Iota({4, 3}, 0.5f, -1.0f);
+  const std::vector<int64_t> idx = {1, -4, 4, 0};  // -4 wraps to 1: a duplicate
+  for (const char* combine : {"none", "add", "mul", "max", "min"}) {
+    absl::StatusOr<std::map<std::string, Tensor>> out = RunLoopProgram(
+        ScatterRows(combine, "f32"), {{"d", d}, {"u", u}, {"n", I64(idx)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> want(d.data<float>(), d.data<float>() + 15);
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = idx[r] < 0 ? idx[r] + 5 : idx[r];
+      for (int c = 0; c < 3; ++c) {
+        float& e = want[row * 3 + c];
+        const float v = u.data<float>()[r * 3 + c];
+        const std::string m = combine;
+        e = m == "none" ? v : m == "add" ? e + v : m == "mul" ? e * v
+            : m == "max" ? std::max(e, v) : std::min(e, v);
+      }
+    }
+    for (int i = 0; i < 15; ++i) {
+      EXPECT_EQ(out->at("y").data<float>()[i], want[i]) << combine << " " << i;
+    }
+  }
+}
+
+TEST(LoopInterpreter, StoreIndirectIntegersWrap) {
+  Tensor d(DType::kI32, {5, 3}), u(DType::kI32, {4, 3});
+  for (int i = 0; i < 15; ++i) d.data<int32_t>()[i] = 2147483647 - i;
+  for (int i = 0; i < 12; ++i) u.data<int32_t>()[i] = i + 1;
+  absl::StatusOr<std::map<std::string, Tensor>> out = RunLoopProgram(
+      ScatterRows("add", "i32"), {{"d", d}, {"u", u}, {"n", I64({0, 0, 2, 2})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Row 0 gets u rows 0 and 1 added: 2147483647 + 1 + 4 wraps.
+  EXPECT_EQ(out->at("y").data<int32_t>()[0],
+            static_cast<int32_t>(static_cast<uint32_t>(2147483647u + 5u)));
+  EXPECT_EQ(out->at("y").data<int32_t>()[3], 2147483647 - 3);
+}
+
+TEST(LoopInterpreter, StoreIndirectOutOfRangeIsAnErrorNamingTheKernel) {
+  const Tensor d = Iota({5, 3}, 1.0f, 0.0f);
+  const Tensor u = Iota({4, 3}, 1.0f, 0.0f);
+  for (int64_t bad : {int64_t{5}, int64_t{-6}, int64_t{1} << 40}) {
+    absl::StatusOr<std::map<std::string, Tensor>> out = RunLoopProgram(
+        ScatterRows("none", "f32"), {{"d", d}, {"u", u}, {"n", I64({0, 1, bad, 2})}});
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(out.status().message(), HasSubstr("kernel 'scatter'"));
     EXPECT_THAT(out.status().message(), HasSubstr("out of range [-5, 5)"));
   }
 }

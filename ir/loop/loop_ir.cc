@@ -83,6 +83,13 @@ constexpr OpInfo kOps[] = {
     {OpCode::kGt, "gt", 2, Domain::kNumeric, true},
     {OpCode::kGe, "ge", 2, Domain::kNumeric, true},
     {OpCode::kLoadIndirect, "load_indirect", 1, Domain::kNone, false},
+    {OpCode::kStoreIndirect, "store_indirect", 2, Domain::kNone, false},
+};
+
+constexpr std::pair<StoreCombine, const char*> kCombineNames[] = {
+    {StoreCombine::kNone, "none"}, {StoreCombine::kAdd, "add"},
+    {StoreCombine::kMul, "mul"},   {StoreCombine::kMax, "max"},
+    {StoreCombine::kMin, "min"},
 };
 
 const OpInfo* Info(OpCode code) {
@@ -240,6 +247,20 @@ std::optional<ReduceKind> ReduceKindFromName(absl::string_view name) {
   return std::nullopt;
 }
 
+absl::string_view StoreCombineName(StoreCombine c) {
+  for (const auto& [k, name] : kCombineNames) {
+    if (k == c) return name;
+  }
+  return "?";
+}
+
+std::optional<StoreCombine> StoreCombineFromName(absl::string_view name) {
+  for (const auto& [k, n] : kCombineNames) {
+    if (name == n) return k;
+  }
+  return std::nullopt;
+}
+
 absl::string_view VecKindName(VecStatus::Kind kind) {
   switch (kind) {
     case VecStatus::Kind::kUnchecked: return "unchecked";
@@ -285,6 +306,25 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
                                           ", not an integer"));
       }
       return buffer->dtype;
+    case OpCode::kStoreIndirect:
+      if (buffer == nullptr) return TypeError(op, "no such buffer");
+      if (args[0] != buffer->dtype) {
+        return TypeError(op, absl::StrCat("stores ", DTypeName(args[0]),
+                                          " into ", DTypeName(buffer->dtype),
+                                          " buffer '", buffer->name, "'"));
+      }
+      if (!IsInteger(args[1])) {
+        return TypeError(op, absl::StrCat("index operand is ",
+                                          DTypeName(args[1]),
+                                          ", not an integer"));
+      }
+      if (op.combine != StoreCombine::kNone &&
+          !InDomain(args[0], Domain::kNumeric)) {
+        return TypeError(op, absl::StrCat("combine ",
+                                          StoreCombineName(op.combine), " of ",
+                                          DTypeName(args[0])));
+      }
+      return DType::kInvalid;
     case OpCode::kConstant:
     case OpCode::kCast:
       if (op.dtype == DType::kInvalid) return TypeError(op, "needs a dtype");
@@ -432,6 +472,20 @@ void KernelBuilder::Store(int32_t buffer, IndexExpr index, int32_t value) {
   op.buffer = buffer;
   op.index = std::move(index);
   op.args = {value};
+  Append(std::move(op));
+}
+
+void KernelBuilder::StoreIndirect(int32_t buffer, IndexExpr index,
+                                  int32_t value, int32_t n, int64_t extent,
+                                  int64_t stride, StoreCombine combine) {
+  Op op;
+  op.code = OpCode::kStoreIndirect;
+  op.buffer = buffer;
+  op.index = std::move(index);
+  op.args = {value, n};
+  op.extent = extent;
+  op.stride = stride;
+  op.combine = combine;
   Append(std::move(op));
 }
 

@@ -19,8 +19,8 @@
 // reduction-varying operand; a Reduce op is not. Each Reduce op evaluates the
 // reduction-varying ops its operand depends on at every point of the
 // reduction space (row-major) and combines the values; ops after it (the
-// epilogue) use the result like any other value. Stores are never
-// reduction-varying. Values of dtype f16 are computed in f32 precision.
+// epilogue) use the result like any other value. Stores (and
+// store_indirect) are never reduction-varying. Values of dtype f16 are computed in f32 precision.
 #ifndef KILN_IR_LOOP_LOOP_IR_H_
 #define KILN_IR_LOOP_LOOP_IR_H_
 
@@ -108,7 +108,22 @@ enum class OpCode : uint8_t {
   // error (the interpreter returns InvalidArgument, a compiled kernel
   // kErrorIndexOutOfRange) and is never read.
   kLoadIndirect,
+  // Data-dependent store, the counterpart of load_indirect (ScatterND,
+  // ScatterElements, MaxUnpool): element e = buffer[index + n * stride], n =
+  // args[1] (an integer) normalized against `extent` as load_indirect does,
+  // becomes combine(e, args[0]) (`combine`: none replaces, add/mul/max/min
+  // as ONNX scatter reductions; max/min are std::max/std::min, so NaN does
+  // not propagate). Points run in row-major order, so with duplicate indices
+  // the last write (in iteration order) wins. An n outside [-extent, extent)
+  // is an error (InvalidArgument / kErrorIndexOutOfRange) and nothing is
+  // written. No result; never reduction-varying.
+  kStoreIndirect,
 };
+
+// How store_indirect combines the stored value with the element it replaces.
+enum class StoreCombine : uint8_t { kNone, kAdd, kMul, kMax, kMin };
+absl::string_view StoreCombineName(StoreCombine c);  // "none", "add", ...
+std::optional<StoreCombine> StoreCombineFromName(absl::string_view name);
 
 // The op's name in the text form ("load", "exp", "add", ...).
 absl::string_view OpCodeName(OpCode code);
@@ -143,19 +158,24 @@ struct Op {
   ReduceKind reduce = ReduceKind::kSum;
   double fvalue = 0;   // constant of a float dtype
   int64_t ivalue = 0;  // constant of an integer or bool dtype
-  int64_t extent = 0;  // load_indirect: size of the indexed axis (>= 1)
-  int64_t stride = 0;  // load_indirect: offset step per unit of the index
+  int64_t extent = 0;  // load/store_indirect: size of the indexed axis (>= 1)
+  int64_t stride = 0;  // load/store_indirect: offset step per unit of the index
+  StoreCombine combine = StoreCombine::kNone;  // store_indirect
 
   // Reads `buffer` (load, load_indirect).
   bool is_load() const {
     return code == OpCode::kLoad || code == OpCode::kLoadIndirect;
   }
-  // Has an index expression (load, load_indirect, store, index).
+  // Writes `buffer` (store, store_indirect).
+  bool is_store() const {
+    return code == OpCode::kStore || code == OpCode::kStoreIndirect;
+  }
+  // Has an index expression (load(_indirect), store(_indirect), index).
   bool has_index() const {
-    return is_load() || code == OpCode::kStore || code == OpCode::kIndex;
+    return is_load() || is_store() || code == OpCode::kIndex;
   }
 
-  bool has_result() const { return code != OpCode::kStore; }
+  bool has_result() const { return !is_store(); }
 };
 
 // The result dtype of `op` given its operands' dtypes (and the buffer a load
@@ -247,6 +267,11 @@ class KernelBuilder {
   int32_t LoadIndirect(int32_t buffer, IndexExpr index, int32_t n,
                        int64_t extent, int64_t stride);
   void Store(int32_t buffer, IndexExpr index, int32_t value);
+  // buffer[index + normalized(n) * stride] = combine(old, value)
+  // (kStoreIndirect).
+  void StoreIndirect(int32_t buffer, IndexExpr index, int32_t value,
+                     int32_t n, int64_t extent, int64_t stride,
+                     StoreCombine combine = StoreCombine::kNone);
   int32_t Constant(DType dtype, double value);  // integers: truncated
   int32_t Index(IndexExpr index, DType dtype = DType::kI64);
   int32_t Cast(int32_t value, DType dtype);

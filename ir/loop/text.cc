@@ -132,6 +132,14 @@ void PrintLoopKernel(const LoopProgram& p, const Kernel& k, std::string* out) {
                         op.args.empty() ? "%<missing>" : value(op.args[0]),
                         ", stride ", op.stride, ", extent ", op.extent);
         break;
+      case OpCode::kStoreIndirect:
+        absl::StrAppend(out, " ", BufferRef(p, op.buffer), "[",
+                        ToString(op.index, namer), "], ",
+                        op.args.size() < 2 ? "%<missing>" : value(op.args[1]),
+                        ", stride ", op.stride, ", extent ", op.extent,
+                        ", combine ", StoreCombineName(op.combine), ", ",
+                        op.args.empty() ? "%<missing>" : value(op.args[0]));
+        break;
       case OpCode::kConstant:
         absl::StrAppend(out, " ",
                         IsFloat(op.dtype) ? FormatDouble(op.fvalue)
@@ -527,9 +535,9 @@ class Parser {
     }
     op.code = *code;
     c_.Next();
-    if ((op.code == OpCode::kStore) == result.has_value()) {
-      return ErrorAt(op_tok, op.code == OpCode::kStore
-                                 ? "'store' has no result"
+    if (op.is_store() == result.has_value()) {
+      return ErrorAt(op_tok, op.is_store()
+                                 ? absl::StrCat("'", op_tok.text, "' has no result")
                                  : "this op needs a result (%name = ...)");
     }
     switch (op.code) {
@@ -556,6 +564,32 @@ class Parser {
         KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'extent'"));
         if (!c_.TryIdent("extent")) return c_.Expected("'extent'");
         KILN_ASSIGN_OR_RETURN(op.extent, ParseInt("the extent"));
+        break;
+      }
+      case OpCode::kStoreIndirect: {
+        KILN_ASSIGN_OR_RETURN(op.buffer, ParseBufferRef());
+        KILN_ASSIGN_OR_RETURN(op.index, ParseBracketedIndex(resolver));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before the index value"));
+        KILN_ASSIGN_OR_RETURN(int32_t n, ParseValueRef(*k, *values));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'stride'"));
+        if (!c_.TryIdent("stride")) return c_.Expected("'stride'");
+        KILN_ASSIGN_OR_RETURN(op.stride, ParseInt("the stride"));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'extent'"));
+        if (!c_.TryIdent("extent")) return c_.Expected("'extent'");
+        KILN_ASSIGN_OR_RETURN(op.extent, ParseInt("the extent"));
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before 'combine'"));
+        if (!c_.TryIdent("combine")) return c_.Expected("'combine'");
+        const Token& t = c_.Peek();
+        std::optional<StoreCombine> combine;
+        if (t.kind == Tok::kIdent) combine = StoreCombineFromName(t.text);
+        if (!combine.has_value()) {
+          return c_.Expected("a combine mode (none, add, mul, max, min)");
+        }
+        c_.Next();
+        op.combine = *combine;
+        KILN_RETURN_IF_ERROR(c_.ExpectPunct(",", "before the stored value"));
+        KILN_ASSIGN_OR_RETURN(int32_t v, ParseValueRef(*k, *values));
+        op.args = {v, n};
         break;
       }
       case OpCode::kConstant: {

@@ -27,6 +27,10 @@
 //              ['(' STRING ')']
 //   op      := %v '=' 'load' %buf '[' index ']'
 //            | 'store' %buf '[' index ']' ',' %v
+//            | %v '=' 'load_indirect' %buf '[' index ']' ',' %n ','
+//              'stride' INT ',' 'extent' INT
+//            | 'store_indirect' %buf '[' index ']' ',' %n ',' 'stride' INT
+//              ',' 'extent' INT ',' 'combine' (none|add|mul|max|min) ',' %v
 //            | %v '=' 'constant' number ':' dtype
 //            | %v '=' 'index' '[' index ']' ':' dtype
 //            | %v '=' 'cast' %v ':' dtype

@@ -155,6 +155,59 @@ kernel g over (i0: 4, i1: 3) {
   EXPECT_THAT(bad.status().message(), HasSubstr("4:33: expected 'stride'"));
 }
 
+TEST(LoopText, StoreIndirectRoundTripsWithGoldenText) {
+  constexpr char kText[] = R"(
+    buffer %u: f32[4,3] input
+    buffer %n: i64[4] input
+    buffer %y: f32[5,3] output
+    kernel scatter over (i0: 4, i1: 3) {
+      %upd = load %u[i0*3 + i1]
+      %row = load %n[i0]
+      store_indirect %y[i1], %row, stride 3, extent 5, combine add, %upd
+    }
+  )";
+  absl::StatusOr<LoopProgram> p = ParseProgram(kText);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(VerifyProgram(*p).ok()) << VerifyProgram(*p);
+  const std::string printed = PrintProgram(*p);
+  EXPECT_TRUE(testing::RunFileCheck(printed, R"(
+CHECK: kernel scatter over (i0: 4, i1: 3) {
+CHECK-NEXT:   %0 = load %u[i0*3 + i1]
+CHECK-NEXT:   %1 = load %n[i0]
+CHECK-NEXT:   store_indirect %y[i1], %1, stride 3, extent 5, combine add, %0
+CHECK-NEXT: }
+)").ok()) << printed;
+  const Op& op = p->kernels[0].body[2];
+  EXPECT_EQ(op.code, OpCode::kStoreIndirect);
+  EXPECT_EQ(op.args, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(op.combine, StoreCombine::kAdd);
+  EXPECT_FALSE(op.has_result());
+  absl::StatusOr<LoopProgram> again = ParseProgram(printed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintProgram(*again), printed);
+  for (const char* mode : {"none", "mul", "max", "min"}) {
+    std::string t = printed;
+    t.replace(t.find("combine add"), 11, std::string("combine ") + mode);
+    absl::StatusOr<LoopProgram> q = ParseProgram(t);
+    ASSERT_TRUE(q.ok()) << mode << ": " << q.status();
+    EXPECT_EQ(PrintProgram(*q), t);
+  }
+  absl::StatusOr<LoopProgram> bad = ParseProgram(
+      "buffer %y: f32[5] output\nkernel g over (i0: 4) {\n"
+      "  %0 = index [i0] : i64\n"
+      "  %1 = constant 1 : f32\n"
+      "  store_indirect %y[0], %0, stride 1, extent 5, combine sum, %1\n}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("expected a combine mode"));
+  absl::StatusOr<LoopProgram> with_result = ParseProgram(
+      "buffer %y: f32[5] output\nkernel g over (i0: 4) {\n"
+      "  %0 = index [i0] : i64\n"
+      "  %1 = constant 1 : f32\n"
+      "  %2 = store_indirect %y[0], %0, stride 1, extent 5, combine add, %1\n}\n");
+  ASSERT_FALSE(with_result.ok());
+  EXPECT_THAT(with_result.status().message(), HasSubstr("has no result"));
+}
+
 TEST(LoopText, HandWrittenNamesAreRenumbered) {
   constexpr char kText[] = R"(
     # Comments and free names are fine.

@@ -168,13 +168,13 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
       if (op.code != OpCode::kReduce && varying[a]) varying[i] = true;
     }
     const Buffer* buffer = nullptr;
-    if (op.is_load() || op.code == OpCode::kStore) {
+    if (op.is_load() || op.is_store()) {
       if (op.buffer < 0 || op.buffer >= static_cast<int32_t>(p.buffers.size())) {
         return Error(where, absl::StrCat("buffer ", op.buffer,
                                          " does not exist"));
       }
       buffer = &p.buffers[op.buffer];
-      if (op.code == OpCode::kStore && !Writable(*buffer)) {
+      if (op.is_store() && !Writable(*buffer)) {
         return Error(where, absl::StrCat("stores into ",
                                          BufferKindName(buffer->kind),
                                          " buffer '", buffer->name, "'"));
@@ -195,7 +195,9 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
     if (op.code == OpCode::kReduce && k.reduction_ranges.empty()) {
       return Error(where, "reduction in a kernel without reduction ranges");
     }
-    if (op.code == OpCode::kLoadIndirect && op.extent < 1) {
+    if ((op.code == OpCode::kLoadIndirect ||
+         op.code == OpCode::kStoreIndirect) &&
+        op.extent < 1) {
       return Error(where, absl::StrCat("extent ", op.extent, " is not positive"));
     }
     if (op.has_index()) {
@@ -209,7 +211,8 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
       Interval r = ValueRange(op.index, extents);
       const int64_t size = *buffer->StorageSize();
       std::string what = ToString(op.index, namer);
-      if (op.code == OpCode::kLoadIndirect) {
+      if (op.code == OpCode::kLoadIndirect ||
+          op.code == OpCode::kStoreIndirect) {
         // The data-dependent part n * stride, n in [0, extent) once checked.
         int64_t step;
         if (__builtin_mul_overflow(op.extent - 1, op.stride, &step) ||
@@ -227,7 +230,7 @@ absl::Status VerifyLoopKernel(const LoopProgram& p, const Kernel& k,
                                 "' of ", size, " elements"));
       }
     }
-    if (op.code == OpCode::kStore && varying[i]) {
+    if (op.is_store() && varying[i]) {
       return Error(where, "store depends on a reduction variable");
     }
   }

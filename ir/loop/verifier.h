@@ -11,7 +11,8 @@
 // never store into inputs or constants; index expressions use only the
 // kernel's variables, divide only by provably positive numbers, and stay in
 // bounds of the buffer's storage for every point of the loop ranges (by value
-// range analysis; for load_indirect with every index value in [0, extent)
+// range analysis; for load_indirect and store_indirect with every index
+// value in [0, extent)
 // — the value itself is checked at run time); reductions appear only in kernels with reduction ranges;
 // stores are not reduction-varying; extern calls name existing buffers and
 // write no input or constant.

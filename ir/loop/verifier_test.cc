@@ -143,6 +143,55 @@ TEST(LoopVerifier, LoadIndirectOutOfBounds) {
                   "'x' of 32 elements");
 }
 
+constexpr char kScatterHeader[] =
+    "buffer %u: f32[4] input\n"
+    "buffer %n: i64[4] input\n"
+    "buffer %b: bool[8] output\n"
+    "buffer %y: f32[8] output\n";
+
+std::string ScatterKernel(const std::string& store) {
+  return std::string(kScatterHeader) +
+         "kernel k over (i0: 4) {\n  %0 = load %u[i0]\n  %1 = load %n[i0]\n"
+         "  %2 = cast %1 : f32\n  %3 = constant 1 : bool\n  " +
+         store + "\n}\n";
+}
+
+TEST(LoopVerifier, StoreIndirectChecks) {
+  EXPECT_TRUE(VerifyProgram(Parse(ScatterKernel(
+                  "store_indirect %y[0], %1, stride 1, extent 8, combine max, %0")))
+                  .ok());
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %y[1], %1, stride 1, extent 8, combine none, %0")),
+                  "index 1 + [0, 8) * 1 ranges over [1, 8], outside buffer 'y'");
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %y[0], %1, stride 1, extent 0, combine none, %0")),
+                  "extent 0 is not positive");
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %y[0], %2, stride 1, extent 8, combine none, %0")),
+                  "index operand is f32, not an integer");
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %y[0], %1, stride 1, extent 8, combine none, %3")),
+                  "stores bool into f32 buffer 'y'");
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %b[0], %1, stride 1, extent 8, combine add, %3")),
+                  "combine add of bool");
+  EXPECT_TRUE(VerifyProgram(Parse(ScatterKernel(
+                  "store_indirect %b[0], %1, stride 1, extent 8, combine none, %3")))
+                  .ok());
+  ExpectViolation(Parse(ScatterKernel(
+                      "store_indirect %u[0], %1, stride 1, extent 4, combine none, %0")),
+                  "stores into input buffer 'u'");
+}
+
+TEST(LoopVerifier, StoreIndirectIsNeverReductionVarying) {
+  ExpectViolation(
+      Parse(std::string(kScatterHeader) +
+            "kernel k over (i0: 1) reduce (r0: 4) {\n  %0 = load %u[r0]\n"
+            "  %1 = load %n[r0]\n"
+            "  store_indirect %y[0], %1, stride 1, extent 8, combine add, %0\n}\n"),
+      "store depends on a reduction variable");
+}
+
 TEST(LoopVerifier, LoadIndirectNeedsPositiveExtentAndIntegerIndex) {
   ExpectViolation(Parse(std::string(kHeader) +
                         "kernel k over (i0: 4) {\n"
