@@ -224,5 +224,113 @@ void BM_MatMulBiasGelu_Unfused(benchmark::State& state) {
 BENCHMARK(BM_MatMulBiasGelu_Fused)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MatMulBiasGelu_Unfused)->Unit(benchmark::kMicrosecond);
 
+// ---- What each activation costs as a post-op (range(0) indexes kActs):
+// the same call with bias only, then with bias + the activation. Shows
+// which post-ops oneDNN applies in its JIT'ed epilogue (nearly free) and
+// which it runs in a slow pass of its own - the matcher's policy
+// (passes/graph/onednn_matcher.cc) follows these figures.
+struct NamedAct {
+  const char* name;
+  PostOp op;
+};
+const NamedAct kActs[] = {
+    {"bias only", PostOp::Linear(1.0f, 0.0f)},  // no post-op at all
+    {"linear", PostOp::Linear(1.0f, 0.0f)},
+    {"relu", PostOp::Relu()},
+    {"gelu_erf", PostOp::GeluErf()},
+    {"gelu_tanh", PostOp::GeluTanh()},
+    {"swish", PostOp::Swish()},
+    {"sigmoid", PostOp::Sigmoid()},
+    {"tanh", PostOp::Tanh()},
+    {"elu", PostOp::Elu(1.0f)},
+    {"hardswish", PostOp::HardSwish()},
+    {"clip", PostOp::Relu6()},
+};
+constexpr int kNumActs = sizeof(kActs) / sizeof(kActs[0]);
+
+void BM_MatMulPostOp(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const NamedAct& act = kActs[state.range(0)];
+  const Tensor w = Random({kK, kNN}, 4), b = Random({kNN}, 5);
+  const Tensor x = Random({kM, kK}, 6);
+  Tensor y(DType::kF32, {kM, kNN});
+  FusedCall desc = MatMulDesc(true);
+  desc.post_ops = {act.op};
+  if (state.range(0) == 0) desc.post_ops.clear();
+  std::unique_ptr<OneDnnCall> call = MustCreate(desc, w, &b, {}, state);
+  if (!call) return;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetLabel(absl::StrCat(act.name, " ", Describe(*call)));
+  SetMatMulCounters(state);
+}
+BENCHMARK(BM_MatMulPostOp)->DenseRange(0, kNumActs - 1)->Unit(benchmark::kMicrosecond);
+
+void BM_ConvPostOp(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const NamedAct& act = kActs[state.range(0)];
+  const Tensor w = Random({kOC, kC, 3, 3}, 1), b = Random({kOC}, 2);
+  const Tensor x = Random({kN, kC, kH, kW}, 3);
+  Tensor y(DType::kF32, {kN, kOC, kH, kW});
+  FusedCall desc = ConvDesc(/*layout=*/1, true);
+  desc.post_ops = {act.op};
+  if (state.range(0) == 0) desc.post_ops.clear();
+  std::unique_ptr<OneDnnCall> call =
+      MustCreate(desc, w, &b, ConvOptions(/*layout=*/1), state);
+  if (!call) return;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetLabel(absl::StrCat(act.name, " ", Describe(*call)));
+  SetConvCounters(state);
+}
+BENCHMARK(BM_ConvPostOp)->DenseRange(0, kNumActs - 1)->Unit(benchmark::kMicrosecond);
+
+// ---- Weights layout of a constant-weights matmul (BERT's projections at
+// 128 tokens): range(0) = K, range(1) = N, range(2) = 0 for the weights as
+// the model stores them ([K, N] row-major, no prepacking), 1 for kiln's
+// prepacked layout.
+void BM_MatMulWeightsLayout(benchmark::State& state) {
+  (void)SetNumThreads(1);
+  const int64_t k = state.range(0), n = state.range(1);
+  const Tensor w = Random({k, n}, 7), b = Random({n}, 8);
+  const Tensor x = Random({kM, k}, 9);
+  Tensor y(DType::kF32, {kM, n});
+  FusedCall desc;
+  desc.kind = CallKind::kMatMul;
+  desc.src = Spec({kM, k});
+  desc.weights = Spec({k, n});
+  desc.dst = Spec({kM, n});
+  desc.bias = Spec({n});
+  OneDnnCallOptions options;
+  options.prepack_weights = state.range(2) == 1;
+  std::unique_ptr<OneDnnCall> call = MustCreate(desc, w, &b, options, state);
+  if (!call) return;
+  for (auto _ : state) {
+    if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
+      state.SkipWithError("execute failed");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetLabel(Describe(*call));
+  state.counters["GFLOPS"] = benchmark::Counter(
+      2.0 * kM * k * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatMulWeightsLayout)
+    ->ArgsProduct({{768}, {3072}, {0, 1}})
+    ->ArgsProduct({{3072}, {768}, {0, 1}})
+    ->ArgsProduct({{768}, {768}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace kiln::onednn
