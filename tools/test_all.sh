@@ -13,7 +13,23 @@ rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log")
 skipped=$(grep -cE '^//[^ ]+ +SKIPPED' "$log")
+# A target Bazel calls PASSED whose log says "SKIPPED: <why>" and ran no
+# test case (an ISA shard this host cannot run) is a skip, not a pass.
+testlogs=$(bazel info "$@" bazel-testlogs 2>/dev/null)
+skip_list=""
+while read -r target; do
+  [[ -n "$target" && -n "$testlogs" ]] || continue
+  tlog="$testlogs/$(echo "${target#//}" | tr ':' '/')/test.log"
+  [[ -f "$tlog" ]] || continue
+  if grep -qE '^SKIPPED: ' "$tlog" && ! grep -qE '^\[       OK \]|^conformance: ' "$tlog"; then
+    why=$(grep -m1 -E '^SKIPPED: ' "$tlog" | cut -c10-)
+    skip_list+="  skipped ${target}: ${why}"$'\n'
+    passed=$((passed - 1))
+    skipped=$((skipped + 1))
+  fi
+done < <(grep -E '^//[^ ]+ +(\(cached\) )?PASSED' "$log" | awk '{print $1}')
 rm -f "$log"
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then failed=1; fi  # build or setup error
+printf '%s' "$skip_list"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $rc
