@@ -1,7 +1,7 @@
 // Microbenchmark: what post-op fusion buys. A fused oneDNN call (conv+bias+
 // relu, matmul+bias+gelu) against the same primitive followed by separate
-// bias and activation passes over the output, as an unfused runtime would
-// run them.
+// bias and activation passes over the output (oneDNN's JIT'ed binary and
+// eltwise primitives), as an unfused runtime would run them.
 //
 //   bazel run //backends/onednn:fusion_benchmark --
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/onednn/engine.h"
 #include "backends/onednn/fused_call.h"
 #include "backends/onednn/onednn_call.h"
 #include "backends/onednn/threads.h"
@@ -53,6 +54,37 @@ std::string Describe(const OneDnnCall& c) {
   return absl::StrCat(c.impl_name(), " w=", c.weights_layout(), " src=",
                       c.src_layout(), " reorders=", c.reorders_per_call());
 }
+
+// The unfused epilogue as an unfused runtime with a vectorized library runs
+// it (e.g. PyTorch eager on oneDNN): a binary-add primitive for the bias,
+// then an eltwise primitive, each one JIT'ed pass over the output, in place.
+class UnfusedEpilogue {
+ public:
+  // `dst` is the output's descriptor, `bias` the broadcastable bias's.
+  UnfusedEpilogue(const dnnl::memory::desc& dst, const dnnl::memory::desc& bias,
+                  dnnl::algorithm act)
+      : add_(dnnl::binary::primitive_desc(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, dst, bias, dst),
+            CpuEngine())),
+        eltwise_(dnnl::eltwise_forward::primitive_desc(
+            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, act,
+                                        dst, 0.0f, 0.0f),
+            CpuEngine())),
+        dst_(dst),
+        bias_(bias) {}
+
+  void Run(void* out, const void* bias) {
+    dnnl::memory y(dst_, CpuEngine(), out);
+    dnnl::memory b(bias_, CpuEngine(), const_cast<void*>(bias));
+    add_.execute(CpuStream(), {{DNNL_ARG_SRC_0, y}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, y}});
+    eltwise_.execute(CpuStream(), {{DNNL_ARG_SRC, y}, {DNNL_ARG_DST, y}});
+  }
+
+ private:
+  dnnl::binary add_;
+  dnnl::eltwise_forward eltwise_;
+  dnnl::memory::desc dst_, bias_;
+};
 
 // ---- conv 1x64x56x56, 3x3, 64 -> 64, pad 1.
 // Layout variants (range(0)): the caller's buffers are NCHW (0, 1) or NHWC
@@ -121,31 +153,19 @@ void BM_ConvBiasRelu_Unfused(benchmark::State& state) {
   std::unique_ptr<OneDnnCall> call =
       MustCreate(ConvDesc(layout, false), w, nullptr, ConvOptions(layout), state);
   if (!call) return;
-  float* out = y.data<float>();
-  const float* bias = b.data<float>();
-  const int64_t hw = kH * kW, total = kN * kOC * hw;
+  using Tag = dnnl::memory::format_tag;
+  UnfusedEpilogue epilogue(
+      dnnl::memory::desc({kN, kOC, kH, kW}, dnnl::memory::data_type::f32,
+                         layout >= 2 ? Tag::nhwc : Tag::nchw),
+      dnnl::memory::desc({1, kOC, 1, 1}, dnnl::memory::data_type::f32, Tag::nchw),
+      dnnl::algorithm::eltwise_relu);
   for (auto _ : state) {
     if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
       state.SkipWithError("execute failed");
       break;
     }
-    // Bias pass.
-    if (layout >= 2) {
-      for (int64_t p = 0; p < kN * hw; ++p) {
-        float* row = out + p * kOC;
-        for (int64_t c = 0; c < kOC; ++c) row[c] += bias[c];
-      }
-    } else {
-      for (int64_t n = 0; n < kN; ++n) {
-        for (int64_t c = 0; c < kOC; ++c) {
-          float* plane = out + (n * kOC + c) * hw;
-          for (int64_t i = 0; i < hw; ++i) plane[i] += bias[c];
-        }
-      }
-    }
-    // Relu pass.
-    for (int64_t i = 0; i < total; ++i) out[i] = std::max(out[i], 0.0f);
-    benchmark::DoNotOptimize(out);
+    epilogue.Run(y.raw_data(), b.raw_data());
+    benchmark::DoNotOptimize(y.raw_data());
   }
   state.SetLabel(absl::StrCat(kLayoutNames[layout], " ", Describe(*call)));
   SetConvCounters(state);
@@ -200,22 +220,18 @@ void BM_MatMulBiasGelu_Unfused(benchmark::State& state) {
   Tensor y(DType::kF32, {kM, kNN});
   std::unique_ptr<OneDnnCall> call = MustCreate(MatMulDesc(false), w, nullptr, {}, state);
   if (!call) return;
-  float* out = y.data<float>();
-  const float* bias = b.data<float>();
+  using Tag = dnnl::memory::format_tag;
+  UnfusedEpilogue epilogue(
+      dnnl::memory::desc({kM, kNN}, dnnl::memory::data_type::f32, Tag::ab),
+      dnnl::memory::desc({1, kNN}, dnnl::memory::data_type::f32, Tag::ab),
+      dnnl::algorithm::eltwise_gelu_erf);
   for (auto _ : state) {
     if (!call->Execute(x.raw_data(), {}, y.raw_data()).ok()) {
       state.SkipWithError("execute failed");
       break;
     }
-    for (int64_t m = 0; m < kM; ++m) {
-      float* row = out + m * kNN;
-      for (int64_t n = 0; n < kNN; ++n) row[n] += bias[n];
-    }
-    for (int64_t i = 0; i < kM * kNN; ++i) {
-      const float v = out[i];
-      out[i] = 0.5f * v * (1.0f + std::erf(v * 0.70710678f));
-    }
-    benchmark::DoNotOptimize(out);
+    epilogue.Run(y.raw_data(), b.raw_data());
+    benchmark::DoNotOptimize(y.raw_data());
   }
   state.SetLabel(Describe(*call));
   SetMatMulCounters(state);
