@@ -789,5 +789,124 @@ TEST(Codegen, IndirectLoadsAndTiledTransposes) {
               HasSubstr("load of 'heads' contiguous within vector steps of i1 (not affine)"));
 }
 
+// Scatters (store_indirect) after a copy of `data`, every combine mode, with
+// duplicate and negative indices: rows (the scattered axis is the outer loop,
+// so the kernel stays sequential), columns (rows are disjoint: parallel),
+// i32 / f16 / bool buffers; and a scan that reads the element it wrote at the
+// previous point (parallel over rows only).
+const EmittedKernel* KernelOf(const CaseResult& r, const std::string& name) {
+  for (const EmittedKernel& k : r.emitted.kernels) {
+    if (k.name == name) return &k;
+  }
+  ADD_FAILURE() << "no kernel " << name;
+  return nullptr;
+}
+
+void AddScatters(ProgramCase& c, uint32_t seed) {
+  LoopProgram& p = c.program;
+  c.options.parallel_grain = 1;
+  const int64_t R = 9, C = 37, U = 23;
+  const int rows = p.AddBuffer("rows", DType::kI64, {U}, BufferKind::kInput);
+  const int cols = p.AddBuffer("cols", DType::kI32, {R, U}, BufferKind::kInput);
+  auto copy = [&](int from, int to, DType dt, int64_t n) {
+    KernelBuilder b(&p, absl::StrCat("copy_", p.buffers[to].name), {n});
+    b.Store(to, b.i(0), b.Load(from, b.i(0)));
+    (void)dt;
+  };
+  const char* modes[] = {"none", "add", "mul", "max", "min"};
+  for (int m = 0; m < 5; ++m) {
+    const auto combine = static_cast<ir::loop::StoreCombine>(m);
+    for (DType dt : {DType::kF32, DType::kI32, DType::kF16}) {
+      if (dt != DType::kF32 && m == 2) continue;  // products overflow / round away
+      const std::string sfx = absl::StrCat(modes[m], "_", ir::DTypeName(dt));
+      const int d = p.AddBuffer("d_" + sfx, dt, {R, C}, BufferKind::kInput);
+      const int u = p.AddBuffer("u_" + sfx, dt, {U, C}, BufferKind::kInput);
+      const int ur = p.AddBuffer("ur_" + sfx, dt, {R, U}, BufferKind::kInput);
+      const int yr = p.AddBuffer("yr_" + sfx, dt, {R, C}, BufferKind::kOutput);
+      const int yc = p.AddBuffer("yc_" + sfx, dt, {R, C}, BufferKind::kOutput);
+      copy(d, yr, dt, R * C);
+      copy(d, yc, dt, R * C);
+      {
+        KernelBuilder b(&p, "scatter_rows_" + sfx, {U, C});
+        b.StoreIndirect(yr, b.i(1), b.Load(u, b.i(0) * C + b.i(1)), b.Load(rows, b.i(0)), R, C,
+                        combine);
+      }
+      {
+        KernelBuilder b(&p, "scatter_cols_" + sfx, {R, U});
+        b.StoreIndirect(yc, b.i(0) * C, b.Load(ur, b.i(0) * U + b.i(1)),
+                        b.Load(cols, b.i(0) * U + b.i(1)), C, 1, combine);
+      }
+      const double lo = dt == DType::kI32 ? -1000 : -4, hi = -lo;
+      c.inputs["d_" + sfx] = RandomTensor(dt, {R, C}, seed + m * 10 + 1, lo, hi);
+      c.inputs["u_" + sfx] = RandomTensor(dt, {U, C}, seed + m * 10 + 2, lo, hi);
+      c.inputs["ur_" + sfx] = RandomTensor(dt, {R, U}, seed + m * 10 + 3, lo, hi);
+    }
+  }
+  {
+    const int d = p.AddBuffer("d_bool", DType::kBool, {R, C}, BufferKind::kInput);
+    const int y = p.AddBuffer("y_bool", DType::kBool, {R, C}, BufferKind::kOutput);
+    copy(d, y, DType::kBool, R * C);
+    KernelBuilder b(&p, "scatter_bool", {R, U});
+    const int v = b.Binary(OpCode::kGt, b.Load(cols, b.i(0) * U + b.i(1)),
+                           b.Constant(DType::kI32, 0));
+    b.StoreIndirect(y, b.i(0) * C, v, b.Load(cols, b.i(0) * U + b.i(1)), C, 1);
+    c.inputs["d_bool"] = RandomTensor(DType::kBool, {R, C}, seed + 90, 0, 1);
+  }
+  {
+    // y[i0, i1] = y[i0, i1 - 1] + x[i0, i1]: a prefix sum along rows.
+    const int x = p.AddBuffer("x_scan", DType::kF32, {R, C}, BufferKind::kInput);
+    const int y = p.AddBuffer("y_scan", DType::kF32, {R, C}, BufferKind::kOutput);
+    KernelBuilder b(&p, "scan_rows", {R, C});
+    const int prev = b.Load(y, b.i(0) * C + ir::loop::Max(b.i(1) - 1, ir::loop::Const(0)));
+    const int first = b.Binary(OpCode::kEq, b.Index(b.i(1)), b.Constant(DType::kI64, 0));
+    const int acc = b.Select(first, b.Constant(DType::kF32, 0), prev);
+    b.Store(y, b.i(0) * C + b.i(1), b.Binary(OpCode::kAdd, acc, b.Load(x, b.i(0) * C + b.i(1))));
+    c.inputs["x_scan"] = RandomTensor(DType::kF32, {R, C}, seed + 91, -1, 1);
+  }
+  std::vector<int64_t> rv(U);
+  for (int64_t i = 0; i < U; ++i) rv[i] = (i * 5) % (2 * R) - R;  // [-R, R), repeats
+  c.inputs["rows"] = Tensor::FromVector<int64_t>({U}, rv);
+  c.inputs["cols"] = RandomTensor(DType::kI32, {R, U}, seed + 92, -C, C - 1);
+}
+
+TEST(Codegen, ScattersAndScans) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(2);
+  cases[0].name = "scatters";
+  cases[0].tol = kExact;
+  AddScatters(cases[0], 400);
+  // An index outside [-5, 5): the entry fails.
+  cases[1].name = "scatter index out of range";
+  {
+    LoopProgram& q = cases[1].program;
+    const int u = q.AddBuffer("u", DType::kF32, {3}, BufferKind::kInput);
+    const int n = q.AddBuffer("n", DType::kI64, {3}, BufferKind::kInput);
+    const int y = q.AddBuffer("y", DType::kF32, {5}, BufferKind::kOutput);
+    KernelBuilder b(&q, "scatter", {3});
+    b.StoreIndirect(y, ir::loop::Const(0), b.Load(u, b.i(0)), b.Load(n, b.i(0)), 5, 1,
+                    ir::loop::StoreCombine::kAdd);
+    cases[1].inputs["u"] = Tensor::FromVector<float>({3}, {1, 2, 4});
+    cases[1].inputs["n"] = Tensor::FromVector<int64_t>({3}, {0, 5, -1});
+  }
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectMatchesInterpreter(cases[0], (*r)[0]);
+  EXPECT_EQ((*r)[0].rc, 0);
+  EXPECT_EQ((*r)[1].rc, kErrorIndexOutOfRange);
+  absl::Status interp = ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).status();
+  EXPECT_EQ(interp.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(interp.message(), HasSubstr("kernel 'scatter'"));
+  const VecStatus& st = StatusOf((*r)[0], "scatter_rows_add_f32");
+  EXPECT_EQ(st.kind, VecStatus::Kind::kScalar);
+  EXPECT_THAT(st.reason, HasSubstr("store_indirect op #2: data-dependent store"));
+  if (const EmittedKernel* k = KernelOf((*r)[0], "scatter_rows_add_f32")) {
+    EXPECT_FALSE(k->parallel);
+  }
+  if (const EmittedKernel* k = KernelOf((*r)[0], "scatter_cols_add_f32")) {
+    EXPECT_TRUE(k->parallel);
+  }
+  if (const EmittedKernel* k = KernelOf((*r)[0], "scan_rows")) EXPECT_TRUE(k->parallel);
+}
+
 }  // namespace
 }  // namespace kiln::backends::cpp

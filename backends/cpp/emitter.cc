@@ -239,6 +239,14 @@ Analysis Analyze(const LoopProgram& p, const Kernel& k) {
     a.hazard = "more than 64 loop variables";
     return a;
   }
+  for (size_t i = 0; i < n; ++i) {
+    if (k.body[i].code == OpCode::kStoreIndirect) {
+      a.hazard = absl::StrCat("store_indirect op #", i,
+                              ": data-dependent store computed point by point in "
+                              "iteration order");
+      return a;
+    }
+  }
   std::vector<int> loads(p.buffers.size(), 0), stores(p.buffers.size(), 0);
   for (const Op& op : k.body) {
     if (op.is_load()) ++loads[op.buffer];
@@ -556,6 +564,59 @@ void TryTile(const LoopProgram& p, const Analysis& a, Plan* plan) {
       " transposed in lanes x lanes tiles over ", k.VarName(best), " x ", k.VarName(var));
 }
 
+// Whether iterations of loop variable `v` touch disjoint elements of every
+// buffer the kernel both reads and writes or updates with store_indirect
+// (a scatter's duplicate indices, a scan reading its previous element), so
+// running them in parallel cannot reorder two accesses to one element. Rule:
+// every access to such a buffer is affine in v with one common coefficient
+// c > 0, and with v fixed the offsets of all of them (the store_indirect's
+// data-dependent part over its whole [0, extent) * stride) span fewer than
+// c elements. Kernels without such buffers always qualify.
+bool PartitionsSharedBuffers(const LoopProgram& p, const Analysis& a, int v) {
+  const Kernel& k = *a.k;
+  std::vector<bool> read(p.buffers.size(), false), shared(p.buffers.size(), false);
+  std::vector<bool> written(p.buffers.size(), false);
+  for (const Op& op : k.body) {
+    if (op.is_load() || op.code == OpCode::kStoreIndirect) read[op.buffer] = true;
+    if (op.is_store()) written[op.buffer] = true;
+  }
+  bool any = false;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    shared[b] = read[b] && written[b];
+    any = any || shared[b];
+  }
+  if (!any) return true;
+  std::vector<int64_t> fixed = a.extents;
+  fixed[v] = 1;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (!shared[b]) continue;
+    std::optional<int64_t> coef;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      const Op& op = k.body[i];
+      if (op.buffer != static_cast<int32_t>(b) || !op.has_index()) continue;
+      const std::optional<int64_t> c = ir::loop::StrideOf(a.index[i], v);
+      if (!c.has_value() || *c <= 0 || (coef.has_value() && *coef != *c)) return false;
+      coef = c;
+      ir::loop::Interval r = ir::loop::ValueRange(a.index[i], fixed);
+      if (op.code == OpCode::kLoadIndirect || op.code == OpCode::kStoreIndirect) {
+        int64_t span;
+        if (__builtin_mul_overflow(op.extent - 1, op.stride, &span)) return false;
+        if (__builtin_add_overflow(r.lo, std::min<int64_t>(span, 0), &r.lo) ||
+            __builtin_add_overflow(r.hi, std::max<int64_t>(span, 0), &r.hi)) {
+          return false;
+        }
+      }
+      lo = std::min(lo, r.lo);
+      hi = std::max(hi, r.hi);
+    }
+    if (!coef.has_value()) continue;
+    int64_t width;
+    if (__builtin_sub_overflow(hi, lo, &width) || width >= *coef) return false;
+  }
+  return true;
+}
+
 Plan MakePlan(const LoopProgram& p, const Analysis& a, const EmitOptions& options) {
   const Kernel& k = *a.k;
   Plan plan;
@@ -671,10 +732,12 @@ Plan MakePlan(const LoopProgram& p, const Analysis& a, const EmitOptions& option
   }
   if (work > options.parallel_grain && !a.empty) {
     for (size_t pos = 0; pos < plan.loop_order.size(); ++pos) {
-      if (k.ranges[plan.loop_order[pos]] > 1) {
-        plan.parallel_pos = static_cast<int>(pos);
-        break;
-      }
+      const int v = plan.loop_order[pos];
+      if (k.ranges[v] <= 1) continue;
+      // Only the first candidate loop; a shared buffer it cannot split
+      // keeps the kernel sequential.
+      if (PartitionsSharedBuffers(p, a, v)) plan.parallel_pos = static_cast<int>(pos);
+      break;
     }
   }
   return plan;
@@ -979,8 +1042,52 @@ class KernelEmitter {
     return "0 /* unsupported */";
   }
 
+  // store_indirect: nothing is written for an index outside
+  // [-extent, extent) (kErrorIndexOutOfRange instead).
+  void EmitStoreIndirect(int i) {
+    const Op& op = k_.body[i];
+    const DType bt = Buf(i).dtype;
+    const std::string q = absl::StrCat("kiln_q", i);
+    w_.Line(absl::StrCat("const int64_t ", q, " = kiln_rt::IndirectStoreIndex(", S(op.args[1]),
+                         ", ", IntLiteral(op.extent), ", &kiln_err);"));
+    w_.Open(absl::StrCat("if (", q, " >= 0)"));
+    const std::string ref = absl::StrCat(Param(i), "[", Idx(i), " + ", q, " * ",
+                                         IntLiteral(op.stride), "]");
+    const std::string v = S(op.args[0]);
+    const std::string vt = ValueType(bt);
+    std::string old = ref;
+    if (bt == DType::kF16) old = absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
+    if (bt == DType::kBool) old = absl::StrCat("(", ref, " != 0)");
+    std::string r;
+    const bool fl = ir::IsFloat(bt);
+    switch (op.combine) {
+      case ir::loop::StoreCombine::kNone: r = v; break;
+      case ir::loop::StoreCombine::kAdd:
+        r = fl ? absl::StrCat("static_cast<", vt, ">(", old, " + ", v, ")")
+               : absl::StrCat("kiln_rt::AddW(", old, ", ", v, ")");
+        break;
+      case ir::loop::StoreCombine::kMul:
+        r = fl ? absl::StrCat("static_cast<", vt, ">(", old, " * ", v, ")")
+               : absl::StrCat("kiln_rt::MulW(", old, ", ", v, ")");
+        break;
+      case ir::loop::StoreCombine::kMax:
+        r = absl::StrCat("kiln_rt::ScatterMax<", vt, ">(", old, ", ", v, ")");
+        break;
+      case ir::loop::StoreCombine::kMin:
+        r = absl::StrCat("kiln_rt::ScatterMin<", vt, ">(", old, ", ", v, ")");
+        break;
+    }
+    switch (bt) {
+      case DType::kF16: w_.Line(absl::StrCat(ref, " = kiln_rt::FloatToHalf(", r, ");")); break;
+      case DType::kBool: w_.Line(absl::StrCat(ref, " = (", r, ") ? 1 : 0;")); break;
+      default: w_.Line(absl::StrCat(ref, " = ", r, ";")); break;
+    }
+    w_.Close();
+  }
+
   void EmitScalarOp(int i) {
     const Op& op = k_.body[i];
+    if (op.code == OpCode::kStoreIndirect) return EmitStoreIndirect(i);
     if (op.code == OpCode::kStore) {
       const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
       const std::string v = S(op.args[0]);
@@ -1654,8 +1761,8 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
 
     std::vector<bool> used(program.buffers.size(), false), stored(program.buffers.size(), false);
     for (const Op& op : k.body) {
-      if (op.is_load() || op.code == OpCode::kStore) used[op.buffer] = true;
-      if (op.code == OpCode::kStore) stored[op.buffer] = true;
+      if (op.is_load() || op.is_store()) used[op.buffer] = true;
+      if (op.is_store()) stored[op.buffer] = true;
     }
     std::vector<std::string> param_names(program.buffers.size());
     std::vector<std::string> params, casts;

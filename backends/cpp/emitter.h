@@ -19,7 +19,8 @@
 // 0 or the bitwise or of kErrorIntegerDivByZero (integer division or modulo by
 // zero; the result element is then 0) and kErrorIndexOutOfRange (a
 // load_indirect index outside [-extent, extent); element 0 of the axis is read
-// instead, never memory outside the buffer).
+// instead, never memory outside the buffer; a store_indirect index outside it
+// writes nothing).
 //
 // Generated code follows Highway's skeleton: kernels are functions over raw
 // `__restrict` pointers inside `HWY_NAMESPACE` (between HWY_BEFORE_NAMESPACE
@@ -63,8 +64,19 @@
 //    variable with vector accumulators and a horizontal combine.
 //  - f32, i32 and bool values vectorize; other dtypes, argmax and Welford
 //    reductions are scalar (the reason is recorded).
+//  - store_indirect (ScatterND, ScatterElements, MaxUnpool) makes its kernel
+//    scalar (the reason names the op): points run in row-major order, the
+//    interpreter's, so duplicate indices combine in the same order and the
+//    last write wins; an index outside [-extent, extent) writes nothing.
 //  - The first loop with extent > 1 gets `#pragma omp parallel for` when the
-//    kernel's work (iteration x reduction points) exceeds parallel_grain.
+//    kernel's work (iteration x reduction points) exceeds parallel_grain, and
+//    its iterations touch disjoint elements of every buffer the kernel both
+//    reads and writes or scatters into: each access to such a buffer is
+//    affine in the loop variable with one common coefficient c > 0 and, the
+//    variable fixed, all of them (a store_indirect over its whole
+//    [0, extent) * stride) span fewer than c elements. Otherwise the kernel
+//    stays sequential (e.g. ScatterElements on axis 0, whose outer loop
+//    walks the scattered axis: two iterations may hit one element).
 #ifndef KILN_BACKENDS_CPP_EMITTER_H_
 #define KILN_BACKENDS_CPP_EMITTER_H_
 
@@ -82,8 +94,8 @@ namespace kiln::backends::cpp {
 // Error bits an entry returns (or-ed when several happen).
 // An integer division or modulo divided by zero.
 inline constexpr int kErrorIntegerDivByZero = 1;
-// A load_indirect index (Gather, GatherElements) outside [-extent, extent):
-// the element is not read.
+// A load_indirect or store_indirect index (Gather*, Scatter*) outside
+// [-extent, extent): the element is not read / written.
 inline constexpr int kErrorIndexOutOfRange = 2;
 
 // Signature of every kernel entry and of the run-all entry.

@@ -71,6 +71,24 @@ inline int64_t IndirectIndex(T v, int64_t extent, int* err) {
   return 0;
 }
 
+// A store_indirect index normalized like IndirectIndex; any other value
+// flags kErrorIndexOutOfRange and returns -1 (the store is skipped).
+template <class T>
+inline int64_t IndirectStoreIndex(T v, int64_t extent, int* err) {
+  const int64_t n = static_cast<int64_t>(v);
+  if (n >= 0 && n < extent) return n;
+  if (n < 0 && n >= -extent) return n + extent;
+  *err |= 2;
+  return -1;
+}
+
+// store_indirect's max/min combine: std::max/std::min (NaN does not
+// propagate), as ONNX's reference scatter.
+template <class T>
+inline T ScatterMax(T a, T b) { return a < b ? b : a; }
+template <class T>
+inline T ScatterMin(T a, T b) { return b < a ? b : a; }
+
 template <class T>
 inline bool IsMinusOne(T b) { return std::is_signed<T>::value && static_cast<int64_t>(b) == -1; }
 template <class T>

@@ -6,7 +6,9 @@
 // Never removed: graph inputs, outputs and constants (they bind the
 // program's interface), ops that can fail (integer division, unknown ops),
 // and a kernel with such an op even when its stores are dead — removing
-// them would hide an error the unfused program reports.
+// them would hide an error the unfused program reports. A store_indirect
+// counts as a read of its own buffer and is fallible (index range), so a
+// scatter and the copy of `data` it updates stay.
 #ifndef KILN_PASSES_LOOP_ELIMINATE_DEAD_BUFFERS_H_
 #define KILN_PASSES_LOOP_ELIMINATE_DEAD_BUFFERS_H_
 

@@ -14,7 +14,8 @@
 //     by the value A stores there (same iteration point; a store index is
 //     never reduction-varying, so an earlier Reduce's result is simply an
 //     invariant for B's reductions — softmax's max feeding its sum). Any
-//     other read of X refuses the merge.
+//     other read of X refuses the merge (so does a buffer A updates with
+//     store_indirect: it has no single store index to forward).
 //  4. B moves up to A's position: no kernel between them writes a buffer B
 //     reads, or reads or writes a buffer B writes.
 //  5. The merged kernel passes the loop verifier.

@@ -142,6 +142,9 @@ class VerticalFuser {
       store = static_cast<int>(i);
     }
     if (store < 0) return false;
+    // Rule 1: P writes nothing else (a store_indirect beside the store would
+    // be lost with P).
+    if (loop_util::KernelWrites(prod).size() != 1) return false;
     const Op& st = prod.body[store];
     const int32_t b = st.buffer;
     if (loop_util::IsProtectedBuffer(*lp_, b)) return false;

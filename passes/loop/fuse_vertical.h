@@ -15,7 +15,9 @@
 // (their index substituted like any other).
 //
 // Legality (all must hold, else the producer stays):
-//  1. The producer P is a loop kernel with exactly one store, into an
+//  1. The producer P is a loop kernel with exactly one store (and no
+//     store_indirect: a scatter's buffer has two writers, the kernel that
+//     copies `data` into it and the scatter, so neither is ever inlined), into an
 //     intermediate buffer B that is not a graph input/output/constant, and P
 //     is B's only writer; P does not read B; every extent of P is > 0.
 //  2. P's store index is dense (a bijection of P's iteration space onto

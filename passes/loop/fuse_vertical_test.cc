@@ -3,9 +3,14 @@
 // and every legality rule's refusal.
 #include "passes/loop/fuse_vertical.h"
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "ir/loop/interpreter.h"
+#include "passes/loop/eliminate_dead_buffers.h"
+#include "passes/loop/fuse_horizontal.h"
 #include "ir/loop/text.h"
 #include "passes/loop/loop_test_util.h"
 #include "testing/filecheck.h"
@@ -462,6 +467,116 @@ kernel k1 over (i0: 4, i1: 2) {
 
 TEST(FuseVertical, NothingToDoOnAnEmptyProgram) {
   Expect("buffer %x: f32[2] input\n", false, "CHECK: buffer %x");
+}
+
+// A scatter: %s is written by a copy of exp(x) and then updated by
+// store_indirect; %y and %z read the updated %s. The index is reduced mod 8
+// in-kernel so random inputs stay in range.
+constexpr char kScatter[] = R"(
+buffer %x: f32[8] input
+buffer %u: f32[4] input
+buffer %n: i64[4] input
+buffer %t: f32[8] intermediate
+buffer %s: f32[8] intermediate
+buffer %y: f32[8] output
+buffer %z: f32[8] output
+kernel k0 "Exp" over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 "copy" over (i0: 8) {
+  %0 = load %t[i0]
+  store %s[i0], %0
+}
+kernel k2 "scatter" over (i0: 4) {
+  %0 = load %u[i0]
+  %1 = load %n[i0]
+  %2 = constant 8 : i64
+  %3 = mod %1, %2
+  store_indirect %s[0], %3, stride 1, extent 8, combine add, %0
+}
+kernel k3 "Neg" over (i0: 8) {
+  %0 = load %s[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+kernel k4 "Abs" over (i0: 8) {
+  %0 = load %s[i0]
+  %1 = abs %0
+  store %z[i0], %1
+}
+)";
+
+TEST(FuseVertical, StoreIndirectIsNeverFusedAcross) {
+  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(kScatter);
+  ASSERT_TRUE(before.ok()) << before.status();
+  lowering::LoweredProgram cur = *before;
+  FuseVertical vertical;
+  FuseHorizontal horizontal;
+  EliminateDeadBuffers dead;
+  for (LoopPass* pass : std::vector<LoopPass*>{&dead, &vertical, &horizontal, &vertical, &dead}) {
+    bool changed = false;
+    absl::StatusOr<lowering::LoweredProgram> next = loop_testing::Apply(*pass, cur, &changed);
+    ASSERT_TRUE(next.ok()) << pass->name() << ": " << next.status();
+    cur = *std::move(next);
+  }
+  const std::string out = ir::loop::PrintProgram(cur.program);
+  // exp folds into the copy; the copy and the scatter stay, in order, and the
+  // readers of %s (merged horizontally) still read the buffer after it.
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK-NOT: buffer %t
+    CHECK: kernel k1 "copy"
+    CHECK-NEXT:   %0 = load %x[i0]
+    CHECK-NEXT:   %1 = exp %0
+    CHECK-NEXT:   store %s[i0], %1
+    CHECK: kernel k2 "scatter"
+    CHECK: store_indirect %s[0], %3, stride 1, extent 8, combine add, %0
+    CHECK: kernel k3
+    CHECK: load %s[i0]
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  absl::Status same = loop_testing::CheckSameResults(*before, cur);
+  EXPECT_TRUE(same.ok()) << same;
+  // Duplicate indices accumulate in both programs.
+  ir::Tensor x(ir::DType::kF32, {8}), u(ir::DType::kF32, {4}), n(ir::DType::kI64, {4});
+  for (int i = 0; i < 8; ++i) x.data<float>()[i] = 0.0f;
+  for (int i = 0; i < 4; ++i) u.data<float>()[i] = static_cast<float>(i + 1);
+  for (int i = 0; i < 4; ++i) n.data<int64_t>()[i] = i < 3 ? 5 : 2;
+  absl::StatusOr<std::map<std::string, ir::Tensor>> r =
+      ir::loop::RunLoopProgram(cur.program, {{"x", x}, {"u", u}, {"n", n}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->at("y").data<float>()[5], -(1.0f + 1 + 2 + 3));
+  EXPECT_EQ(r->at("z").data<float>()[2], 1.0f + 4);
+  EXPECT_EQ(r->at("y").data<float>()[0], -1.0f);
+}
+
+TEST(FuseVertical, ProducerWithStoreIndirectIsNotInlined) {
+  // k0 stores %t and scatters into %s: inlining %t would drop the scatter.
+  Expect(R"(
+buffer %x: f32[8] input
+buffer %n: i64[8] input
+buffer %t: f32[8] intermediate
+buffer %s: f32[8] output
+buffer %y: f32[8] output
+kernel kz over (i0: 8) {
+  %0 = constant 0 : f32
+  store %s[i0], %0
+}
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  store %t[i0], %0
+  %1 = load %n[i0]
+  %2 = constant 8 : i64
+  %3 = mod %1, %2
+  store_indirect %s[0], %3, stride 1, extent 8, combine max, %0
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+)", false, "CHECK: store_indirect %s[0]");
 }
 
 }  // namespace

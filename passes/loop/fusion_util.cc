@@ -128,6 +128,8 @@ bool IsPureOp(const Op& op) {
 
 int32_t ReadBufferOf(const Op& op) {
   if (op.code == OpCode::kStore) return -1;
+  // store_indirect reads its buffer too (it combines with, or partially
+  // overwrites, what an earlier kernel stored there).
   return op.buffer;
 }
 
@@ -151,7 +153,7 @@ std::set<int32_t> KernelWrites(const Kernel& k) {
     return out;
   }
   for (const Op& op : k.body) {
-    if (op.code == OpCode::kStore && op.buffer >= 0) out.insert(op.buffer);
+    if (op.is_store() && op.buffer >= 0) out.insert(op.buffer);
   }
   return out;
 }

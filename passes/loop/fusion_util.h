@@ -62,10 +62,12 @@ bool IsKnownOp(OpCode code);
 // division/modulo can), so it may be removed when unused or computed for
 // fewer points than before.
 bool IsPureOp(const Op& op);
-// The buffer `op` reads, or -1 (stores read none).
+// The buffer `op` reads, or -1 (stores read none; store_indirect reads and
+// writes its buffer: the element it updates holds an earlier kernel's value).
 int32_t ReadBufferOf(const Op& op);
 
-// Buffers each kernel reads and writes (loop bodies and extern calls).
+// Buffers each kernel reads and writes (loop bodies and extern calls;
+// store_indirect's buffer is both).
 std::set<int32_t> KernelReads(const Kernel& k);
 std::set<int32_t> KernelWrites(const Kernel& k);
 
