@@ -39,6 +39,13 @@ absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
 
 }  // namespace
 
+const GraphPass* GraphPipeline::Find(absl::string_view name) const {
+  for (const auto& pass : passes_) {
+    if (pass->name() == name) return pass.get();
+  }
+  return nullptr;
+}
+
 std::vector<std::string> GraphPipeline::PassNames() const {
   std::vector<std::string> names;
   for (const auto& p : passes_) names.emplace_back(p->name());

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
@@ -35,6 +36,8 @@ class GraphPipeline {
  public:
   void Add(std::unique_ptr<GraphPass> pass) { passes_.push_back(std::move(pass)); }
   std::vector<std::string> PassNames() const;
+  // The pass named `name` (to read its figures after Run), or nullptr.
+  const GraphPass* Find(absl::string_view name) const;
   // InvalidArgument when `disabled` names a pass the pipeline lacks.
   absl::Status Run(ir::Graph* graph, const PipelineOptions& options = {}) const;
 

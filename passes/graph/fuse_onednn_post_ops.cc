@@ -88,6 +88,34 @@ class Fuser {
     return true;
   }
 
+  // The element-wise readers of a chain's result that did not join it.
+  void RecordUnfused(int anchor, const std::vector<int>& readers,
+                     const std::string& reason) {
+    static constexpr absl::string_view kElementwise[] = {
+        "Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "HardSwish",
+        "HardSigmoid", "Clip", "Add", "Sub", "Mul", "Div", "Erf", "Pow",
+        "Sqrt", "Exp", "Log", "Neg", "Abs", "Softplus", "Mish", "Gelu",
+        "PRelu", "Max", "Min", "Where", "Cast", "Not", "Equal", "Less",
+        "Greater", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos"};
+    for (int k : readers) {
+      const ir::Node& n = graph_.nodes()[k];
+      if (!n.domain.empty() && n.domain != "ai.onnx") continue;
+      if (std::find(std::begin(kElementwise), std::end(kElementwise), n.op) ==
+          std::end(kElementwise)) {
+        continue;
+      }
+      auto label = [&](int i) {
+        const ir::Node& m = graph_.nodes()[i];
+        if (!m.name.empty()) return m.name;
+        if (!m.outputs.empty() && m.outputs[0] != ir::kNoValue) {
+          return graph_.value(m.outputs[0]).name;  // unnamed: its result
+        }
+        return absl::StrCat(m.op, "#", i);
+      };
+      stats_->unfused_elementwise.push_back({label(k), n.op, label(anchor), reason});
+    }
+  }
+
   Chain Grow(int anchor) {
     Chain c;
     c.anchor = anchor;
@@ -130,6 +158,7 @@ class Fuser {
           }
         }
         ++stats_->chain_ends[end];
+        RecordUnfused(c.anchor, readers, end);
         break;
       }
       for (const PostOpSpec& p : accepted->post_ops) {

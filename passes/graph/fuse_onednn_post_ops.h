@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "ir/graph/graph.h"
@@ -22,6 +23,16 @@ struct OneDnnFusionStats {
   std::map<std::string, int> post_ops;     // post-op kind -> count
   std::map<std::string, int> unsupported;  // reason -> anchors refused
   std::map<std::string, int> chain_ends;   // reason -> chains that stopped so
+  // Element-wise nodes reading a supported anchor's (or chain's) result that
+  // stay out of the library call, each with why: they run as loop-IR
+  // kernels (fused there with their neighbours where possible).
+  struct Unfused {
+    std::string node;    // the element-wise node's name
+    std::string op;      // its ONNX op type
+    std::string anchor;  // the Conv/Gemm/MatMul whose chain it follows
+    std::string reason;
+  };
+  std::vector<Unfused> unfused_elementwise;
 };
 
 // oneDNN applies post-ops to the accumulator before it writes dst, so

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -527,6 +528,39 @@ graph main(%x: f32[2,3], %v: f32[2,4], %big: f32[5,2,4]) -> (%y1, %y2, %y3, %y4)
                 {"Add of the result with itself", 1},
                 {"Div by a tensor (oneDNN has no div post-op)", 1},
                 {"Exp is not a oneDNN post-op", 1}}));
+  // Each refused element-wise follower is listed with its anchor and why.
+  std::vector<std::string> unfused;
+  for (const OneDnnFusionStats::Unfused& u : stats.unfused_elementwise) {
+    unfused.push_back(absl::StrCat(u.node, " ", u.op, " after ", u.anchor, ": ", u.reason));
+  }
+  EXPECT_THAT(unfused,
+              ::testing::ElementsAre(
+                  "y1 Div after m1: Div by a tensor (oneDNN has no div post-op)",
+                  "y2 Add after m2: Add changes the shape or dtype (broadcasts the result)",
+                  "y3 Exp after m3: Exp is not a oneDNN post-op",
+                  "y4 Add after m4: Add of the result with itself"));
+}
+
+TEST(FuseOneDnnPostOps, TwoReadersAreBothListedAsUnfused) {
+  OneDnnFusionStats stats;
+  absl::StatusOr<PassCheckResult> r = Fuse(ConvCase(R"(
+graph main(%x: f32[1,3,5,5]) -> (%y, %z, %s) opset 18 {
+  %w = constant $0
+  %b = constant $1
+  %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %y = Sigmoid(%c) : f32[1,4,5,5]
+  %z = Tanh(%c) : f32[1,4,5,5]
+  %s = Shape(%c) : i64[4]
+}
+// CHECK: %c = Conv(%x, %w, %b)
+)"),
+                                           &stats);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(stats.unfused_elementwise.size(), 2u);  // Shape is no element-wise op
+  EXPECT_EQ(stats.unfused_elementwise[0].op, "Sigmoid");
+  EXPECT_EQ(stats.unfused_elementwise[1].op, "Tanh");
+  EXPECT_EQ(stats.unfused_elementwise[0].reason,
+            "result read by 3 nodes (Sigmoid, Tanh, Shape)");
 }
 
 }  // namespace
