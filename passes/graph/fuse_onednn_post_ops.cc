@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -51,6 +52,15 @@ class Fuser {
       ++stats_->fused;
       for (const PostOpSpec& p : c.post_ops) ++stats_->post_ops[p.kind];
       chains.push_back(std::move(c));
+    }
+    // A follower one chain left out may have joined a later chain (a
+    // residual Add becomes the sum of the block's last conv): only the
+    // nodes no chain took are unfused, each listed once.
+    absl::flat_hash_set<int> listed;
+    for (auto& [k, u] : pending_unfused_) {
+      if (owner_[k] < 0 && listed.insert(k).second) {
+        stats_->unfused_elementwise.push_back(std::move(u));
+      }
     }
     return chains;
   }
@@ -112,7 +122,8 @@ class Fuser {
         }
         return absl::StrCat(m.op, "#", i);
       };
-      stats_->unfused_elementwise.push_back({label(k), n.op, label(anchor), reason});
+      pending_unfused_.push_back(
+          {k, OneDnnFusionStats::Unfused{label(k), n.op, label(anchor), reason}});
     }
   }
 
@@ -176,6 +187,8 @@ class Fuser {
   OneDnnMatcher matcher_;
   absl::flat_hash_set<std::string> captured_;
   std::vector<int> owner_;  // chain index claiming each node, -1 if none
+  // Element-wise readers where a chain stopped, by node index.
+  std::vector<std::pair<int, OneDnnFusionStats::Unfused>> pending_unfused_;
   OneDnnFusionStats* stats_;
 };
 

@@ -541,6 +541,29 @@ graph main(%x: f32[2,3], %v: f32[2,4], %big: f32[5,2,4]) -> (%y1, %y2, %y3, %y4)
                   "y4 Add after m4: Add of the result with itself"));
 }
 
+TEST(FuseOneDnnPostOps, AResidualAddTakenByALaterChainIsNotListed) {
+  OneDnnFusionStats stats;
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,4,5,5]) -> (%y) opset 18 {
+  %w = constant $0
+  %b = constant $1
+  %a = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %ra = Relu(%a) : f32[1,4,5,5]
+  %c = Conv(%ra, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %s = Add(%c, %ra) : f32[1,4,5,5]
+  %y = Relu(%s) : f32[1,4,5,5]
+}
+// CHECK: %ra = kiln.FusedConv(%x, %w, %b)
+// CHECK: %y = kiln.FusedConv(%ra, %w, %b, %ra)
+// CHECK-SAME: post_ops=["sum", "relu"]
+)",
+                                                            F32({4, 4, 3, 3}, 1, -0.5, 0.5),
+                                                            F32({4}, 2)),
+                                           &stats);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(stats.unfused_elementwise.empty());
+}
+
 TEST(FuseOneDnnPostOps, TwoReadersAreBothListedAsUnfused) {
   OneDnnFusionStats stats;
   absl::StatusOr<PassCheckResult> r = Fuse(ConvCase(R"(
