@@ -26,6 +26,7 @@
 #include "isa/isa.h"
 #include "lowering/extern_executor.h"
 #include "lowering/lower_graph.h"
+#include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
 #include "runtime/extern_step.h"
@@ -462,6 +463,14 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
   }
   KILN_RETURN_IF_ERROR(graph_pipeline.Run(&graph, po));
   report.graph_passes_ms = Ms(t);
+  if (!po.disabled.contains("fuse-onednn-post-ops")) {
+    if (const auto* fuse = dynamic_cast<const passes::FuseOneDnnPostOps*>(
+            graph_pipeline.Find("fuse-onednn-post-ops"))) {
+      for (const auto& u : fuse->stats().unfused_elementwise) {
+        report.unfused_elementwise.push_back({u.node, u.op, u.anchor, u.reason});
+      }
+    }
+  }
 
   // Lowering.
   t = absl::Now();

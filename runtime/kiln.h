@@ -118,6 +118,15 @@ struct CompileReport {
   int64_t constant_bytes = 0;      // weights as the model holds them
   int64_t prepacked_bytes = 0;     // oneDNN's packed weight copies
   int reorders = 0;                // activation reorders per run
+  // Element-wise nodes right after a library call that stayed out of its
+  // post-op chain (they run as loop kernels), each with why.
+  struct UnfusedElementwise {
+    std::string node;    // the element-wise node (its name or result's)
+    std::string op;      // its ONNX op type
+    std::string after;   // the Conv/Gemm/MatMul it follows
+    std::string reason;  // why oneDNN did not take it
+  };
+  std::vector<UnfusedElementwise> unfused_elementwise;
   std::vector<std::string> warnings;
 
   // A human summary with one line per kernel.

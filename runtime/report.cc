@@ -1,4 +1,5 @@
 // Text and JSON forms of kiln's compile report (runtime/kiln.h).
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,16 @@ std::string CompileReport::ToText() const {
                         "activation reorders per run %d\n",
                         Mb(arena_bytes), Mb(intermediate_bytes), Mb(constant_bytes),
                         Mb(prepacked_bytes), reorders);
+  if (!unfused_elementwise.empty()) {
+    std::map<std::string, int> by_reason;
+    for (const UnfusedElementwise& u : unfused_elementwise) ++by_reason[u.reason];
+    absl::StrAppendFormat(&s, "element-wise ops left after library calls: %d (",
+                          static_cast<int>(unfused_elementwise.size()));
+    absl::StrAppend(&s, absl::StrJoin(by_reason, "; ", [](std::string* out, const auto& e) {
+                      absl::StrAppend(out, e.second, "x ", e.first);
+                    }),
+                    ")\n");
+  }
   for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
   for (const KernelReport& k : kernels) {
     std::string detail;
@@ -69,6 +80,12 @@ std::string CompileReport::ToJson(int indent) const {
   j["constant_bytes"] = constant_bytes;
   j["prepacked_bytes"] = prepacked_bytes;
   j["reorders"] = reorders;
+  json unfused = json::array();
+  for (const UnfusedElementwise& u : unfused_elementwise) {
+    unfused.push_back(
+        {{"node", u.node}, {"op", u.op}, {"after", u.after}, {"reason", u.reason}});
+  }
+  j["unfused_elementwise"] = unfused;
   j["warnings"] = warnings;
   json ks = json::array();
   json xs = json::array();
