@@ -12,6 +12,7 @@
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
+#include "lowering/ops_scatter.h"
 
 namespace kiln::lowering {
 namespace internal {
@@ -110,6 +111,7 @@ Lowerer::Lowerer(const ir::Graph& graph, const LoweringOptions& options)
   AddResizeLowerings(table_);
   AddNnExtraLowerings(table_);
   AddLossLowerings(table_);
+  AddScatterLowerings(table_);  // before Misc: its refusals fill gaps only
   AddMiscLowerings(table_);
 }
 

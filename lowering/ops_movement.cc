@@ -102,10 +102,139 @@ struct SliceAxis {
   int64_t start = 0, step = 1;
 };
 
+// Slice whose starts/ends/axes/steps are known only at run time, into the
+// static output shape: one kernel reads the parameters with scalar loads
+// (computed once per kernel run), clamps them as ONNX specifies, and reads
+// x through a checked load_indirect at the flat source offset. A parameter
+// set whose extent on some dim differs from the static output shape (or a
+// bad axis, a repeated axis, a zero step) makes the offset out of range: the
+// loop interpreter reports "index ... out of range", a compiled kernel
+// kErrorIndexOutOfRange, and no element is read.
+absl::Status LowerRuntimeSlice(Lowerer& L, const Operand& x) {
+  const Shape out = L.OutputValue(0).shape;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (static_cast<int64_t>(out.size()) != rank) return L.Error("output rank differs from the input's");
+  std::vector<Operand> params;  // starts, ends, axes, steps (absent: nullopt)
+  std::vector<bool> present;
+  int64_t count = -1;
+  for (int i = 1; i <= 4; ++i) {
+    present.push_back(L.HasInput(i));
+    if (!L.HasInput(i)) {
+      params.emplace_back();
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(Operand p, L.Input(i));
+    if (p.shape.size() != 1 || !ir::IsInteger(p.dtype)) {
+      return L.Error("starts, ends, axes and steps must be 1-D integer tensors");
+    }
+    if (count >= 0 && p.shape[0] != count) {
+      return L.Error("starts, ends, axes and steps differ in length");
+    }
+    count = p.shape[0];
+    params.push_back(std::move(p));
+  }
+  if (!present[2] && count > rank) return L.Error("more starts than input dims");
+  if (ir::NumElements(out) == 0) {  // nothing to read: no parameter check either
+    L.SetOutputConstant(0, ir::Tensor(x.dtype, out));
+    return absl::OkStatus();
+  }
+  const int64_t numel = ir::NumElements(x.shape);
+  if (numel == 0) return L.Error("slices an empty input into a non-empty output");
+  KILN_ASSIGN_OR_RETURN(int32_t src, L.Materialize(x));
+  const int32_t buffer = L.OutputBuffer(0);
+  auto k = L.NewKernel(out);
+  const DType i64 = DType::kI64;
+  auto c = [&](int64_t v) { return k->Const(i64, static_cast<double>(v)); };
+  auto load = [&](int which, int64_t j) -> absl::StatusOr<int32_t> {
+    KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(params[which], {Const(j)}));
+    return params[which].dtype == i64 ? v : k->Cast(v, i64);
+  };
+  // Per data dim: the start and step of the slice (defaults 0 and 1), its
+  // element count, and how many parameter entries name it (a |step| of 0
+  // or 2^63 divides by 2^62: the count is then 1, or refused for step 0).
+  std::vector<int32_t> start(rank), step(rank), extent(rank), named(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    start[d] = c(0);
+    step[d] = c(1);
+    extent[d] = c(x.shape[d]);
+    named[d] = c(0);
+  }
+  int32_t ok = k->Const(DType::kBool, 1);
+  auto all = [&](int32_t cond) { ok = k->Bin(OpCode::kAnd, ok, cond); };
+  for (int64_t j = 0; j < std::max<int64_t>(count, 0); ++j) {
+    KILN_ASSIGN_OR_RETURN(int32_t st, load(0, j));
+    KILN_ASSIGN_OR_RETURN(int32_t en, load(1, j));
+    int32_t ax = c(j);
+    if (present[2]) {
+      KILN_ASSIGN_OR_RETURN(ax, load(2, j));
+      all(k->Bin(OpCode::kAnd, k->Bin(OpCode::kGe, ax, c(-rank)), k->Bin(OpCode::kLt, ax, c(rank))));
+      ax = k->Sel(k->Bin(OpCode::kLt, ax, c(0)), k->Bin(OpCode::kAdd, ax, c(rank)), ax);
+    }
+    int32_t s = c(1);
+    if (present[3]) {
+      KILN_ASSIGN_OR_RETURN(s, load(3, j));
+      all(k->Bin(OpCode::kNe, s, c(0)));
+    }
+    const int32_t pos = k->Bin(OpCode::kGt, s, c(0));
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!present[2] && d != j) continue;
+      const int64_t dim = x.shape[d];
+      const int32_t neg_st = k->Bin(OpCode::kLt, st, c(0));
+      int32_t a = k->Sel(neg_st, k->Bin(OpCode::kAdd, st, c(dim)), st);
+      const int32_t neg_en = k->Bin(OpCode::kLt, en, c(0));
+      int32_t b = k->Sel(neg_en, k->Bin(OpCode::kAdd, en, c(dim)), en);
+      // step > 0: clamp to [0, dim]; step < 0: start to [0, dim-1], end to [-1, dim-1].
+      a = k->Bin(OpCode::kMax, a, c(0));
+      a = k->Bin(OpCode::kMin, a, k->Sel(pos, c(dim), c(std::max<int64_t>(dim - 1, 0))));
+      b = k->Bin(OpCode::kMax, b, k->Sel(pos, c(0), c(-1)));
+      b = k->Bin(OpCode::kMin, b, k->Sel(pos, c(dim), c(dim - 1)));
+      const int32_t span = k->Sel(pos, k->Bin(OpCode::kSub, b, a), k->Bin(OpCode::kSub, a, b));
+      const int32_t mag = k->Un(OpCode::kAbs, s);
+      // (span - 1) / |step| + 1 for span > 0 (no overflow for huge steps).
+      const int32_t n_el = k->Sel(
+          k->Bin(OpCode::kGt, span, c(0)),
+          k->Bin(OpCode::kAdd,
+                 k->Bin(OpCode::kDiv, k->Bin(OpCode::kSub, span, c(1)),
+                        k->Sel(k->Bin(OpCode::kLt, mag, c(1)), c(int64_t{1} << 62), mag)),
+                 c(1)),
+          c(0));
+      const int32_t here = present[2] ? k->Bin(OpCode::kEq, ax, c(d)) : k->Const(DType::kBool, 1);
+      start[d] = k->Sel(here, a, start[d]);
+      step[d] = k->Sel(here, s, step[d]);
+      extent[d] = k->Sel(here, n_el, extent[d]);
+      named[d] = k->Bin(OpCode::kAdd, named[d], k->Sel(here, c(1), c(0)));
+    }
+  }
+  const std::vector<int64_t> strides = [&] {
+    std::vector<int64_t> st(rank, 1);
+    for (int64_t d = rank - 1; d > 0; --d) st[d - 1] = st[d] * x.shape[d];
+    return st;
+  }();
+  int32_t offset = c(0);
+  for (int64_t d = 0; d < rank; ++d) {
+    all(k->Bin(OpCode::kEq, extent[d], c(out[d])));
+    all(k->Bin(OpCode::kLe, named[d], c(1)));
+    const int32_t at = k->Bin(OpCode::kAdd,
+                              k->Bin(OpCode::kMul, k->b().Index(k->i(static_cast<int>(d))), step[d]),
+                              start[d]);
+    offset = k->Bin(OpCode::kAdd, offset, k->Bin(OpCode::kMul, at, c(strides[d])));
+  }
+  const int32_t n_idx = k->Sel(ok, offset, c(numel));
+  k->Store(buffer, out, k->IterCoords(), k->b().LoadIndirect(src, Const(0), n_idx, numel, 1));
+  return absl::OkStatus();
+}
+
 absl::Status LowerSlice(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
   const size_t rank = x.shape.size();
   std::vector<int64_t> starts, ends, axes, steps;
+  if (L.opset() >= 10) {
+    bool runtime = false;
+    for (int i = 1; i <= 4; ++i) {
+      runtime = runtime || (L.HasInput(i) && L.ConstantInput(i) == nullptr);
+    }
+    if (runtime) return LowerRuntimeSlice(L, x);
+  }
   if (L.opset() < 10) {
     KILN_ASSIGN_OR_RETURN(starts, n.Attr<std::vector<int64_t>>("starts"));
     KILN_ASSIGN_OR_RETURN(ends, n.Attr<std::vector<int64_t>>("ends"));
