@@ -785,9 +785,9 @@ def run_worker(args, name):
 
 # ------------------------------------------------------------------ estimate
 def estimate_model(entry, args, history):
-    """Expected seconds of one model's worker: measured ones from the history
-    of earlier runs on this machine where present, else rough guesses from the
-    model's size (loaded 2-core VM: ~2x more)."""
+    """Expected seconds of one model's worker: what each step took in earlier
+    runs on this machine (the history) where known, else rough guesses for a
+    quiet 2-core machine from the model's size (a loaded one takes ~2x)."""
     name, mb = entry["name"], entry.get("model_bytes", 1e7) / 1e6
     nodes = entry.get("num_nodes", 100)
     h = history.get("models", {}).get(name, {})
@@ -802,9 +802,12 @@ def estimate_model(entry, args, history):
                 e = hs.get(r, {})
                 cold = e.get("cold_s", (20 + 0.2 * min(nodes, 800)) *
                              (3 if r == "inductor_max" else 1))
-                total += e["warm_s"] if "warm_s" in e else cold / 4 if e else cold
+                # With freezing, Inductor's FX graph cache is bypassed ("mkldnn
+                # tensors unpickleable"): only C++ builds and autotuning are cached.
+                total += e["warm_s"] if "warm_s" in e else \
+                    cold * (0.6 if args.freezing else 0.25) if e else cold
             elif r == "kiln":
-                total += hs.get(r, {}).get("prepare_check_s", 3 + mb / 40)
+                total += hs.get(r, {}).get("prepare_check_s", 1 + mb / 80)
             elif r == "ort":
                 total += hs.get(r, {}).get("prepare_check_s", 0.5 + mb / 150)
             else:
@@ -813,7 +816,7 @@ def estimate_model(entry, args, history):
                 continue
             if r == "kiln":
                 wall = hs.get("kiln", {}).get("round_wall_s",
-                                              2 * (1 + mb / 60) + args.round_time)
+                                              2 * (0.3 + mb / 150) + args.round_time)
                 total += args.rounds * wall
             else:
                 total += args.min_time + args.warmup
@@ -1109,9 +1112,10 @@ def write_report(meta, results, out_dir, stem):
         L.append("kiln: arena = its planned activation memory; peak RSS from `kilnc "
                  "bench` (that process also compiled the model, twice). ORT: a fresh "
                  "process per model and thread count; peak RSS over session creation and "
-                 "runs; run growth = peak RSS during the runs (VmHWM reset after the "
-                 "session was created) - RSS of the settled session, i.e. its "
-                 "activations and workspaces.")
+                 "3 runs with default settings; run growth = then, in a session without "
+                 "ORT's CPU arena (glibc's mmap threshold fixed), peak RSS during 3 runs "
+                 "(VmHWM reset after one warm run) - RSS before them: ORT's activations "
+                 "and workspaces.")
         L.append("")
         L.append("| model | threads | kiln arena | ORT run growth | kiln arena / ORT "
                  "growth | kiln peak RSS | ORT peak RSS | kiln / ORT peak RSS |")
@@ -1423,6 +1427,7 @@ def main():
     if args.estimate_only:
         return 0
 
+    vers = versions(args)
     t0 = time.time()
     now = datetime.datetime.now()
     argv = sys.argv[1:]
@@ -1433,7 +1438,7 @@ def main():
             "round_time": args.round_time, "max_rel": args.max_rel,
             "freezing": args.freezing, "note": args.note, "zoo": args.zoo,
             "quick": args.quick, "estimate_s": total_est,
-            "command": "peer_bench.py " + shlex.join(argv),
+            "command": "peer_bench.py " + shlex.join(argv), "versions": vers,
             "runs": [{"started": now.strftime("%Y-%m-%d %H:%M"), "argv": argv}]}
     results = []
     wall_before = 0.0
@@ -1494,7 +1499,6 @@ def main():
         # Write what we have after every model so a long run leaves results.
         meta["load_end"] = os.getloadavg()
         meta["wall_s"] = wall_before + time.time() - t0
-        meta["versions"] = versions(args)
         meta["chart"] = write_chart(meta, results, out_dir, stem)
         save_json(os.path.join(out_dir, stem + ".json"), {"meta": meta, "results": results})
         path = write_report(meta, results, out_dir, stem)
