@@ -11,6 +11,7 @@
 #include "backends/onednn/extern_kernel.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_executor.h"
+#include "passes/loop/propagate_layout.h"
 
 namespace kiln::runtime {
 namespace {
@@ -103,6 +104,80 @@ class OneDnnStep final : public ExternStep {
   std::unique_ptr<onednn::OneDnnExternKernel> call_ ABSL_PT_GUARDED_BY(mu_);
 };
 
+// A reference step over the logical view of a call whose buffers are
+// channel-blocked (passes/loop/propagate_layout.h): converts them to and
+// from plain tensors around the call (slow; only when oneDNN refuses a
+// conv the layout pass blocked, or is turned off).
+class BlockedReferenceStep final : public ExternStep {
+ public:
+  static absl::StatusOr<std::unique_ptr<ExternStep>> Create(const LoopProgram& program,
+                                                            const Kernel& kernel) {
+    KILN_ASSIGN_OR_RETURN(passes::ExternLogicalView view,
+                          passes::LogicalViewForExtern(program, kernel));
+    auto step = std::unique_ptr<BlockedReferenceStep>(new BlockedReferenceStep);
+    KILN_ASSIGN_OR_RETURN(step->in_channels_, passes::BlockedChannels(kernel, false));
+    KILN_ASSIGN_OR_RETURN(step->out_channels_, passes::BlockedChannels(kernel, true));
+    step->inputs_ = kernel.call.inputs;
+    step->outputs_ = kernel.call.outputs;
+    step->physical_ = program.buffers;
+    step->inner_ = std::make_unique<ReferenceStep>(view.program, view.kernel);
+    return std::unique_ptr<ExternStep>(std::move(step));
+  }
+
+  absl::Status Run(absl::Span<void* const> buffers) const override {
+    std::vector<void*> ptrs(buffers.begin(), buffers.end());
+    std::vector<ir::Tensor> plain;
+    plain.reserve(inputs_.size() + outputs_.size());
+    for (size_t j = 0; j < inputs_.size(); ++j) {
+      if (in_channels_[j] == 0) continue;
+      const Buffer& buf = physical_[inputs_[j]];
+      ir::Tensor blocked(buf.dtype, buf.shape);
+      std::memcpy(blocked.raw_data(), buffers[inputs_[j]], blocked.byte_size());
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, passes::FromBlocked(blocked, in_channels_[j]));
+      plain.push_back(std::move(t));
+      ptrs[inputs_[j]] = plain.back().raw_data();
+    }
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (out_channels_[o] == 0) continue;
+      const Buffer& buf = physical_[outputs_[o]];
+      plain.emplace_back(buf.dtype, passes::LogicalShape(buf.shape, out_channels_[o]));
+      ptrs[outputs_[o]] = plain.back().raw_data();
+    }
+    KILN_RETURN_IF_ERROR(inner_->Run(ptrs));
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (out_channels_[o] == 0) continue;
+      const Buffer& buf = physical_[outputs_[o]];
+      const ir::Shape logical = passes::LogicalShape(buf.shape, out_channels_[o]);
+      ir::Tensor t(buf.dtype, logical);
+      std::memcpy(t.raw_data(), ptrs[outputs_[o]], t.byte_size());
+      KILN_ASSIGN_OR_RETURN(ir::Tensor blocked, passes::ToBlocked(t, buf.shape.back()));
+      std::memcpy(buffers[outputs_[o]], blocked.raw_data(), blocked.byte_size());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  BlockedReferenceStep() = default;
+  std::vector<int32_t> inputs_, outputs_;
+  std::vector<int64_t> in_channels_, out_channels_;
+  std::vector<Buffer> physical_;
+  std::unique_ptr<ReferenceStep> inner_;
+};
+
+// oneDNN tells propagate-layout which activation layouts its conv kernels
+// want (passes/ cannot depend on backends/).
+const bool kConvLayoutOracleRegistered = [] {
+  passes::SetDefaultConvLayoutOracle(
+      [](const lowering::LoweredProgram& lp,
+         const Kernel& kernel) -> absl::StatusOr<passes::ConvLayout> {
+        KILN_ASSIGN_OR_RETURN(onednn::ActivationBlocks blocks,
+                              onednn::PreferredActivationBlocks(lp.program, kernel,
+                                                                lp.constants));
+        return passes::ConvLayout{blocks.src, blocks.dst};
+      });
+  return true;
+}();
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
@@ -144,6 +219,9 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
     }
     if (call.status().code() != absl::StatusCode::kUnimplemented) return call.status();
     report->reason = std::string(call.status().message());
+  }
+  if (kernel.call.attrs.count(passes::kAttrBlockedInputs) > 0) {
+    return BlockedReferenceStep::Create(program, kernel);
   }
   return std::unique_ptr<ExternStep>(std::make_unique<ReferenceStep>(program, kernel));
 }

@@ -34,6 +34,13 @@ constexpr char kKilnPrefix[] = "kiln.";
 constexpr char kAttrInputSlots[] = "kiln_input_slots";
 constexpr char kAttrOutputSlots[] = "kiln_output_slots";
 constexpr char kListSeparator[] = ",";
+// Activation layouts chosen by passes/loop/propagate_layout: one int per
+// call input / output, the logical channel count C when that buffer holds
+// N C spatial... blocked by kAttrChannelBlock channels ([N, ceil(C/b),
+// spatial..., b] row-major, zero channel tail), else 0.
+constexpr char kAttrBlockedInputs[] = "kiln_blocked_inputs";
+constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
+constexpr char kAttrChannelBlock[] = "kiln_channel_block";
 
 // Where a pointer handed to OneDnnCall comes from at Run: one of Run's
 // inputs, or data the kernel owns (a scaled copy of a constant).
@@ -94,8 +101,21 @@ class Translator {
     }
     for (int32_t b : k_.call.inputs) KILN_RETURN_IF_ERROR(CheckBuffer(b));
     for (int32_t b : k_.call.outputs) KILN_RETURN_IF_ERROR(CheckBuffer(b));
-    return absl::OkStatus();
+    return ReadLayouts();
   }
+
+  // The buffer as the call sees it: its logical shape and layout.
+  TensorSpec SpecOf(int32_t buffer) const {
+    auto it = blocked_channels_.find(buffer);
+    if (it == blocked_channels_.end()) return Spec(p_.buffers[buffer]);
+    const Buffer& b = p_.buffers[buffer];
+    Shape logical(b.shape.begin(), b.shape.end() - 1);
+    logical[1] = it->second;
+    TensorSpec s{b.dtype, logical, {}};
+    s.channel_block = channel_block_;
+    return s;
+  }
+  bool AnyBlocked() const { return !blocked_channels_.empty(); }
 
   int64_t num_slots() const { return num_slots_; }
   bool Has(int64_t slot) const { return slot_to_input_.count(slot) > 0; }
@@ -189,11 +209,48 @@ class Translator {
     return absl::OkStatus();
   }
 
+  // kAttrBlockedInputs / kAttrBlockedOutputs: each blocked buffer's
+  // physical shape must be [N, ceil(C/b), spatial..., b].
+  absl::Status ReadLayouts() {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in, Ints(kAttrBlockedInputs));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out, Ints(kAttrBlockedOutputs));
+    if (in.empty() && out.empty()) return absl::OkStatus();
+    if (in.size() != k_.call.inputs.size() || out.size() != k_.call.outputs.size()) {
+      return Invalid("layout attributes do not match the call's buffers");
+    }
+    KILN_ASSIGN_OR_RETURN(channel_block_, Int(kAttrChannelBlock, 0));
+    auto add = [&](int32_t buffer, int64_t channels) -> absl::Status {
+      if (channels == 0) return absl::OkStatus();
+      const Buffer& b = p_.buffers[buffer];
+      const size_t rank = b.shape.size();
+      if (channel_block_ <= 0 || channels < 0 || rank < 4 || rank > 6 ||
+          b.shape.back() != channel_block_ ||
+          b.shape[1] != (channels + channel_block_ - 1) / channel_block_ ||
+          !b.IsRowMajor()) {
+        return Invalid("buffer '", b.name, "' ", ir::ShapeToString(b.shape),
+                       " is not blocked by ", channel_block_, " over ", channels,
+                       " channels");
+      }
+      auto [it, fresh] = blocked_channels_.emplace(buffer, channels);
+      if (!fresh && it->second != channels) {
+        return Invalid("buffer '", b.name, "' has two layouts");
+      }
+      return absl::OkStatus();
+    };
+    for (size_t j = 0; j < in.size(); ++j) KILN_RETURN_IF_ERROR(add(k_.call.inputs[j], in[j]));
+    for (size_t j = 0; j < out.size(); ++j) {
+      KILN_RETURN_IF_ERROR(add(k_.call.outputs[j], out[j]));
+    }
+    return absl::OkStatus();
+  }
+
   const LoopProgram& p_;
   const Kernel& k_;
   const std::map<int32_t, std::shared_ptr<const Tensor>>& constants_;
   std::map<int64_t, int> slot_to_input_;
   int64_t num_slots_ = 0;
+  std::map<int32_t, int64_t> blocked_channels_;  // buffer -> logical C
+  int64_t channel_block_ = 0;
 };
 
 // The parts of the translation Create hands to OneDnnCall and keeps for Run.
@@ -248,7 +305,7 @@ PostOp BinaryFromSlot(const Translator& tr, PostOpKind kind, int64_t slot,
                       Translation& t) {
   PostOp p;
   p.kind = kind;
-  p.operand = Translator::Spec(tr.InputBuffer(slot));
+  p.operand = tr.SpecOf(tr.InputBufferIndex(slot));
   t.binary.push_back({tr.Input(slot), nullptr});
   return p;
 }
@@ -350,7 +407,7 @@ absl::Status TranslateConv(const Translator& tr, bool transpose,
   FusedCall& c = t.call;
   c.kind = transpose ? CallKind::kConvTranspose : CallKind::kConv;
   if (!tr.Has(0) || !tr.Has(1)) return tr.Invalid("needs X and W");
-  c.src = Translator::Spec(tr.InputBuffer(0));
+  c.src = tr.SpecOf(tr.InputBufferIndex(0));
   t.src_input = tr.Input(0);
   const Shape& x = c.src.shape;
   const Shape w = tr.InputBuffer(1).shape;
@@ -636,7 +693,7 @@ absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
           copy.src_strides = operand.strides;
           copy.dst_strides = dst.strides;
           t.sum = std::move(copy);
-          t.sum_operand = Translator::Spec(operand);
+          t.sum_operand = tr.SpecOf(tr.InputBufferIndex(inputs[i]));
         }
         break;
       }
@@ -761,31 +818,8 @@ void ScaledCopy(const SumCopy& c, const float* src, float* dst,
   }
 }
 
-}  // namespace
-
-struct OneDnnExternKernel::Impl {
-  std::string where;
-  std::unique_ptr<OneDnnCall> call;
-  ExternKernelInfo info;
-  std::deque<Tensor> owned;
-  size_t num_inputs = 0, num_outputs = 0;
-  int src_input = -1;
-  int weights_input = -1;
-  std::vector<PointerSource> binary;
-  std::vector<const void*> binary_ptrs;
-  std::optional<SumCopy> sum;
-  std::vector<int64_t> copy_index;
-};
-
-OneDnnExternKernel::OneDnnExternKernel(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
-OneDnnExternKernel::~OneDnnExternKernel() = default;
-
-absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
-    const LoopProgram& program, const Kernel& kernel,
-    const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
-    const OneDnnCallOptions& options) {
-  Translator tr(program, kernel, constants);
+// The kernel's call as a FusedCall plus its constants, in `t`.
+absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& t) {
   if (kernel.kind != Kernel::Kind::kExtern) {
     return tr.Invalid("not an extern kernel");
   }
@@ -813,8 +847,7 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   if (op == "MatMul" && anchor_inputs > 2) return tr.Invalid("MatMul takes two inputs");
   if (anchor_inputs > 3) return tr.Invalid("too many anchor inputs");
 
-  Translation t;
-  t.call.dst = Translator::Spec(tr.OutputBuffer());
+  t.call.dst = tr.SpecOf(tr.OutputBufferIndex());
   if (op == "Conv" || op == "ConvTranspose") {
     KILN_RETURN_IF_ERROR(TranslateConv(tr, op == "ConvTranspose", anchor_inputs, t));
   } else if (op == "Gemm") {
@@ -825,6 +858,40 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   if (fused) KILN_RETURN_IF_ERROR(TranslatePostOps(tr, t));
   MergeLinearPostOps(&t.call.post_ops);
   KILN_RETURN_IF_ERROR(FoldLeadingAddIntoBias(tr, t));
+  if (tr.AnyBlocked() && t.call.kind != CallKind::kConv &&
+      t.call.kind != CallKind::kConvTranspose) {
+    return tr.Unimplemented("blocked activation layouts are for convolutions only");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct OneDnnExternKernel::Impl {
+  std::string where;
+  std::unique_ptr<OneDnnCall> call;
+  ExternKernelInfo info;
+  std::deque<Tensor> owned;
+  size_t num_inputs = 0, num_outputs = 0;
+  int src_input = -1;
+  int weights_input = -1;
+  std::vector<PointerSource> binary;
+  std::vector<const void*> binary_ptrs;
+  std::optional<SumCopy> sum;
+  std::vector<int64_t> copy_index;
+};
+
+OneDnnExternKernel::OneDnnExternKernel(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+OneDnnExternKernel::~OneDnnExternKernel() = default;
+
+absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
+    const LoopProgram& program, const Kernel& kernel,
+    const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
+    const OneDnnCallOptions& options) {
+  Translator tr(program, kernel, constants);
+  Translation t;
+  KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
 
   absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
       OneDnnCall::Create(t.call, t.weights, t.bias, options);
@@ -892,5 +959,18 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
 }
 
 const ExternKernelInfo& OneDnnExternKernel::info() const { return impl_->info; }
+
+absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
+    const LoopProgram& program, const Kernel& kernel,
+    const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
+    const OneDnnCallOptions& options) {
+  Translator tr(program, kernel, constants);
+  Translation t;
+  KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
+  absl::StatusOr<ActivationBlocks> blocks =
+      OneDnnCall::PreferredActivationBlocks(t.call, options);
+  if (!blocks.ok()) return tr.Annotate(blocks.status());
+  return *blocks;
+}
 
 }  // namespace kiln::onednn

@@ -73,6 +73,16 @@ class OneDnnExternKernel {
   std::unique_ptr<Impl> impl_;
 };
 
+// The activation layouts oneDNN would run extern kernel `kernel` on when
+// its buffers are plain (OneDnnCall::PreferredActivationBlocks of the
+// kernel's translation): how passes/loop/propagate_layout learns the
+// channel block of this host's conv kernels at compile time. Errors as
+// OneDnnExternKernel::Create (Unimplemented: not a oneDNN call).
+absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
+    const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
+    const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
+    const OneDnnCallOptions& options = {});
+
 }  // namespace kiln::onednn
 
 #endif  // KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_

@@ -84,6 +84,13 @@ absl::Status CheckSpec(const FusedCall& call, const TensorSpec& spec,
       }
     }
   }
+  if (spec.channel_block < 0 ||
+      (spec.channel_block > 0 && (!spec.strides.empty() || spec.shape.size() < 3 ||
+                                  spec.shape.size() > 5))) {
+    return Error(call, absl::StrCat(role, " has channel block ", spec.channel_block,
+                                    ": blocked layouts are for rank 3-5 tensors "
+                                    "without strides"));
+  }
   return absl::OkStatus();
 }
 

@@ -35,8 +35,13 @@ struct TensorSpec {
   ir::DType dtype = ir::DType::kF32;
   ir::Shape shape;
   std::vector<int64_t> strides;
+  // > 0: the logical N C spatial... tensor is stored in oneDNN's blocked
+  // layout nC[spatial]<b>c with b = channel_block (nChw8c on AVX2): a
+  // row-major [N, ceil(C/b), spatial..., b] buffer whose channel tail is
+  // zero. `strides` must then be empty. Conv activations only.
+  int64_t channel_block = 0;
 
-  // Row-major strides when `strides` is empty.
+  // Row-major strides when `strides` is empty (meaningless when blocked).
   std::vector<int64_t> EffectiveStrides() const;
 };
 

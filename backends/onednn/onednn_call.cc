@@ -68,7 +68,40 @@ void PadToRank(size_t rank, std::vector<int64_t>* shape,
   strides->insert(strides->begin(), missing, std::max<int64_t>(outer, 1));
 }
 
+// oneDNN's tag for N C spatial... activations blocked by `block` channels
+// (nChw8c...); undef when oneDNN has no such tag.
+Tag ChannelBlockedTag(size_t rank, int64_t block) {
+  static const Tag kTags[3][3] = {{Tag::nCw4c, Tag::nCw8c, Tag::nCw16c},
+                                  {Tag::nChw4c, Tag::nChw8c, Tag::nChw16c},
+                                  {Tag::nCdhw4c, Tag::nCdhw8c, Tag::nCdhw16c}};
+  const int b = block == 4 ? 0 : block == 8 ? 1 : block == 16 ? 2 : -1;
+  if (rank < 3 || rank > 5 || b < 0) return Tag::undef;
+  return kTags[rank - 3][b];
+}
+
+// The channel block of a oneDNN activation descriptor laid out as N C
+// spatial... with one inner block of channels (nChw8c -> 8); 0 otherwise.
+int64_t ChannelBlockOf(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims < 3) return 0;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  if (b.inner_nblks != 1 || b.inner_idxs[0] != 1) return 0;
+  for (int i = 0; i + 1 < d.ndims; ++i) {
+    if (b.strides[i] < b.strides[i + 1]) return 0;
+  }
+  const memory::desc like(md.dims(), md.data_type(),
+                          ChannelBlockedTag(static_cast<size_t>(d.ndims), b.inner_blks[0]));
+  return like == md ? b.inner_blks[0] : 0;
+}
+
 memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
+  if (spec.channel_block > 0) {
+    const Tag tag = ChannelBlockedTag(spec.shape.size(), spec.channel_block);
+    if (tag == Tag::undef) {
+      throw dnnl::error(dnnl_unimplemented, "no oneDNN tag for this channel block");
+    }
+    return memory::desc(ToDims(spec.shape), DT::f32, tag);
+  }
   std::vector<int64_t> shape = spec.shape;
   std::vector<int64_t> strides = spec.EffectiveStrides();
   PadToRank(rank, &shape, &strides);
@@ -548,6 +581,43 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         absl::StrCat("oneDNN call ", call.ToString(), ": ", e.what()));
   }
   return std::unique_ptr<OneDnnCall>(new OneDnnCall(std::move(impl)));
+}
+
+absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
+    const FusedCall& call, const OneDnnCallOptions& options) {
+  KILN_RETURN_IF_ERROR(Validate(call));
+  KILN_RETURN_IF_ERROR(CheckF32(call));
+  ActivationBlocks blocks;
+  if ((call.kind != CallKind::kConv && call.kind != CallKind::kConvTranspose) ||
+      !options.any_activation_layout) {
+    return blocks;
+  }
+  KILN_ASSIGN_OR_RETURN(
+      ConvParams conv,
+      NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));
+  try {
+    dnnl::post_ops ops;
+    std::vector<std::pair<int, memory::desc>> binary;
+    BuildPostOps(call, &ops, &binary);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const memory::desc user_w_md = WeightsDesc(call, conv.groups);
+    const memory::desc w_md = options.prepack_weights ? AnyDesc(user_w_md) : user_w_md;
+    std::optional<memory::desc> bias_md;
+    if (call.bias) bias_md = StridedDesc(*call.bias, 1);
+    const dnnl::primitive_desc pd =
+        MakePrimitiveDesc(call, conv, AnyDesc(StridedDesc(call.src)), w_md,
+                          bias_md ? &*bias_md : nullptr, AnyDesc(StridedDesc(call.dst)), attr);
+    // Create takes this descriptor first only when it is an optimized kernel.
+    const std::string impl = pd.impl_info_str();
+    if (!absl::StartsWith(impl, "jit") && !absl::StartsWith(impl, "brg")) return blocks;
+    blocks.src = ChannelBlockOf(pd.query_md(dnnl::query::src_md, 0));
+    blocks.dst = ChannelBlockOf(pd.query_md(dnnl::query::dst_md, 0));
+  } catch (const dnnl::error& e) {
+    return CreateError(call, e);
+  }
+  return blocks;
 }
 
 absl::Status OneDnnCall::Execute(const void* src,

@@ -44,6 +44,13 @@ struct OneDnnCallOptions {
   bool allow_reference_impl = false;
 };
 
+// Channel blocks of the activation layouts a primitive runs on: 8 for
+// nChw8c, 0 for a plain (non-blocked) layout.
+struct ActivationBlocks {
+  int64_t src = 0;
+  int64_t dst = 0;
+};
+
 // Why a class: primitive descriptor, primitive, packed weights, scratchpad
 // and reorder buffers are expensive to create and must live as long as the
 // compiled model; Execute only swaps data pointers. Execute is not safe to
@@ -59,6 +66,13 @@ class OneDnnCall {
   static absl::StatusOr<std::unique_ptr<OneDnnCall>> Create(
       const FusedCall& call, const ir::Tensor* weights, const ir::Tensor* bias,
       const OneDnnCallOptions& options = {});
+
+  // The activation layouts Create would choose for `call` when it may pick
+  // them (any_activation_layout): what the fastest optimized kernel wants,
+  // or plain when no optimized kernel takes oneDNN's own layouts. Builds
+  // only a primitive descriptor (no JIT, no weights). Errors as Create.
+  static absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
+      const FusedCall& call, const OneDnnCallOptions& options = {});
 
   ~OneDnnCall();
   OneDnnCall(const OneDnnCall&) = delete;

@@ -14,6 +14,7 @@
 #include "passes/loop/eliminate_dead_buffers.h"
 #include "passes/loop/fuse_horizontal.h"
 #include "passes/loop/fuse_vertical.h"
+#include "passes/loop/propagate_layout.h"
 
 namespace kiln::passes {
 namespace {
@@ -100,6 +101,9 @@ LoopPipeline DefaultLoopPipeline() {
   p.Add(std::make_unique<FuseVertical>());
   // Dead buffers last: stores whose only readers were fused away.
   p.Add(std::make_unique<EliminateDeadBuffers>());
+  // Layouts after fusion: it decides per buffer from every kernel that
+  // touches it, and fusion must not see physical (blocked) indexing.
+  p.Add(std::make_unique<PropagateLayout>());
   return p;
 }
 

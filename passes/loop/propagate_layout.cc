@@ -1,0 +1,469 @@
+// propagate-layout: chooses which activation buffers live in the conv
+// library's channel-blocked layout, marks extern convs, and rewrites the
+// loop kernels that touch those buffers (passes/loop/propagate_layout.h).
+#include "passes/loop/propagate_layout.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "ir/status_macros.h"
+#include "passes/loop/fusion_util.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Shape;
+using ir::loop::Buffer;
+using ir::loop::BufferKind;
+using ir::loop::ExternAttr;
+using ir::loop::IndexExpr;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+using ir::loop::Op;
+using ir::loop::OpCode;
+
+// Bookkeeping attributes lowering gives extern calls (lowering/extern_attrs.h).
+constexpr char kAttrInputSlots[] = "kiln_input_slots";
+
+ABSL_CONST_INIT absl::Mutex oracle_mu(absl::kConstInit);
+ConvLayoutOracle& DefaultOracle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(oracle_mu) {
+  static auto* oracle = new ConvLayoutOracle();
+  return *oracle;
+}
+
+bool IsConvOp(absl::string_view op) {
+  return op == "onnx.Conv" || op == "kiln.FusedConv";
+}
+
+std::vector<int64_t> IntsAttr(const Kernel& k, const char* name) {
+  auto it = k.call.attrs.find(name);
+  if (it == k.call.attrs.end()) return {};
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return {};
+}
+
+std::vector<std::string> StringListAttr(const Kernel& k, const char* name) {
+  auto it = k.call.attrs.find(name);
+  if (it == k.call.attrs.end()) return {};
+  const auto* v = std::get_if<std::string>(&it->second);
+  if (v == nullptr || v->empty()) return {};
+  return absl::StrSplit(*v, ',');
+}
+
+int64_t Inner(const Shape& logical) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < logical.size(); ++d) inner *= logical[d];
+  return inner;
+}
+
+// The flat offset in the blocked buffer of logical flat offset `e` of an
+// N C spatial... tensor `logical` (not simplified).
+IndexExpr PhysicalIndex(const IndexExpr& e, const Shape& logical, int64_t b) {
+  const int64_t c = logical[1], inner = Inner(logical);
+  const int64_t cb = (c + b - 1) / b;
+  const IndexExpr n = ir::loop::FloorDiv(e, c * inner);
+  const IndexExpr ch = ir::loop::Mod(ir::loop::FloorDiv(e, inner), c);
+  const IndexExpr s = ir::loop::Mod(e, inner);
+  return n * (cb * inner * b) + ir::loop::FloorDiv(ch, b) * (inner * b) + s * b +
+         ir::loop::Mod(ch, b);
+}
+
+// `e` with the variables of extent 1 replaced by 0 (the simplifier keeps
+// them, which hides a plain channel variable behind i0*C + i1).
+IndexExpr ZeroUnitVars(const IndexExpr& e, const std::vector<int64_t>& extents) {
+  std::vector<IndexExpr> subs;
+  for (size_t v = 0; v < extents.size(); ++v) {
+    subs.push_back(extents[v] == 1 ? ir::loop::Const(0) : ir::loop::Var(static_cast<int>(v)));
+  }
+  return loop_util::SubstituteVars(e, subs);
+}
+
+// The iteration variable a loop kernel's access to an N C spatial...
+// buffer uses as its channel coordinate, when the coordinate is that
+// variable plus a multiple of b; nullopt otherwise.
+std::optional<int> ChannelVar(const Kernel& k, const Op& op, const Shape& logical,
+                              int64_t b) {
+  const std::vector<int64_t> extents = k.VarExtents();
+  const IndexExpr ch = ir::loop::Simplify(
+      ir::loop::Mod(ir::loop::FloorDiv(ZeroUnitVars(op.index, extents), Inner(logical)),
+                    logical[1]),
+      extents);
+  IndexExpr var = ch;
+  if (ch.kind() == IndexExpr::Kind::kAdd && ch.operands().size() == 2 &&
+      ch.operand(1).is_const() && ch.operand(1).value() % b == 0) {
+    var = ch.operand(0);
+  }
+  if (!var.is_var() || var.var() >= static_cast<int>(k.ranges.size())) return std::nullopt;
+  if (k.ranges[var.var()] % b != 0) return std::nullopt;
+  return var.var();
+}
+
+// The one channel variable of loop kernel `k` over its accesses to blocked
+// buffers; nullopt when an access does not fit.
+std::optional<int> KernelChannelVar(const Kernel& k, const LoopProgram& p,
+                                    const std::vector<char>& blocked, int64_t b) {
+  std::optional<int> var;
+  for (const Op& op : k.body) {
+    if (op.buffer < 0 || !blocked[op.buffer]) continue;
+    if (op.code != OpCode::kLoad && op.code != OpCode::kStore) return std::nullopt;
+    const Shape& logical = p.buffers[op.buffer].shape;
+    if (logical[1] % b != 0) return std::nullopt;
+    std::optional<int> v = ChannelVar(k, op, logical, b);
+    if (!v.has_value() || (var.has_value() && *var != *v)) return std::nullopt;
+    var = v;
+  }
+  return var;
+}
+
+std::vector<int32_t> Touched(const Kernel& k) {
+  std::vector<int32_t> out;
+  if (k.kind == Kernel::Kind::kExtern) {
+    out = k.call.inputs;
+    out.insert(out.end(), k.call.outputs.begin(), k.call.outputs.end());
+  } else {
+    for (const Op& op : k.body) {
+      if (op.buffer >= 0) out.push_back(op.buffer);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int32_t Find(std::vector<int32_t>& parent, int32_t x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+// Splits iteration variable `var` of `k` into (var / b, b) with the b lanes
+// as a new innermost iteration variable, and indexes blocked buffers
+// physically. `logical[buf]` is the logical shape of each blocked buffer.
+void RewriteLoopKernel(Kernel* k, int var, int64_t b, const std::vector<char>& blocked,
+                       const std::vector<Shape>& logical) {
+  const int n = static_cast<int>(k->ranges.size());
+  const int m = static_cast<int>(k->reduction_ranges.size());
+  std::vector<IndexExpr> subs;
+  for (int j = 0; j < n + m; ++j) {
+    if (j == var) {
+      subs.push_back(ir::loop::Var(var) * b + ir::loop::Var(n));
+    } else if ((j < n ? k->ranges[j] : k->reduction_ranges[j - n]) == 1) {
+      subs.push_back(ir::loop::Const(0));
+    } else {
+      subs.push_back(ir::loop::Var(j < n ? j : j + 1));
+    }
+  }
+  k->ranges[var] /= b;
+  k->ranges.push_back(b);
+  const std::vector<int64_t> extents = k->VarExtents();
+  for (Op& op : k->body) {
+    if (!op.has_index()) continue;
+    IndexExpr e = loop_util::SubstituteVars(op.index, subs);
+    if (op.buffer >= 0 && blocked[op.buffer]) e = PhysicalIndex(e, logical[op.buffer], b);
+    op.index = ir::loop::Simplify(e, extents);
+  }
+}
+
+}  // namespace
+
+void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle) {
+  absl::MutexLock lock(&oracle_mu);
+  DefaultOracle() = std::move(oracle);
+}
+
+PropagateLayout::PropagateLayout() {
+  absl::MutexLock lock(&oracle_mu);
+  oracle_ = DefaultOracle();
+}
+
+PropagateLayout::PropagateLayout(ConvLayoutOracle oracle) : oracle_(std::move(oracle)) {}
+
+absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
+  if (!oracle_) return false;
+  LoopProgram& p = lp->program;
+  const int32_t nb = static_cast<int32_t>(p.buffers.size());
+
+  // What the library wants for each conv; the block most convs want.
+  std::vector<std::optional<ConvLayout>> wants(p.kernels.size());
+  std::map<int64_t, int> votes;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kernel = p.kernels[k];
+    if (kernel.kind != Kernel::Kind::kExtern || !IsConvOp(kernel.call.op)) continue;
+    if (kernel.call.attrs.count(kAttrBlockedInputs) > 0) continue;  // already done
+    absl::StatusOr<ConvLayout> w = oracle_(*lp, kernel);
+    if (!w.ok()) continue;
+    wants[k] = *w;
+    if (w->dst_block > 0) ++votes[w->dst_block];
+  }
+  if (votes.empty()) return false;
+  const int64_t b = std::max_element(votes.begin(), votes.end(), [](const auto& x,
+                                                                     const auto& y) {
+                      return x.second < y.second;
+                    })->first;
+
+  // Candidates: f32 N C spatial... intermediates.
+  std::vector<char> blocked(nb, 0);
+  for (int32_t i = 0; i < nb; ++i) {
+    const Buffer& buf = p.buffers[i];
+    blocked[i] = buf.kind == BufferKind::kIntermediate && buf.dtype == ir::DType::kF32 &&
+                 buf.shape.size() >= 3 && buf.shape.size() <= 5 && buf.IsRowMajor() &&
+                 ir::NumElements(buf.shape) > 0 && !loop_util::IsProtectedBuffer(*lp, i);
+  }
+  // Extern constraints; `same` pairs must share a layout.
+  std::vector<std::pair<int32_t, int32_t>> same;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kernel = p.kernels[k];
+    if (kernel.kind != Kernel::Kind::kExtern) continue;
+    const std::vector<int32_t> touched = Touched(kernel);
+    const std::vector<int64_t> slots = IntsAttr(kernel, kAttrInputSlots);
+    if (!wants[k].has_value() || kernel.call.outputs.size() != 1 ||
+        slots.size() != kernel.call.inputs.size()) {
+      for (int32_t t : touched) blocked[t] = 0;
+      continue;
+    }
+    const int32_t dst = kernel.call.outputs[0];
+    if (wants[k]->dst_block != b) blocked[dst] = 0;
+    const std::vector<int64_t> operand_slots = IntsAttr(kernel, "post_op_inputs");
+    const std::vector<std::string> post_ops = StringListAttr(kernel, "post_ops");
+    for (size_t j = 0; j < kernel.call.inputs.size(); ++j) {
+      const int32_t buf = kernel.call.inputs[j];
+      if (slots[j] == 0) {
+        if (wants[k]->src_block != b) blocked[buf] = 0;
+        continue;
+      }
+      auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
+      const size_t op_index = it - operand_slots.begin();
+      if (it == operand_slots.end() || op_index >= post_ops.size()) {
+        blocked[buf] = 0;
+        continue;
+      }
+      const std::string& kind = post_ops[op_index];
+      const bool full = p.buffers[buf].shape == p.buffers[dst].shape;
+      if (kind == "sum" || ((kind == "add" || kind == "sub" || kind == "mul") && full)) {
+        same.emplace_back(buf, dst);
+      } else {
+        blocked[buf] = 0;
+      }
+    }
+  }
+  // Loop kernel constraints, to a fixed point (removing a buffer can only
+  // make other kernels fit).
+  bool again = true;
+  while (again) {
+    again = false;
+    for (const auto& [x, y] : same) {
+      if (blocked[x] != blocked[y]) {
+        blocked[x] = blocked[y] = 0;
+        again = true;
+      }
+    }
+    for (const Kernel& kernel : p.kernels) {
+      if (kernel.kind != Kernel::Kind::kLoop) continue;
+      const std::vector<int32_t> touched = Touched(kernel);
+      if (std::none_of(touched.begin(), touched.end(),
+                       [&](int32_t t) { return blocked[t] != 0; })) {
+        continue;
+      }
+      if (!KernelChannelVar(kernel, p, blocked, b).has_value()) {
+        for (int32_t t : touched) blocked[t] = 0;
+        again = true;
+      }
+    }
+  }
+  // Components (buffers linked through loop kernels) that no conv touches
+  // would only move reorders around: they stay plain.
+  std::vector<int32_t> parent(nb);
+  std::iota(parent.begin(), parent.end(), 0);
+  for (const Kernel& kernel : p.kernels) {
+    if (kernel.kind != Kernel::Kind::kLoop) continue;
+    int32_t first = -1;
+    for (int32_t t : Touched(kernel)) {
+      if (!blocked[t]) continue;
+      if (first < 0) {
+        first = t;
+      } else {
+        parent[Find(parent, t)] = Find(parent, first);
+      }
+    }
+  }
+  std::vector<char> has_conv(nb, 0);
+  for (const Kernel& kernel : p.kernels) {
+    if (kernel.kind != Kernel::Kind::kExtern) continue;
+    for (int32_t t : Touched(kernel)) {
+      if (blocked[t]) has_conv[Find(parent, t)] = 1;
+    }
+  }
+  bool any = false;
+  for (int32_t i = 0; i < nb; ++i) {
+    if (blocked[i] && !has_conv[Find(parent, i)]) blocked[i] = 0;
+    any |= blocked[i] != 0;
+  }
+  if (!any) return false;
+
+  // Rewrite: loop kernels (while buffers still have logical shapes), then
+  // extern attributes, then buffer shapes.
+  std::vector<Shape> logical(nb);
+  for (int32_t i = 0; i < nb; ++i) logical[i] = p.buffers[i].shape;
+  for (Kernel& kernel : p.kernels) {
+    const std::vector<int32_t> touched = Touched(kernel);
+    if (std::none_of(touched.begin(), touched.end(),
+                     [&](int32_t t) { return blocked[t] != 0; })) {
+      continue;
+    }
+    if (kernel.kind == Kernel::Kind::kExtern) {
+      std::vector<int64_t> in, out;
+      for (int32_t t : kernel.call.inputs) in.push_back(blocked[t] ? logical[t][1] : 0);
+      for (int32_t t : kernel.call.outputs) out.push_back(blocked[t] ? logical[t][1] : 0);
+      kernel.call.attrs[kAttrBlockedInputs] = in;
+      kernel.call.attrs[kAttrBlockedOutputs] = out;
+      kernel.call.attrs[kAttrChannelBlock] = b;
+      continue;
+    }
+    const std::optional<int> var = KernelChannelVar(kernel, p, blocked, b);
+    if (!var.has_value()) {
+      return InternalError("propagate-layout: kernel '", kernel.name,
+                           "' no longer fits the blocked layout");
+    }
+    RewriteLoopKernel(&kernel, *var, b, blocked, logical);
+    const bool converts = std::any_of(touched.begin(), touched.end(), [&](int32_t t) {
+      const Buffer& buf = p.buffers[t];
+      return !blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3 &&
+             Inner(buf.shape) > 1;
+    });
+    if (converts && !absl::EndsWith(kernel.description, kReorderTag)) {
+      kernel.description += kReorderTag;
+    }
+  }
+  for (int32_t i = 0; i < nb; ++i) {
+    if (!blocked[i]) continue;
+    Buffer& buf = p.buffers[i];
+    Shape physical = buf.shape;
+    physical[1] = (physical[1] + b - 1) / b;
+    physical.push_back(b);
+    buf.shape = physical;
+    buf.strides = ir::RowMajorStrides(physical);
+  }
+  return true;
+}
+
+int CountLayoutReorderKernels(const LoopProgram& program) {
+  return static_cast<int>(std::count_if(
+      program.kernels.begin(), program.kernels.end(), [](const Kernel& k) {
+        return k.kind == Kernel::Kind::kLoop && absl::EndsWith(k.description, kReorderTag);
+      }));
+}
+
+absl::StatusOr<std::vector<int64_t>> BlockedChannels(const Kernel& kernel, bool outputs) {
+  const char* name = outputs ? kAttrBlockedOutputs : kAttrBlockedInputs;
+  const size_t n = outputs ? kernel.call.outputs.size() : kernel.call.inputs.size();
+  auto it = kernel.call.attrs.find(name);
+  if (it == kernel.call.attrs.end()) return std::vector<int64_t>(n, 0);
+  const auto* v = std::get_if<std::vector<int64_t>>(&it->second);
+  if (v == nullptr || v->size() != n ||
+      std::any_of(v->begin(), v->end(), [](int64_t c) { return c < 0; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extern kernel '", kernel.name, "': attribute ", name,
+        " must hold one channel count per call ", outputs ? "output" : "input"));
+  }
+  return *v;
+}
+
+Shape LogicalShape(const Shape& physical, int64_t channels) {
+  Shape s(physical.begin(), physical.end() - (physical.empty() ? 0 : 1));
+  if (s.size() >= 2) s[1] = channels;
+  return s;
+}
+
+namespace {
+
+// Copies between a logical tensor and its blocked form (`to_blocked`), the
+// blocked one zero-filled first.
+void CopyBlocked(const float* from, float* to, const Shape& logical, int64_t b,
+                 bool to_blocked) {
+  const int64_t n = logical[0], c = logical[1], inner = Inner(logical);
+  const int64_t cb = (c + b - 1) / b;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t s = 0; s < inner; ++s) {
+        const int64_t lo = (i * c + ch) * inner + s;
+        const int64_t ph = ((i * cb + ch / b) * inner + s) * b + ch % b;
+        if (to_blocked) {
+          to[ph] = from[lo];
+        } else {
+          to[lo] = from[ph];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ir::Tensor> ToBlocked(const ir::Tensor& logical, int64_t block) {
+  const Shape& s = logical.shape();
+  if (logical.dtype() != ir::DType::kF32 || s.size() < 3 || block <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot block ", logical.TypeString(), " by ", block, " channels"));
+  }
+  Shape physical = s;
+  physical[1] = (s[1] + block - 1) / block;
+  physical.push_back(block);
+  ir::Tensor out(ir::DType::kF32, physical);
+  std::fill(out.data<float>(), out.data<float>() + out.num_elements(), 0.0f);
+  CopyBlocked(logical.data<float>(), out.data<float>(), s, block, true);
+  return out;
+}
+
+absl::StatusOr<ir::Tensor> FromBlocked(const ir::Tensor& physical, int64_t channels) {
+  const Shape& s = physical.shape();
+  if (physical.dtype() != ir::DType::kF32 || s.size() < 4 || channels <= 0 ||
+      s[1] != (channels + s.back() - 1) / std::max<int64_t>(s.back(), 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot unblock ", physical.TypeString(), " to ", channels, " channels"));
+  }
+  const Shape logical = LogicalShape(s, channels);
+  ir::Tensor out(ir::DType::kF32, logical);
+  CopyBlocked(physical.data<float>(), out.data<float>(), logical, s.back(), false);
+  return out;
+}
+
+absl::StatusOr<ExternLogicalView> LogicalViewForExtern(const LoopProgram& program,
+                                                       const Kernel& kernel) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in, BlockedChannels(kernel, false));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out, BlockedChannels(kernel, true));
+  ExternLogicalView view;
+  view.program.buffers = program.buffers;
+  view.kernel = kernel;
+  view.kernel.call.attrs.erase(kAttrBlockedInputs);
+  view.kernel.call.attrs.erase(kAttrBlockedOutputs);
+  view.kernel.call.attrs.erase(kAttrChannelBlock);
+  auto relabel = [&](int32_t b, int64_t channels) -> absl::Status {
+    if (channels == 0) return absl::OkStatus();
+    if (b < 0 || b >= static_cast<int32_t>(program.buffers.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extern kernel '", kernel.name, "' names buffer ", b));
+    }
+    Buffer& buf = view.program.buffers[b];
+    if (buf.shape.size() < 4) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extern kernel '", kernel.name, "': buffer '", buf.name, "' is not blocked"));
+    }
+    buf.shape = LogicalShape(buf.shape, channels);
+    buf.strides = ir::RowMajorStrides(buf.shape);
+    return absl::OkStatus();
+  };
+  for (size_t j = 0; j < in.size(); ++j) KILN_RETURN_IF_ERROR(relabel(kernel.call.inputs[j], in[j]));
+  for (size_t j = 0; j < out.size(); ++j) {
+    KILN_RETURN_IF_ERROR(relabel(kernel.call.outputs[j], out[j]));
+  }
+  return view;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,113 @@
+// File: passes/loop/propagate_layout.h — the propagate-layout loop pass:
+// keeps CNN activations in the conv library's channel-blocked layout
+// (nChw8c on AVX2, nChw16c on AVX-512) across chains of convs and the loop
+// kernels between them, so a CNN pays layout reorders only at its edges;
+// plus the helpers that run such a program on logical tensors.
+//
+//   PropagateLayout pass(oracle);  // or PropagateLayout() after
+//                                  // SetDefaultConvLayoutOracle(...)
+//   KILN_ASSIGN_OR_RETURN(bool changed, pass.Run(&lowered));
+//
+// A blocked buffer holding the logical N C spatial... tensor is a row-major
+// buffer of shape [N, ceil(C/b), spatial..., b] whose channel tail is zero
+// (oneDNN's convention). Extern kernels say which of their buffers are
+// blocked in attributes (kAttrBlockedInputs/Outputs, kAttrChannelBlock);
+// loop kernels index the physical layout directly, with their channel loop
+// split into (C/b, b) and the b lanes innermost so they stay vectorized.
+#ifndef KILN_PASSES_LOOP_PROPAGATE_LAYOUT_H_
+#define KILN_PASSES_LOOP_PROPAGATE_LAYOUT_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph/tensor.h"
+#include "ir/loop/loop_ir.h"
+#include "lowering/lower_graph.h"
+#include "passes/loop/loop_pass.h"
+
+namespace kiln::passes {
+
+// ints, one per call input / output: the logical channel count C of a
+// blocked buffer, 0 for one in its plain layout.
+inline constexpr char kAttrBlockedInputs[] = "kiln_blocked_inputs";
+inline constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
+// int: the channel block b of the call's blocked buffers.
+inline constexpr char kAttrChannelBlock[] = "kiln_channel_block";
+
+// Channel blocks a conv library kernel wants for an extern conv's src and
+// dst (0: its plain layout).
+struct ConvLayout {
+  int64_t src_block = 0;
+  int64_t dst_block = 0;
+};
+
+// Asks the conv library which activation layouts its fastest kernel for
+// extern kernel `kernel` runs on. An error means "not a conv the library
+// runs": its buffers stay plain.
+using ConvLayoutOracle = std::function<absl::StatusOr<ConvLayout>(
+    const lowering::LoweredProgram& program, const ir::loop::Kernel& kernel)>;
+
+// The oracle PropagateLayout() uses. passes/ do not depend on backends/, so
+// the runtime registers oneDNN's (runtime/extern_step.cc); with none
+// registered the pass changes nothing.
+void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle);
+
+// Why a pass: every conv primitive prefers the blocked layout, but a
+// conv-per-call reorder NCHW -> nChw8c -> NCHW costs ~13% of ResNet-50;
+// only a whole-program view can tell which buffers every reader and writer
+// can take blocked. Chooses the largest set of f32 rank-3..5 intermediate
+// buffers such that every extern touching one is a conv whose library
+// kernel wants that layout there (a sum or full-size binary post-op operand
+// shares its dst's layout), and every loop kernel touching one reads and
+// writes it with its channel coordinate = one iteration variable (+ a
+// multiple of b) whose extent is a multiple of b (the buffer's C too);
+// components with no conv stay plain. Loop kernels that also touch plain
+// activations convert layouts inside themselves: they are the boundary
+// reorders (description gets kReorderTag).
+class PropagateLayout : public LoopPass {
+ public:
+  PropagateLayout();
+  explicit PropagateLayout(ConvLayoutOracle oracle);
+  absl::string_view name() const override { return "propagate-layout"; }
+  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+
+ private:
+  ConvLayoutOracle oracle_;
+};
+
+// Appended to the description of a loop kernel that converts between a
+// blocked and a plain activation.
+inline constexpr char kReorderTag[] = " [layout reorder]";
+
+// Layout-converting loop kernels of `program` (kernels tagged kReorderTag).
+int CountLayoutReorderKernels(const ir::loop::LoopProgram& program);
+
+// Per call input (outputs: false) or output of an extern kernel: the
+// logical channel count of a blocked buffer, 0 for a plain one. Empty
+// attributes: all plain. InvalidArgument for malformed attributes.
+absl::StatusOr<std::vector<int64_t>> BlockedChannels(const ir::loop::Kernel& kernel,
+                                                     bool outputs);
+
+// The logical shape of blocked `physical` ([N, ceil(C/b), spatial..., b])
+// with C = channels.
+ir::Shape LogicalShape(const ir::Shape& physical, int64_t channels);
+// A logical N C spatial... tensor blocked by `block` (zero channel tail),
+// and back. InvalidArgument for ranks < 3 or shapes that do not match.
+absl::StatusOr<ir::Tensor> ToBlocked(const ir::Tensor& logical, int64_t block);
+absl::StatusOr<ir::Tensor> FromBlocked(const ir::Tensor& physical, int64_t channels);
+
+// An extern kernel as a reference implementation must see it: `program`
+// with each blocked buffer of the call given its logical shape (row-major),
+// the kernel without its layout attributes.
+struct ExternLogicalView {
+  ir::loop::LoopProgram program;
+  ir::loop::Kernel kernel;
+};
+absl::StatusOr<ExternLogicalView> LogicalViewForExtern(
+    const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel);
+
+}  // namespace kiln::passes
+
+#endif  // KILN_PASSES_LOOP_PROPAGATE_LAYOUT_H_

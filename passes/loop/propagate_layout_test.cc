@@ -1,0 +1,292 @@
+// propagate-layout on small CNNs lowered from graph text, with a stand-in
+// conv library oracle (block 8 or 4): which buffers become blocked (golden
+// CHECK lines), results equal to the graph reference interpreter (odd
+// channel counts, pooling, concat, a fused residual sum, global pooling),
+// refusals, and the layout helpers' errors.
+#include "passes/loop/propagate_layout.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
+#include "gtest/gtest.h"
+#include "ir/graph/text.h"
+#include "ir/loop/text.h"
+#include "lowering/lowering_test_util.h"
+#include "passes/loop/propagate_layout_test_util.h"
+#include "testing/compare.h"
+#include "testing/filecheck.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Tensor;
+using lowering::LoweredProgram;
+
+// Seeded constant literal with values in [-1, 1].
+std::string Const(const ir::Shape& shape, uint32_t seed) {
+  Tensor t = lowering::testing::RandomTensor(DType::kF32, shape, seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] /= 3.0f;
+  return ir::PrintTensor(t, ir::PrintOptions::Full());
+}
+
+// Every conv wants `block` for src and dst, except convs whose src has
+// fewer channels than the block (as oneDNN does for a 3-channel image).
+ConvLayoutOracle Oracle(int64_t block) {
+  return [block](const LoweredProgram& lp,
+                 const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
+    const ir::loop::Buffer& src = lp.program.buffers[k.call.inputs[0]];
+    return ConvLayout{src.shape[1] < block ? 0 : block, block};
+  };
+}
+
+int BlockedBuffers(const LoweredProgram& lp, int64_t block) {
+  int n = 0;
+  for (const ir::loop::Buffer& b : lp.program.buffers) {
+    n += b.shape.size() >= 4 && b.shape.back() == block &&
+         b.kind == ir::loop::BufferKind::kIntermediate;
+  }
+  return n;
+}
+
+// Lowers `text`, runs the pass with `oracle`, checks the result against the
+// graph reference interpreter; returns the transformed program.
+LoweredProgram CheckPass(const std::string& text, const ConvLayoutOracle& oracle,
+                         bool want_changed) {
+  absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  if (!graph.ok()) return {};
+  absl::StatusOr<LoweredProgram> lp = lowering::LowerGraph(*graph);
+  EXPECT_TRUE(lp.ok()) << lp.status();
+  if (!lp.ok()) return {};
+  PropagateLayout pass(oracle);
+  absl::StatusOr<bool> changed = pass.Run(&*lp);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed.value_or(!want_changed), want_changed)
+      << ir::loop::PrintProgram(lp->program);
+  std::vector<Tensor> inputs;
+  uint32_t seed = 11;
+  for (ir::ValueId v : graph->inputs()) {
+    inputs.push_back(lowering::testing::RandomTensor(graph->value(v).dtype,
+                                                     graph->value(v).shape, seed++));
+  }
+  absl::StatusOr<std::vector<Tensor>> want = reference::Run(*graph, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::vector<Tensor>> got = layout_testing::RunProgram(*lp, inputs);
+  EXPECT_TRUE(got.ok()) << got.status() << "\n" << ir::loop::PrintProgram(lp->program);
+  if (!want.ok() || !got.ok()) return *std::move(lp);
+  EXPECT_EQ(got->size(), want->size());
+  kiln::testing::Tolerance tol;
+  tol.rtol = 1e-4;
+  tol.atol = 1e-5;
+  for (size_t i = 0; i < want->size() && i < got->size(); ++i) {
+    kiln::testing::CompareResult r = kiln::testing::CompareTensors((*got)[i], (*want)[i], tol);
+    EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message << "\n"
+                      << ir::loop::PrintProgram(lp->program);
+  }
+  return *std::move(lp);
+}
+
+// conv(3->16)+relu, maxpool 3x3/2, conv(16->16), residual add + relu,
+// conv(16->12) (odd for block 8), conv(12->16), global average pool, gemm.
+std::string PoolResidualNet() {
+  return absl::Substitute(R"(
+graph main(%x: f32[2,3,10,10]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %b1 = constant $1
+  %w2 = constant $2
+  %w3 = constant $3
+  %w4 = constant $4
+  %wg = constant $5
+  %c1 = Conv(%x, %w1, %b1) {pads=[1, 1, 1, 1]} : f32[2,16,10,10]
+  %r1 = Relu(%c1) : f32[2,16,10,10]
+  %p = MaxPool(%r1) {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]} : f32[2,16,5,5]
+  %c2 = Conv(%p, %w2) {pads=[1, 1, 1, 1]} : f32[2,16,5,5]
+  %s = Add(%c2, %p) : f32[2,16,5,5]
+  %r2 = Relu(%s) : f32[2,16,5,5]
+  %c3 = Conv(%r2, %w3) : f32[2,12,5,5]
+  %c4 = Conv(%c3, %w4) {pads=[1, 1, 1, 1]} : f32[2,16,5,5]
+  %g = GlobalAveragePool(%c4) : f32[2,16,1,1]
+  %f = Flatten(%g) : f32[2,16]
+  %y = Gemm(%f, %wg) {transB=1} : f32[2,7]
+}
+)",
+                          Const({16, 3, 3, 3}, 1), Const({16}, 2), Const({16, 16, 3, 3}, 3),
+                          Const({12, 16, 1, 1}, 4), Const({16, 12, 3, 3}, 5),
+                          Const({7, 16}, 6));
+}
+
+TEST(PropagateLayout, PoolResidualNetMatchesReferenceBlock8) {
+  LoweredProgram lp = CheckPass(PoolResidualNet(), Oracle(8), true);
+  // relu1 out, pool out, add/relu out, conv3 out (C=12: conv to conv
+  // only), conv4 out.
+  EXPECT_GE(BlockedBuffers(lp, 8), 5) << ir::loop::PrintProgram(lp.program);
+}
+
+TEST(PropagateLayout, PoolResidualNetMatchesReferenceBlock4) {
+  LoweredProgram lp = CheckPass(PoolResidualNet(), Oracle(4), true);
+  EXPECT_GE(BlockedBuffers(lp, 4), 5) << ir::loop::PrintProgram(lp.program);
+}
+
+// Odd channel counts touched by loop kernels stay plain (their convs
+// reorder inside the call); the result is unchanged either way.
+TEST(PropagateLayout, OddChannelsBetweenLoopKernelsStayPlain) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,6,6]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %c1 = Conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,13,6,6]
+  %r = Sigmoid(%c1) : f32[1,13,6,6]
+  %y = Conv(%r, %w2) : f32[1,9,6,6]
+}
+)",
+                                            Const({13, 8, 3, 3}, 7), Const({9, 13, 1, 1}, 8));
+  LoweredProgram lp = CheckPass(text, Oracle(8), false);
+  EXPECT_EQ(BlockedBuffers(lp, 8), 0);
+}
+
+// DenseNet-style: two convs concatenated along channels, batch-norm-like
+// affine + relu, then a conv; also a 1-D-padded average pool.
+TEST(PropagateLayout, ConcatBetweenConvsMatchesReference) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,7,7]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %sc = constant $3
+  %a = Conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,8,7,7]
+  %b = Conv(%a, %w2) : f32[1,16,7,7]
+  %cat = Concat(%a, %b) {axis=1} : f32[1,24,7,7]
+  %m = Mul(%cat, %sc) : f32[1,24,7,7]
+  %r = Relu(%m) : f32[1,24,7,7]
+  %p = AveragePool(%r) {kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1]} : f32[1,24,4,4]
+  %y = Conv(%p, %w3) : f32[1,8,4,4]
+}
+)",
+                                            Const({8, 8, 3, 3}, 9), Const({16, 8, 1, 1}, 10),
+                                            Const({8, 24, 1, 1}, 11), Const({1, 24, 1, 1}, 12));
+  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  EXPECT_GE(BlockedBuffers(lp, 8), 4) << ir::loop::PrintProgram(lp.program);
+}
+
+// A residual add fused as a sum post-op: the summed buffer takes the dst's
+// layout; a graph-input residual keeps both plain.
+TEST(PropagateLayout, FusedSumSharesTheDstLayout) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,6,6]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %b2 = constant $2
+  %w3 = constant $3
+  %a = kiln.FusedConv(%x, %w1) {pads=[1, 1, 1, 1], post_ops=["relu"], post_op_alphas=[0.0],
+      post_op_betas=[0.0], post_op_inputs=[-1], fused_nodes=["c1", "r1"]} : f32[1,16,6,6]
+  %s = kiln.FusedConv(%a, %w2, %b2, %a) {pads=[1, 1, 1, 1], post_ops=["sum", "relu"],
+      post_op_alphas=[1.0, 0.0], post_op_betas=[0.0, 0.0], post_op_inputs=[3, -1],
+      fused_nodes=["c2", "add", "r2"]} : f32[1,16,6,6]
+  %t = kiln.FusedConv(%s, %w3, %x) {post_ops=["sum"], post_op_alphas=[1.0],
+      post_op_betas=[0.0], post_op_inputs=[2], fused_nodes=["c3", "add2"]} : f32[1,8,6,6]
+  %y = Relu(%t) : f32[1,8,6,6]
+}
+)",
+                                            Const({16, 8, 3, 3}, 13), Const({16, 16, 3, 3}, 14),
+                                            Const({16}, 15), Const({8, 16, 1, 1}, 16));
+  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  // %a and %s blocked; %t (summed with the plain graph input) plain.
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %a: f32[1,2,6,6,8] intermediate
+    CHECK: buffer %s: f32[1,2,6,6,8] intermediate
+    CHECK: buffer %t: f32[1,8,6,6] intermediate
+    CHECK: call "kiln.FusedConv"(%x, %w1) -> (%a)
+    CHECK-SAME: kiln_blocked_inputs=[0, 0], kiln_blocked_outputs=[16], kiln_channel_block=8
+    CHECK: call "kiln.FusedConv"(%a, %w2, %b2, %a) -> (%s)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0, 0, 16], kiln_blocked_outputs=[16]
+    CHECK: call "kiln.FusedConv"(%s, %w3, %x) -> (%t)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0, 0], kiln_blocked_outputs=[0]
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+}
+
+// The golden form of a small chain: buffers, the split channel loop (b
+// lanes innermost) and physical indexing, the boundary kernel's tag.
+TEST(PropagateLayout, GoldenText) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,4,4], %z: f32[1,16,4,4]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %c = Conv(%x, %w1) : f32[1,16,4,4]
+  %r = Add(%c, %z) : f32[1,16,4,4]
+  %y = Conv(%r, %w2) : f32[1,8,4,4]
+}
+)",
+                                            Const({16, 8, 1, 1}, 17), Const({8, 16, 1, 1}, 18));
+  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %c: f32[1,2,4,4,8] intermediate
+    CHECK: buffer %r: f32[1,2,4,4,8] intermediate
+    CHECK: extern {{.*}} call "onnx.Conv"(%x, %w1) -> (%c)
+    CHECK-SAME: kiln_blocked_inputs=[0, 0], kiln_blocked_outputs=[16], kiln_channel_block=8
+    CHECK: kernel {{.*}} "{{.*}} [layout reorder]" over (i0: 1, i1: 2, i2: 4, i3: 4, i4: 8)
+    CHECK-NEXT: load %c[i1*128 + i2*32 + i3*8 + i4]
+    CHECK-NEXT: load %z[i1*128 + i2*4 + i3 + i4*16]
+    CHECK: store %r[i1*128 + i2*32 + i3*8 + i4]
+    CHECK: call "onnx.Conv"(%r, %w2) -> (%y)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0], kiln_blocked_outputs=[0]
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 1);
+}
+
+TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
+  CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
+  CheckPass(PoolResidualNet(),
+            [](const LoweredProgram&, const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+              return absl::UnimplementedError("no library");
+            },
+            false);
+  CheckPass(PoolResidualNet(), Oracle(0), false);
+}
+
+TEST(PropagateLayoutHelpers, BlockRoundTripAndErrors) {
+  Tensor x = lowering::testing::RandomTensor(DType::kF32, {2, 5, 3, 2}, 3);
+  absl::StatusOr<Tensor> b = ToBlocked(x, 4);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->shape(), (ir::Shape{2, 2, 3, 2, 4}));
+  // Element (n=1, c=4, h=2, w=1) at ((1*2 + 1)*6 + 2*2 + 1)*4 + 0; the
+  // channel tail (c = 5..7) is zero.
+  EXPECT_EQ(b->data<float>()[((1 * 2 + 1) * 6 + 2 * 2 + 1) * 4],
+            x.data<float>()[((1 * 5 + 4) * 3 + 2) * 2 + 1]);
+  EXPECT_EQ(b->data<float>()[((0 * 2 + 1) * 6 + 0) * 4 + 3], 0.0f);
+  absl::StatusOr<Tensor> back = FromBlocked(*b, 5);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(kiln::testing::CompareTensors(*back, x).ok);
+  EXPECT_EQ(LogicalShape({2, 2, 3, 2, 4}, 5), (ir::Shape{2, 5, 3, 2}));
+
+  EXPECT_EQ(FromBlocked(*b, 9).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ToBlocked(Tensor(DType::kF32, {4, 4}), 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ToBlocked(Tensor(DType::kI64, {1, 4, 4}), 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  ir::loop::Kernel k;
+  k.name = "k";
+  k.kind = ir::loop::Kernel::Kind::kExtern;
+  k.call.inputs = {0, 1};
+  k.call.outputs = {2};
+  absl::StatusOr<std::vector<int64_t>> plain = BlockedChannels(k, false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, (std::vector<int64_t>{0, 0}));
+  k.call.attrs[kAttrBlockedInputs] = std::vector<int64_t>{16};
+  EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
+  k.call.attrs[kAttrBlockedInputs] = std::string("16,0");
+  EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
+  k.call.attrs[kAttrBlockedOutputs] = std::vector<int64_t>{-1};
+  EXPECT_EQ(BlockedChannels(k, true).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln::passes
