@@ -800,12 +800,13 @@ def estimate_model(entry, args, history):
                 continue
             if r in ("inductor", "inductor_max"):
                 e = hs.get(r, {})
-                cold = e.get("cold_s", (20 + 0.2 * min(nodes, 800)) *
-                             (3 if r == "inductor_max" else 1))
+                plain = hs.get("inductor", {}).get("cold_s", 15 + 0.12 * min(nodes, 800))
+                cold = e.get("cold_s", plain * (3 if r == "inductor_max" else 1))
                 # With freezing, Inductor's FX graph cache is bypassed ("mkldnn
-                # tensors unpickleable"): only C++ builds and autotuning are cached.
+                # tensors unpickleable"): only C++ builds and autotuning are
+                # cached, so a warm compile redoes tracing, freezing, lowering.
                 total += e["warm_s"] if "warm_s" in e else \
-                    cold * (0.6 if args.freezing else 0.25) if e else cold
+                    plain * (0.6 if args.freezing else 0.25) if e else cold
             elif r == "kiln":
                 total += hs.get(r, {}).get("prepare_check_s", 1 + mb / 80)
             elif r == "ort":
