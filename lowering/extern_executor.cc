@@ -14,7 +14,9 @@
 #include "ir/graph/graph.h"
 #include "ir/loop/interpreter.h"
 #include "ir/status_macros.h"
+#include "ir/graph/text.h"
 #include "lowering/extern_attrs.h"
+#include "lowering/ops_fallback.h"
 #include "testing/reference/interpreter.h"
 
 namespace kiln::lowering {
@@ -27,6 +29,7 @@ using ir::loop::LoopProgram;
 // Runs kernels [begin, end) (all loop kernels) with the buffers in `env`
 // bound; stores what they write into `env`.
 absl::Status RunLoopSegment(const LoopProgram& p, size_t begin, size_t end,
+                            const std::vector<bool>& dynamic,
                             std::map<int32_t, ir::Tensor>* env) {
   LoopProgram sub;
   sub.buffers = p.buffers;
@@ -45,7 +48,7 @@ absl::Status RunLoopSegment(const LoopProgram& p, size_t begin, size_t end,
         return InternalError("buffer '", buf.name, "' is written twice");
       }
       buf.kind = BufferKind::kOutput;
-    } else if (env->count(b)) {
+    } else if (env->count(b) && !dynamic[b]) {
       buf.kind = BufferKind::kInput;
       bindings.emplace(buf.name, env->at(b));
     } else {
@@ -71,9 +74,11 @@ absl::StatusOr<T> GetAttr(const Kernel& k, const char* name) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
-    const LoopProgram& program, const Kernel& kernel,
-    absl::Span<const ir::Tensor> inputs) {
+namespace {
+
+// The one-node graph of an "onnx.<Op>" / "kiln.<Op>" extern kernel: its
+// buffers as graph inputs and outputs, its attributes back in graph form.
+absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kernel& kernel) {
   std::string domain;
   absl::string_view op = kernel.call.op;
   if (absl::ConsumePrefix(&op, kKilnOpPrefix)) {
@@ -88,14 +93,25 @@ absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
   KILN_ASSIGN_OR_RETURN(auto out_slots,
                         GetAttr<std::vector<int64_t>>(kernel, kAttrOutputSlots));
   if (in_slots.size() != kernel.call.inputs.size() ||
-      out_slots.size() != kernel.call.outputs.size() ||
-      inputs.size() != kernel.call.inputs.size()) {
+      out_slots.size() != kernel.call.outputs.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("extern kernel '", kernel.name, "': slot counts differ"));
   }
+  for (int64_t slot : in_slots) {
+    if (slot < 0 || slot > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("extern kernel '", kernel.name, "': bad input slot ", slot));
+    }
+  }
+  for (int64_t slot : out_slots) {
+    if (slot < 0 || slot > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("extern kernel '", kernel.name, "': bad output slot ", slot));
+    }
+  }
   std::vector<std::string> lists;
   if (auto it = kernel.call.attrs.find(kAttrStringLists);
-      it != kernel.call.attrs.end()) {
+      it != kernel.call.attrs.end() && std::holds_alternative<std::string>(it->second)) {
     lists = absl::StrSplit(std::get<std::string>(it->second), kListSeparator);
   }
   ir::Graph g(absl::StrCat("extern_", kernel.name));
@@ -140,7 +156,101 @@ absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
   }
   g.AddNode(std::string(op), node_in, node_out, std::move(attrs), kernel.name)
       .domain = domain;
-  return reference::Run(g, inputs);
+  return g;
+}
+
+// The graph a reference fallback call carries, checked against its call.
+absl::StatusOr<ir::Graph> ReferenceCallGraph(const Kernel& kernel) {
+  KILN_ASSIGN_OR_RETURN(std::string text, GetAttr<std::string>(kernel, kAttrReferenceGraph));
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  if (!g.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reference call '", kernel.name, "': its graph does not parse: ",
+        g.status().message()));
+  }
+  if (g->inputs().size() != kernel.call.inputs.size() ||
+      g->outputs().size() != kernel.call.outputs.size() || g->nodes().size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reference call '", kernel.name, "': its graph has ", g->inputs().size(),
+        " inputs, ", g->outputs().size(), " outputs and ", g->nodes().size(),
+        " nodes; the call has ", kernel.call.inputs.size(), " inputs and ",
+        kernel.call.outputs.size(), " outputs"));
+  }
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReferenceKernel>> ReferenceKernel::Create(
+    const LoopProgram& program, const Kernel& kernel) {
+  for (const std::vector<int32_t>* buffers : {&kernel.call.inputs, &kernel.call.outputs}) {
+    for (int32_t b : *buffers) {
+      if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "extern kernel '", kernel.name, "' uses buffer ", b, ", which does not exist"));
+      }
+    }
+  }
+  std::unique_ptr<ReferenceKernel> rk(new ReferenceKernel());
+  rk->kernel_name_ = kernel.name;
+  rk->op_ = kernel.call.op;
+  if (IsReferenceCall(kernel)) {
+    KILN_ASSIGN_OR_RETURN(rk->graph_, ReferenceCallGraph(kernel));
+    rk->op_ = rk->graph_.nodes()[0].op;
+  } else {
+    KILN_ASSIGN_OR_RETURN(rk->graph_, ExternNodeGraph(program, kernel));
+  }
+  rk->dynamic_outputs_ = DynamicOperands(kernel, /*outputs=*/true);
+  for (int32_t b : kernel.call.outputs) {
+    rk->output_dtypes_.push_back(program.buffers[b].dtype);
+    rk->output_shapes_.push_back(program.buffers[b].shape);
+  }
+  return rk;
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> ReferenceKernel::Run(
+    absl::Span<const ir::Tensor> inputs) const {
+  if (inputs.size() != graph_.inputs().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extern kernel '", kernel_name_, "' takes ", graph_.inputs().size(),
+        " inputs, got ", inputs.size()));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs, reference::Run(graph_, inputs));
+  if (outputs.size() != output_dtypes_.size()) {
+    return InternalError("extern kernel '", kernel_name_, "' returned ", outputs.size(),
+                         " outputs, expected ", output_dtypes_.size());
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const ir::Tensor& t = outputs[o];
+    const ir::Value& declared = graph_.value(graph_.outputs()[o]);
+    bool fits = t.dtype() == output_dtypes_[o];
+    if (!dynamic_outputs_[o]) {
+      fits = fits && t.shape() == output_shapes_[o];
+    } else if (declared.shape_known) {
+      fits = fits && t.shape().size() == declared.shape.size();
+      for (size_t d = 0; fits && d < declared.shape.size(); ++d) {
+        fits = declared.shape[d] < 0 || declared.shape[d] == t.shape()[d];
+      }
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extern kernel '", kernel_name_, "' (", op_, "): output ", o, " ('",
+          declared.name, "') is ", t.TypeString(), " at run time, but the model declares ",
+          ir::DTypeName(output_dtypes_[o]),
+          dynamic_outputs_[o]
+              ? (declared.shape_known ? ir::ShapeToString(declared.shape) : "[*]")
+              : ir::ShapeToString(output_shapes_[o])));
+    }
+  }
+  return outputs;
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
+    const LoopProgram& program, const Kernel& kernel,
+    absl::Span<const ir::Tensor> inputs) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceKernel> rk,
+                        ReferenceKernel::Create(program, kernel));
+  return rk->Run(inputs);
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
@@ -153,6 +263,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
   std::map<int32_t, ir::Tensor> env;
   for (size_t i = 0; i < inputs.size(); ++i) env.emplace(lowered.inputs[i], inputs[i]);
   for (const auto& [b, data] : lowered.constants) env.emplace(b, *data);
+  const std::vector<bool> dynamic = DynamicBuffers(p);
   size_t k = 0;
   while (k < p.kernels.size()) {
     if (p.kernels[k].kind == Kernel::Kind::kLoop) {
@@ -160,7 +271,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
       while (end < p.kernels.size() && p.kernels[end].kind == Kernel::Kind::kLoop) {
         ++end;
       }
-      KILN_RETURN_IF_ERROR(RunLoopSegment(p, k, end, &env));
+      KILN_RETURN_IF_ERROR(RunLoopSegment(p, k, end, dynamic, &env));
       k = end;
       continue;
     }
@@ -174,14 +285,9 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
       }
       args.push_back(it->second);
     }
+    // Checked against the buffers (ReferenceKernel::Run).
     KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, RunExternKernel(p, ext, args));
     for (size_t j = 0; j < ext.call.outputs.size(); ++j) {
-      const ir::loop::Buffer& b = p.buffers[ext.call.outputs[j]];
-      if (j >= outs.size() || outs[j].dtype() != b.dtype || outs[j].shape() != b.shape) {
-        return absl::InternalError(absl::StrCat(
-            "extern kernel '", ext.name, "' output ", j, " is not ",
-            ir::DTypeName(b.dtype), ir::ShapeToString(b.shape)));
-      }
       env.insert_or_assign(ext.call.outputs[j], std::move(outs[j]));
     }
     ++k;

@@ -13,6 +13,7 @@
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
 #include "lowering/ops_scatter.h"
+#include "lowering/ops_fallback.h"
 
 namespace kiln::lowering {
 namespace internal {
@@ -306,41 +307,53 @@ absl::StatusOr<int32_t> Lowerer::Materialize(const Operand& op) {
   return b;
 }
 
-absl::Status Lowerer::CheckStaticShapes() const {
-  std::vector<int> producer(graph_.num_values(), -1);
-  for (size_t n = 0; n < graph_.nodes().size(); ++n) {
-    for (ValueId o : graph_.nodes()[n].outputs) {
-      if (o != ir::kNoValue) producer[o] = static_cast<int>(n);
+namespace {
+
+// Why lowering refuses value `v`: its shape or dtype is not known at
+// compile time. Names the value and where it comes from.
+absl::Status ShapeRefusal(const ir::Graph& graph, ValueId v) {
+  const ir::Value& val = graph.value(v);
+  std::string from = "a graph input";
+  if (graph.IsConstant(v)) from = "a constant";
+  for (const ir::Node& n : graph.nodes()) {
+    if (std::find(n.outputs.begin(), n.outputs.end(), v) != n.outputs.end()) {
+      from = absl::StrCat("produced by ", n.Describe());
+      break;
     }
   }
-  auto check = [&](ValueId v) -> absl::Status {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "value '", val.name, "' (", from, ") has ",
+      val.dtype == DType::kInvalid ? "no dtype"
+                                   : (val.shape_known
+                                          ? absl::StrCat("dynamic shape ",
+                                                         ir::ShapeToString(val.shape))
+                                          : std::string("unknown rank")),
+      "; lowering needs static shapes"));
+}
+
+}  // namespace
+
+absl::Status Lowerer::CheckStaticShapes() const {
+  // With reference fallback, values of data-dependent shape flow between
+  // reference calls (LowerNode makes every node touching one a call); the
+  // graph inputs still need static shapes, every value a dtype.
+  const bool fallback = options_.allow_reference_fallback;
+  auto check = [&](ValueId v, bool graph_input) -> absl::Status {
     const ir::Value& val = graph_.value(v);
-    bool dynamic = !val.shape_known;
-    for (int64_t d : val.shape) dynamic |= d < 0;
-    if (!dynamic && val.dtype != DType::kInvalid) return absl::OkStatus();
-    std::string from = "a graph input";
-    if (producer[v] >= 0) {
-      from = absl::StrCat("produced by ", graph_.nodes()[producer[v]].Describe());
-    } else if (graph_.IsConstant(v)) {
-      from = "a constant";
+    if (val.dtype != DType::kInvalid &&
+        (HasStaticShape(val) || (fallback && !graph_input))) {
+      return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "value '", val.name, "' (", from, ") has ",
-        val.dtype == DType::kInvalid ? "no dtype"
-                                     : (val.shape_known
-                                            ? absl::StrCat("dynamic shape ",
-                                                           ir::ShapeToString(val.shape))
-                                            : std::string("unknown rank")),
-        "; lowering needs static shapes"));
+    return ShapeRefusal(graph_, v);
   };
-  for (ValueId v : graph_.inputs()) KILN_RETURN_IF_ERROR(check(v));
-  for (ValueId v : graph_.outputs()) KILN_RETURN_IF_ERROR(check(v));
+  for (ValueId v : graph_.inputs()) KILN_RETURN_IF_ERROR(check(v, true));
+  for (ValueId v : graph_.outputs()) KILN_RETURN_IF_ERROR(check(v, false));
   for (const ir::Node& n : graph_.nodes()) {
     for (ValueId v : n.inputs) {
-      if (v != ir::kNoValue) KILN_RETURN_IF_ERROR(check(v));
+      if (v != ir::kNoValue) KILN_RETURN_IF_ERROR(check(v, false));
     }
     for (ValueId v : n.outputs) {
-      if (v != ir::kNoValue) KILN_RETURN_IF_ERROR(check(v));
+      if (v != ir::kNoValue) KILN_RETURN_IF_ERROR(check(v, false));
     }
   }
   return absl::OkStatus();
@@ -354,31 +367,97 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
           "' is not defined before the node (graph not topologically sorted?)"));
     }
   }
-  // kiln's own fused library calls (the default graph pipeline's output)
-  // lower to extern kernels like the ONNX ops they replace.
-  const bool kiln_fused = node.domain == kKilnDomain && IsKilnFusedOp(node.op);
-  if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_fused) {
-    return Unimplemented("op domain '", node.domain, "' is not supported");
-  }
-  auto it = table_.find(node.op);
-  if (it == table_.end()) {
-    return Unimplemented("no lowering for op ", node.op);
-  }
-  KILN_RETURN_IF_ERROR(it->second(*this, node));
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const ValueId o = node.outputs[i];
-    if (o != ir::kNoValue && !operands_.contains(o)) {
-      return Unimplemented("optional output ", i, " ('",
-                           graph_.value(o).name, "') is not supported");
+  auto with_table = [&]() -> absl::Status {
+    // kiln's own fused library calls (the default graph pipeline's output)
+    // lower to extern kernels like the ONNX ops they replace.
+    const bool kiln_fused = node.domain == kKilnDomain && IsKilnFusedOp(node.op);
+    if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_fused) {
+      return Unimplemented("op domain '", node.domain, "' is not supported");
+    }
+    auto it = table_.find(node.op);
+    if (it == table_.end()) {
+      return Unimplemented("no lowering for op ", node.op);
+    }
+    KILN_RETURN_IF_ERROR(it->second(*this, node));
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const ValueId o = node.outputs[i];
+      if (o != ir::kNoValue && !operands_.contains(o)) {
+        return Unimplemented("optional output ", i, " ('",
+                             graph_.value(o).name, "') is not supported");
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (!options_.allow_reference_fallback) return with_table();
+
+  // Reference fallback: a node touching a value of data-dependent shape has
+  // no loop or library form; a node whose lowering is missing or refuses
+  // its form (Unimplemented) is undone and becomes a reference call.
+  const std::vector<ValueId> reads = ReferenceCallReads(graph_, node);
+  auto reference_call = [&](const absl::Status& refusal) -> absl::Status {
+    std::vector<Operand> operands;
+    for (ValueId v : reads) {
+      auto it = operands_.find(v);
+      if (it == operands_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            node.Describe(), ": its subgraph captures '", graph_.value(v).name,
+            "', which is not defined before the node"));
+      }
+      operands.push_back(it->second);
+    }
+    return LowerReferenceCall(*this, node, reads, operands, refusal);
+  };
+  for (const std::vector<ValueId>* values : {&reads, &node.outputs}) {
+    for (ValueId v : *values) {
+      if (v != ir::kNoValue && !HasStaticShape(graph_.value(v))) {
+        return reference_call(ShapeRefusal(graph_, v));
+      }
     }
   }
-  return absl::OkStatus();
+  const size_t num_buffers = result_.program.buffers.size();
+  const size_t num_kernels = result_.program.kernels.size();
+  const int kernel_counter = kernel_counter_;
+  absl::Status lowered = with_table();
+  if (lowered.ok() || lowered.code() != absl::StatusCode::kUnimplemented) return lowered;
+  // Undo what the refused lowering added.
+  for (size_t b = num_buffers; b < result_.program.buffers.size(); ++b) {
+    const std::string& name = result_.program.buffers[b].name;
+    used_names_.erase(name);
+    result_.value_names.erase(name);
+    result_.constants.erase(static_cast<int32_t>(b));
+  }
+  result_.program.buffers.resize(num_buffers);
+  result_.program.kernels.resize(num_kernels);
+  kernel_counter_ = kernel_counter;
+  for (auto it = buffers_.begin(); it != buffers_.end();) {
+    if (it->second >= static_cast<int32_t>(num_buffers)) {
+      buffers_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (ValueId o : node.outputs) {
+    if (o == ir::kNoValue) continue;
+    operands_.erase(o);
+    folded_.erase(o);
+  }
+  return reference_call(lowered);
 }
 
 absl::Status Lowerer::BindOutputs() {
   std::set<int32_t> claimed;
   node_ = nullptr;
   for (ValueId v : graph_.outputs()) {
+    if (!HasStaticShape(graph_.value(v))) {
+      // Owned by the reference call producing it; sized at run time.
+      auto owned = buffers_.find(v);
+      if (owned == buffers_.end()) {
+        return InternalError("graph output '", graph_.value(v).name,
+                             "' of data-dependent shape has no buffer");
+      }
+      result_.outputs.push_back(owned->second);
+      continue;
+    }
     const Operand& op = operands_.at(v);
     auto it = buffers_.find(op.root);
     if (!op.splat.has_value() && it != buffers_.end() &&

@@ -28,6 +28,13 @@ struct LoweringOptions {
   // Longest buffer name taken from a model value name (before the suffix
   // that makes it unique).
   int max_name_length = 40;
+  // A node lowering cannot compile (no lowering for its op, a lowering that
+  // returns Unimplemented for its form, or a value of data-dependent shape
+  // among its inputs and outputs) becomes a "kiln.Reference" extern kernel
+  // that runs that one node, attributes and subgraphs included, on the
+  // reference interpreter (lowering/ops_fallback.h). Off: such nodes are
+  // refused, and so is any value whose shape is not static.
+  bool allow_reference_fallback = false;
 };
 
 // The loop program plus how it binds to the graph's interface.
@@ -45,7 +52,10 @@ struct LoweredProgram {
 
 // InvalidArgument for a graph that is not static-shape (naming the value and
 // its producer) or malformed; Unimplemented naming the node and op for what
-// cannot be lowered yet.
+// cannot be lowered yet. With `allow_reference_fallback`, values of
+// data-dependent shape are allowed except graph inputs: only reference
+// fallback calls produce and read them (their buffers are zero-size
+// placeholders, see IsDynamicBuffer in lowering/ops_fallback.h).
 absl::StatusOr<LoweredProgram> LowerGraph(const ir::Graph& graph,
                                           const LoweringOptions& options = {});
 

@@ -26,6 +26,7 @@
 #include "isa/isa.h"
 #include "lowering/extern_executor.h"
 #include "lowering/lower_graph.h"
+#include "lowering/ops_fallback.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
@@ -134,18 +135,19 @@ struct Context {
   char* arena = nullptr;
   std::vector<void*> ptrs;  // per buffer
   std::vector<void*> args;  // scratch for one step's arguments
+  // Values of data-dependent shape, one per such buffer; reference calls
+  // assign them, Run empties them when it ends.
+  std::vector<ir::Tensor> dynamic;
 };
 
 class Executable final : public CompiledModel {
  public:
   absl::StatusOr<std::vector<ir::Tensor>> Run(
       absl::Span<const ir::Tensor> inputs) const override {
-    std::vector<ir::Tensor> outs;
-    outs.reserve(outputs_.size());
-    for (const TensorInfo& o : outputs_) outs.emplace_back(o.dtype, o.shape);
+    std::vector<ir::Tensor> outs = NewOutputs();
     std::vector<ir::Tensor*> ptrs;
     for (ir::Tensor& t : outs) ptrs.push_back(&t);
-    KILN_RETURN_IF_ERROR(RunInto(inputs, ptrs));
+    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, nullptr, /*take_dynamic=*/true));
     return outs;
   }
 
@@ -173,19 +175,17 @@ class Executable final : public CompiledModel {
 
   absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs) const override {
-    return RunImpl(inputs, outputs, nullptr);
+    return RunImpl(inputs, outputs, nullptr, /*take_dynamic=*/false);
   }
 
   absl::StatusOr<std::vector<ir::Tensor>> Profile(
       absl::Span<const ir::Tensor> inputs, std::vector<KernelTiming>* timings) const override {
-    std::vector<ir::Tensor> outs;
-    outs.reserve(outputs_.size());
-    for (const TensorInfo& o : outputs_) outs.emplace_back(o.dtype, o.shape);
+    std::vector<ir::Tensor> outs = NewOutputs();
     std::vector<ir::Tensor*> ptrs;
     for (ir::Tensor& t : outs) ptrs.push_back(&t);
     timings->clear();
     timings->reserve(steps_.size());
-    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, timings));
+    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, timings, /*take_dynamic=*/true));
     return outs;
   }
 
@@ -193,12 +193,31 @@ class Executable final : public CompiledModel {
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
   const CompileReport& report() const override { return report_; }
 
+  // Output tensors for Run: static outputs allocated, outputs of
+  // data-dependent shape empty (Execute hands them over).
+  std::vector<ir::Tensor> NewOutputs() const {
+    std::vector<ir::Tensor> outs;
+    outs.reserve(outputs_.size());
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (output_dynamic_[o]) {
+        outs.emplace_back(outputs_[o].dtype, ir::Shape{0});
+      } else {
+        outs.emplace_back(outputs_[o].dtype, outputs_[o].shape);
+      }
+    }
+    return outs;
+  }
+
+  // `take_dynamic`: outputs of data-dependent shape replace the tensors in
+  // `outputs` (Run); else they are copied into them, which must have their
+  // run-time shapes (RunInto).
   absl::Status RunImpl(absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs,
-                       std::vector<KernelTiming>* timings) const {
+                       std::vector<KernelTiming>* timings, bool take_dynamic) const {
     KILN_RETURN_IF_ERROR(CheckInterface(inputs, outputs));
     std::unique_ptr<Context> ctx = AcquireContext();
-    absl::Status status = Execute(*ctx, inputs, outputs, timings);
+    absl::Status status = Execute(*ctx, inputs, outputs, timings, take_dynamic);
+    for (ir::Tensor& t : ctx->dynamic) t = ir::Tensor();
     ReleaseContext(std::move(ctx));
     return status;
   }
@@ -223,7 +242,7 @@ class Executable final : public CompiledModel {
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (outputs[i] == nullptr || outputs[i]->dtype() != outputs_[i].dtype ||
-          outputs[i]->shape() != outputs_[i].shape) {
+          (!output_dynamic_[i] && outputs[i]->shape() != outputs_[i].shape)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "output ", i, " '", outputs_[i].name, "': expected a tensor of type ",
             ir::Tensor(outputs_[i].dtype, outputs_[i].shape).TypeString()));
@@ -251,6 +270,10 @@ class Executable final : public CompiledModel {
       if (offsets_[b] >= 0) ctx->ptrs[b] = ctx->arena + offsets_[b];
     }
     for (const auto& [b, t] : constants_) ctx->ptrs[b] = const_cast<void*>(t->raw_data());
+    ctx->dynamic.resize(dynamic_buffers_.size());
+    for (size_t k = 0; k < dynamic_buffers_.size(); ++k) {
+      ctx->ptrs[dynamic_buffers_[k]] = &ctx->dynamic[k];
+    }
     ctx->args.resize(max_args_);
     return ctx;
   }
@@ -262,7 +285,7 @@ class Executable final : public CompiledModel {
 
   absl::Status Execute(Context& ctx, absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs,
-                       std::vector<KernelTiming>* timings) const {
+                       std::vector<KernelTiming>* timings, bool take_dynamic) const {
     const absl::Time run_start = timings != nullptr ? absl::Now() : absl::InfinitePast();
     if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -289,6 +312,25 @@ class Executable final : public CompiledModel {
       }
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
+      if (output_dynamic_[o]) {
+        ir::Tensor& t = *static_cast<ir::Tensor*>(ctx.ptrs[output_buffers_[o]]);
+        if (take_dynamic) {
+          const bool read_again =
+              std::find(output_buffers_.begin() + o + 1, output_buffers_.end(),
+                        output_buffers_[o]) != output_buffers_.end();
+          *outputs[o] = read_again ? t : std::move(t);
+          continue;
+        }
+        if (outputs[o]->shape() != t.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "output ", o, " '", outputs_[o].name,
+              "' has a data-dependent shape: this run produced ", t.TypeString(),
+              ", the caller's tensor is ", outputs[o]->TypeString(),
+              " (Run returns such outputs with their run-time shapes)"));
+        }
+        std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
+        continue;
+      }
       if (output_in_place_[o]) continue;
       const Buffer& b = program_.buffers[output_buffers_[o]];
       CopyStrided(b, static_cast<const char*>(ctx.ptrs[output_buffers_[o]]),
@@ -316,6 +358,10 @@ class Executable final : public CompiledModel {
   // Output o is computed straight into the caller's tensor (a row-major
   // output buffer written by a kernel and listed once); else copied.
   std::vector<bool> output_in_place_;
+  // Output o has a data-dependent shape (its buffer is in dynamic_buffers_).
+  std::vector<bool> output_dynamic_;
+  // Buffers of data-dependent shape: per run, an ir::Tensor in the context.
+  std::vector<int32_t> dynamic_buffers_;
   std::vector<TensorInfo> inputs_, outputs_;
   std::vector<int64_t> offsets_;
   int64_t arena_bytes_ = 0;
@@ -474,7 +520,9 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
 
   // Lowering.
   t = absl::Now();
-  KILN_ASSIGN_OR_RETURN(p.lowered, lowering::LowerGraph(graph));
+  lowering::LoweringOptions lowering_options;
+  lowering_options.allow_reference_fallback = options.reference_fallback;
+  KILN_ASSIGN_OR_RETURN(p.lowered, lowering::LowerGraph(graph, lowering_options));
   report.lowering_ms = Ms(t);
 
   // Loop passes (fusion). Eager mode keeps one kernel per op.
@@ -637,6 +685,26 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
   runtime::ExternStepOptions xo;
   xo.prepack_weights = options.prepack_weights && !eager;
   xo.use_onednn = options.use_onednn;
+  // Only reference calls read or write values of data-dependent shape.
+  const std::vector<bool> dynamic = lowering::DynamicBuffers(program);
+  for (size_t b = 0; b < dynamic.size(); ++b) {
+    if (dynamic[b]) exe->dynamic_buffers_.push_back(static_cast<int32_t>(b));
+  }
+  for (const Kernel& kernel : program.kernels) {
+    if (lowering::IsReferenceCall(kernel)) continue;
+    std::vector<int32_t> touched = kernel.call.inputs;
+    touched.insert(touched.end(), kernel.call.outputs.begin(), kernel.call.outputs.end());
+    for (const ir::loop::Op& op : kernel.body) {
+      if (op.buffer >= 0) touched.push_back(op.buffer);
+    }
+    for (int32_t b : touched) {
+      if (b >= 0 && static_cast<size_t>(b) < dynamic.size() && dynamic[b]) {
+        return InternalError("kernel '", kernel.name, "' touches buffer '",
+                             program.buffers[b].name,
+                             "' of data-dependent shape; only reference calls may");
+      }
+    }
+  }
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const Kernel& kernel = program.kernels[k];
     Step step;
@@ -671,6 +739,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
       report.kernels.push_back(std::move(kr));
       ++report.library_calls;
       if (report.kernels.back().backend == "reference") ++report.reference_calls;
+      if (lowering::IsReferenceCall(kernel)) ++report.fallback_calls;
       report.prepacked_bytes += report.kernels.back().prepacked_bytes;
       report.reorders += report.kernels.back().reorders_per_call;
     }
@@ -706,12 +775,14 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     const ir::Value& v = graph.value(graph.outputs()[o]);
     const int32_t b = p.lowered.outputs.at(o);
     const Buffer& buf = program.buffers[b];
-    exe->outputs_.push_back({v.name, v.dtype, v.shape});
+    exe->outputs_.push_back({v.name, v.dtype, v.shape, v.shape_known});
     exe->output_buffers_.push_back(b);
-    const bool in_place = buf.kind == BufferKind::kOutput && buf.IsRowMajor() &&
-                          seen_outputs.insert(b).second;
+    const bool is_dynamic = dynamic[b];
+    exe->output_dynamic_.push_back(is_dynamic);
+    const bool in_place = !is_dynamic && buf.kind == BufferKind::kOutput &&
+                          buf.IsRowMajor() && seen_outputs.insert(b).second;
     exe->output_in_place_.push_back(in_place);
-    if (!in_place && buf.kind == BufferKind::kOutput) {
+    if (!is_dynamic && !in_place && buf.kind == BufferKind::kOutput) {
       // Computed into the arena, copied out after the run.
       exe->offsets_[b] = exe->arena_bytes_;
       exe->arena_bytes_ += (ByteSize(buf) + runtime::kArenaAlignment - 1) /

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "nlohmann/json.hpp"
@@ -431,6 +432,190 @@ graph g(%x: f32[5,3], %i: i64[4]) -> (%y) opset 13 {
     EXPECT_NE(std::string(s.message()).find("out of range"), std::string::npos) << s;
     EXPECT_NE(std::string(s.message()).find("pick"), std::string::npos) << s;
   }
+}
+
+// ---- Reference fallback calls and outputs of data-dependent shape.
+
+// Det has no lowering; the If's branches capture values loop kernels
+// compute. Both run on the reference between compiled kernels.
+constexpr char kFallbackBetweenKernels[] = R"(
+graph g(%x: f32[2,3,3], %c: bool[]) -> (%y, %z) opset 13 {
+  %r = Relu(%x) name="relu" : f32[2,3,3]
+  %t = Transpose(%r) {perm=[0, 2, 1]} name="tr" : f32[2,3,3]
+  %d = Det(%t) name="det" : f32[2]
+  %e = Exp(%d) name="exp" : f32[2]
+  %w = constant f32[2] <elided>
+  %i = If(%c) {
+    then_branch=graph t() captures(%p: f32[2] = %e, %q: f32[2] = %w) -> (%o) {
+      %o = Add(%p, %q) : f32[2]
+    },
+    else_branch=graph f() captures(%p: f32[2] = %d) -> (%o) {
+      %o = Neg(%p) : f32[2]
+    }
+  } name="if" : f32[2]
+  %y = Mul(%i, %e) name="mul" : f32[2]
+  %z = Sigmoid(%x) name="sig" : f32[2,3,3]
+}
+)";
+
+ir::Tensor Bool(bool v) {
+  ir::Tensor t(ir::DType::kBool, {});
+  t.data<bool>()[0] = v;
+  return t;
+}
+
+TEST(CompiledModel, NodesWithoutLoweringRunOnTheReferenceAmongKernels) {
+  for (bool cond : {true, false}) {
+    ExpectMatchesReference(kFallbackBetweenKernels, {Random({2, 3, 3}, 40), Bool(cond)});
+  }
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kFallbackBetweenKernels));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.fallback_calls, 2);
+  EXPECT_EQ(r.reference_calls, 2);
+  EXPECT_GE(r.loop_kernels, 2);
+  std::vector<std::string> calls;
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "reference") continue;
+    calls.push_back(k.call);
+    EXPECT_EQ(k.status, "library");
+    if (k.call == "kiln.Reference(Det)") {
+      EXPECT_EQ(k.reason, "node 'det' (Det): no lowering for op Det");
+      EXPECT_EQ(k.ops, std::vector<std::string>{"det"});
+    } else {
+      EXPECT_EQ(k.reason, "node 'if' (If): no lowering for op If");
+    }
+  }
+  EXPECT_EQ(calls, (std::vector<std::string>{"kiln.Reference(Det)", "kiln.Reference(If)"}));
+  EXPECT_TRUE(absl::StrContains(r.ToText(), "2 of them nodes lowering could not compile"))
+      << r.ToText();
+  EXPECT_TRUE(absl::StrContains(r.ToText(), "-- node 'det' (Det): no lowering for op Det"));
+  const nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  EXPECT_EQ(j["fallback_calls"], 2);
+  EXPECT_EQ(j["reference_calls"], 2);
+  int named = 0;
+  for (const auto& x : j["extern_calls"]) named += x["op"] == "kiln.Reference(If)";
+  EXPECT_EQ(named, 1);
+}
+
+TEST(CompiledModel, WithoutReferenceFallbackNodesWithoutLoweringAreRefused) {
+  CompileOptions o = Options();
+  o.reference_fallback = false;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(o).CompileGraph(Parse(kFallbackBetweenKernels));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(model.status().message(), "node 'det' (Det): no lowering for op Det");
+}
+
+// NonZero and Unique have outputs whose shape depends on the data; the
+// Transpose reading NonZero's result follows it onto the reference.
+constexpr char kDataDependent[] = R"(
+graph g(%x: f32[2,3]) -> (%n, %t, %u, %s) opset 13 {
+  %n = NonZero(%x) name="nz" : i64[2,?]
+  %t = Transpose(%n) name="tr" : i64[?,2]
+  %u, %idx, %inv, %cnt = Unique(%x) {sorted=1} name="uq" : f32[?], i64[?], i64[6], i64[?]
+  %s = Sigmoid(%x) name="sig" : f32[2,3]
+}
+)";
+
+ir::Tensor Data2x3(std::vector<float> v) {
+  ir::Tensor t(ir::DType::kF32, {2, 3});
+  for (int i = 0; i < 6; ++i) t.data<float>()[i] = v[i];
+  return t;
+}
+
+TEST(CompiledModel, OutputsOfDataDependentShapeComeWithRunTimeShapes) {
+  ir::Graph g = Parse(kDataDependent);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<TensorInfo>& outs = (*model)->outputs();
+  ASSERT_EQ(outs.size(), 4u);
+  EXPECT_EQ(outs[0].shape, (ir::Shape{2, ir::kDynamicDim}));
+  EXPECT_EQ(outs[3].shape, (ir::Shape{2, 3}));
+  EXPECT_EQ((*model)->report().fallback_calls, 3);
+  // Two runs on one context: each gets its own shapes.
+  for (const ir::Tensor& x : {Data2x3({0, 1, 0, 2, 2, 0}), Data2x3({1, 1, 3, 1, 0, 1}),
+                              Data2x3({0, 0, 0, 0, 0, 0})}) {
+    absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run({x});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_EQ((*got)[o].shape(), (*want)[o].shape()) << "output " << o;
+      testing::CompareResult c = testing::CompareTensors((*got)[o], (*want)[o]);
+      EXPECT_TRUE(c.ok) << "output " << o << ": " << c.message;
+    }
+  }
+}
+
+TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
+  ir::Graph g = Parse(kDataDependent);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Data2x3({0, 1, 0, 2, 2, 0});  // 3 non-zeros, 3 unique values
+  absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, {x});
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ((*want)[0].shape(), (ir::Shape{2, 3}));
+
+  // Exactly the run-time shapes: filled.
+  std::vector<ir::Tensor> outs;
+  for (const ir::Tensor& w : *want) outs.emplace_back(w.dtype(), w.shape());
+  std::vector<ir::Tensor*> ptrs;
+  for (ir::Tensor& t : outs) ptrs.push_back(&t);
+  ASSERT_TRUE((*model)->RunInto({x}, ptrs).ok());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    EXPECT_TRUE(testing::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
+  }
+
+  // Too small for NonZero's result: a clear error, the tensor untouched.
+  ir::Tensor small(ir::DType::kI64, {2, 2});
+  for (int i = 0; i < 4; ++i) small.data<int64_t>()[i] = -7;
+  ptrs[0] = &small;
+  absl::Status s = (*model)->RunInto({x}, ptrs);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "output 0 'n' has a data-dependent shape: this run produced i64[2,3], the "
+            "caller's tensor is i64[2,2] (Run returns such outputs with their run-time "
+            "shapes)");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(small.data<int64_t>()[i], -7);
+
+  // The wrong dtype is refused before the run.
+  ir::Tensor wrong_type(ir::DType::kF32, {2, 3});
+  ptrs[0] = &wrong_type;
+  EXPECT_FALSE((*model)->RunInto({x}, ptrs).ok());
+}
+
+TEST(CompiledModel, DataDependentShapeIntoALoopKernelIsRefused) {
+  // Without fallback, NonZero's result cannot reach the Cast's loop kernel.
+  constexpr char kText[] = R"(
+graph g(%x: f32[4]) -> (%y) opset 13 {
+  %n = NonZero(%x) name="nz" : i64[1,?]
+  %c = Cast(%n) {to=1} name="cast" : f32[1,?]
+  %y = ReduceSum(%c) {keepdims=0} name="sum" : f32[]
+}
+)";
+  CompileOptions o = Options();
+  o.reference_fallback = false;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(Parse(kText));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "value 'n' (produced by node 'nz' (NonZero)) has dynamic shape [1,?]; lowering "
+            "needs static shapes");
+  // With fallback, the only dynamic value a loop kernel could read is a
+  // graph input: refused the same way.
+  constexpr char kDynamicInput[] = R"(
+graph g(%x: f32[?]) -> (%y) opset 13 {
+  %y = Relu(%x) name="relu" : f32[?]
+}
+)";
+  model = Compiler(Options()).CompileGraph(Parse(kDynamicInput));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "value 'x' (a graph input) has dynamic shape [?]; lowering needs static shapes");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "runtime/extern_step.h"
 
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "backends/onednn/extern_kernel.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_executor.h"
+#include "lowering/ops_fallback.h"
 #include "passes/loop/propagate_layout.h"
 
 namespace kiln::runtime {
@@ -31,42 +33,70 @@ int64_t StridedOffset(const Buffer& b, int64_t flat) {
   return off;
 }
 
-// Runs the kernel's ONNX node on the reference interpreter, copying its
-// operands to tensors and its results back into the buffers.
+// Runs the kernel's ONNX node (or, for a reference fallback call, the node
+// lowering could not compile) on the reference interpreter, copying its
+// operands to tensors and its results back into the buffers. Values of
+// data-dependent shape are passed as the ir::Tensor objects holding them.
 class ReferenceStep final : public ExternStep {
  public:
-  ReferenceStep(const LoopProgram& program, const Kernel& kernel) : kernel_(kernel) {
-    program_.buffers = program.buffers;
+  // An extern kernel that does not describe a node makes Run fail; Create
+  // reports that up front.
+  ReferenceStep(const LoopProgram& program, const Kernel& kernel)
+      : name_(kernel.name), inputs_(kernel.call.inputs), outputs_(kernel.call.outputs) {
+    absl::StatusOr<std::unique_ptr<lowering::ReferenceKernel>> ref =
+        lowering::ReferenceKernel::Create(program, kernel);
+    if (!ref.ok()) {
+      error_ = ref.status();
+      return;
+    }
+    ref_ = *std::move(ref);
+    for (int32_t b : inputs_) in_buffers_.push_back(program.buffers[b]);
+    for (int32_t b : outputs_) out_buffers_.push_back(program.buffers[b]);
+    dynamic_in_ = lowering::DynamicOperands(kernel, /*outputs=*/false);
+    dynamic_out_ = lowering::DynamicOperands(kernel, /*outputs=*/true);
+  }
+
+  static absl::StatusOr<std::unique_ptr<ExternStep>> Create(const LoopProgram& program,
+                                                            const Kernel& kernel) {
+    auto step = std::make_unique<ReferenceStep>(program, kernel);
+    if (!step->error_.ok()) return step->error_;
+    return std::unique_ptr<ExternStep>(std::move(step));
   }
 
   absl::Status Run(absl::Span<void* const> buffers) const override {
+    if (!error_.ok()) return error_;
     std::vector<ir::Tensor> inputs;
-    for (int32_t b : kernel_.call.inputs) {
-      const Buffer& buf = program_.buffers[b];
+    inputs.reserve(inputs_.size());
+    for (size_t j = 0; j < inputs_.size(); ++j) {
+      if (dynamic_in_[j]) {
+        inputs.push_back(*static_cast<const ir::Tensor*>(buffers[inputs_[j]]));
+        continue;
+      }
+      const Buffer& buf = in_buffers_[j];
       ir::Tensor t(buf.dtype, buf.shape);
       const size_t esize = ir::DTypeSize(buf.dtype);
-      const char* src = static_cast<const char*>(buffers[b]);
+      const char* src = static_cast<const char*>(buffers[inputs_[j]]);
       char* dst = static_cast<char*>(t.raw_data());
       for (int64_t i = 0; i < t.num_elements(); ++i) {
         std::memcpy(dst + i * esize, src + StridedOffset(buf, i) * esize, esize);
       }
       inputs.push_back(std::move(t));
     }
-    KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs,
-                          lowering::RunExternKernel(program_, kernel_, inputs));
-    if (outputs.size() != kernel_.call.outputs.size()) {
-      return InternalError("extern kernel '", kernel_.name, "' returned ", outputs.size(),
-                           " outputs, expected ", kernel_.call.outputs.size());
+    // Checks every output's dtype and shape against its buffer.
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs, ref_->Run(inputs));
+    if (outputs.size() != outputs_.size()) {
+      return InternalError("extern kernel '", name_, "' returned ", outputs.size(),
+                           " outputs, expected ", outputs_.size());
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
-      const Buffer& buf = program_.buffers[kernel_.call.outputs[o]];
-      if (outputs[o].dtype() != buf.dtype || outputs[o].shape() != buf.shape) {
-        return InternalError("extern kernel '", kernel_.name, "' output ", o, " is ",
-                             outputs[o].TypeString(), ", its buffer another type");
+      if (dynamic_out_[o]) {
+        *static_cast<ir::Tensor*>(buffers[outputs_[o]]) = std::move(outputs[o]);
+        continue;
       }
+      const Buffer& buf = out_buffers_[o];
       const size_t esize = ir::DTypeSize(buf.dtype);
       const char* src = static_cast<const char*>(outputs[o].raw_data());
-      char* dst = static_cast<char*>(buffers[kernel_.call.outputs[o]]);
+      char* dst = static_cast<char*>(buffers[outputs_[o]]);
       for (int64_t i = 0; i < outputs[o].num_elements(); ++i) {
         std::memcpy(dst + StridedOffset(buf, i) * esize, src + i * esize, esize);
       }
@@ -75,8 +105,12 @@ class ReferenceStep final : public ExternStep {
   }
 
  private:
-  LoopProgram program_;  // buffers only
-  Kernel kernel_;
+  std::string name_;
+  std::vector<int32_t> inputs_, outputs_;
+  std::vector<Buffer> in_buffers_, out_buffers_;
+  std::vector<bool> dynamic_in_, dynamic_out_;
+  std::unique_ptr<lowering::ReferenceKernel> ref_;
+  absl::Status error_;
 };
 
 // A oneDNN primitive built once. oneDNN calls reuse internal buffers, so
@@ -201,6 +235,17 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
       return InternalError("extern kernel '", kernel.name, "' writes buffer ", b);
     }
   }
+  if (lowering::IsReferenceCall(kernel)) {
+    auto text = [&kernel](const char* attr) -> std::string {
+      auto it = kernel.call.attrs.find(attr);
+      const std::string* s =
+          it == kernel.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+      return s != nullptr ? *s : std::string("?");
+    };
+    report->call = absl::StrCat(kernel.call.op, "(", text(lowering::kAttrReferenceOp), ")");
+    report->reason = text(lowering::kAttrFallbackReason);
+    return ReferenceStep::Create(program, kernel);
+  }
   if (options.use_onednn) {
     onednn::OneDnnCallOptions oo;
     oo.prepack_weights = options.prepack_weights;
@@ -223,7 +268,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
   if (kernel.call.attrs.count(passes::kAttrBlockedInputs) > 0) {
     return BlockedReferenceStep::Create(program, kernel);
   }
-  return std::unique_ptr<ExternStep>(std::make_unique<ReferenceStep>(program, kernel));
+  return ReferenceStep::Create(program, kernel);
 }
 
 }  // namespace kiln::runtime

@@ -28,7 +28,10 @@ class ExternStep {
  public:
   virtual ~ExternStep() = default;
   // `buffers[b]` is the storage of program buffer b (laid out with its
-  // strides); reads the call's inputs, writes its outputs.
+  // strides); reads the call's inputs, writes its outputs. For a buffer of
+  // data-dependent shape (lowering::DynamicBuffers; only reference calls
+  // touch those) it points to the ir::Tensor holding the value in this run,
+  // which the producing call assigns.
   virtual absl::Status Run(absl::Span<void* const> buffers) const = 0;
 };
 

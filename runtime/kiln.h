@@ -71,6 +71,15 @@ struct CompileOptions {
   // Run conv/gemm externs on oneDNN; false runs them on the reference
   // interpreter (for debugging only: slow).
   bool use_onednn = true;
+  // A node lowering cannot compile (no lowering for its op, a form its
+  // lowering refuses, a value of data-dependent shape among its inputs or
+  // outputs: NonZero, Unique, If/Loop/Scan, ...) runs on kiln's reference
+  // interpreter as a library call (backend "reference" in the report, the
+  // refusal as the reason) instead of failing the compile. Values of
+  // data-dependent shape are allocated per run outside the arena and
+  // returned by Run with their run-time shapes. False: such models are
+  // refused with the lowering's error.
+  bool reference_fallback = true;
 };
 
 // "compiled" / "eager"; and back (InvalidArgument for anything else).
@@ -81,8 +90,9 @@ absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
 struct KernelReport {
   std::string name;
   // "loop" (generated code), "onednn" (a oneDNN primitive) or "reference"
-  // (a library op oneDNN cannot run, executed by kiln's reference
-  // interpreter — correct but slow; `reason` says why).
+  // (executed by kiln's reference interpreter — correct but slow; `reason`
+  // says why): a library op oneDNN cannot run, or a reference fallback
+  // call (`call` "kiln.Reference(<op>)", `reason` the lowering's refusal).
   std::string backend;
   std::vector<std::string> ops;  // the ONNX nodes it computes
   // Loop kernels: "vectorized", "tiled" or "scalar". Library calls: "library".
@@ -112,7 +122,11 @@ struct CompileReport {
   int loop_kernels = 0;
   int vectorized_kernels = 0;  // loop kernels vectorized or tiled
   int library_calls = 0;       // onednn + reference
+  // Library calls on the reference interpreter: library ops oneDNN cannot
+  // run plus the reference fallback calls.
   int reference_calls = 0;
+  // Reference fallback calls: nodes lowering could not compile.
+  int fallback_calls = 0;
   int64_t arena_bytes = 0;         // peak activation memory of one context
   int64_t intermediate_bytes = 0;  // what one buffer per intermediate costs
   int64_t constant_bytes = 0;      // weights as the model holds them
@@ -141,7 +155,11 @@ struct CompileReport {
 struct TensorInfo {
   std::string name;
   ir::DType dtype = ir::DType::kF32;
+  // Outputs of data-dependent shape (see CompileOptions::reference_fallback)
+  // have ir::kDynamicDim dims, or shape_known false when even the rank is
+  // known only at run time.
   ir::Shape shape;
+  bool shape_known = true;
 };
 
 class CompiledModel {
@@ -151,7 +169,8 @@ class CompiledModel {
   // Positional inputs in the model's order. InvalidArgument naming the
   // input for a wrong count, dtype or shape; InvalidArgument naming the
   // kernel for a runtime error (integer division by zero, an out-of-range
-  // gather index).
+  // gather index). Outputs of data-dependent shape come with their run-time
+  // shapes.
   virtual absl::StatusOr<std::vector<ir::Tensor>> Run(
       absl::Span<const ir::Tensor> inputs) const = 0;
   // Inputs by name (every input exactly once; an unknown name is an error).
@@ -159,6 +178,9 @@ class CompiledModel {
       const std::map<std::string, ir::Tensor>& inputs) const = 0;
   // Writes into caller-owned tensors (one per output, dtype and shape as
   // outputs() says) without a copy where the output is computed in place.
+  // An output of data-dependent shape is copied in after the run and must
+  // then have exactly its run-time shape: InvalidArgument naming the output
+  // and both shapes otherwise (nothing is written to it).
   virtual absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
                                absl::Span<ir::Tensor* const> outputs) const = 0;
 

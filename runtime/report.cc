@@ -22,10 +22,14 @@ std::string CompileReport::ToText() const {
       "emit %.0f, jit %.0f%s, library calls %.0f)\n",
       model, isa, mode, threads > 0 ? absl::StrCat(threads) : std::string("default"), total_ms, import_ms, graph_passes_ms, lowering_ms,
       loop_passes_ms, emit_ms, jit_ms, jit_cache_hit ? " cached" : "", library_ms);
-  absl::StrAppendFormat(&s, "loop kernels %d, vectorized %d (%.1f%%); library calls %d (%d on the reference interpreter)\n",
+  absl::StrAppendFormat(&s, "loop kernels %d, vectorized %d (%.1f%%); library calls %d (%d on the reference interpreter",
                         loop_kernels, vectorized_kernels,
                         loop_kernels ? 100.0 * vectorized_kernels / loop_kernels : 100.0,
                         library_calls, reference_calls);
+  if (fallback_calls > 0) {
+    absl::StrAppendFormat(&s, ", %d of them nodes lowering could not compile", fallback_calls);
+  }
+  absl::StrAppend(&s, ")\n");
   absl::StrAppendFormat(&s,
                         "arena %s (one buffer per intermediate: %s); weights %s, prepacked %s; "
                         "activation reorders per run %d\n",
@@ -75,6 +79,7 @@ std::string CompileReport::ToJson(int indent) const {
   j["vectorized_kernels"] = vectorized_kernels;
   j["library_calls"] = library_calls;
   j["reference_calls"] = reference_calls;
+  j["fallback_calls"] = fallback_calls;
   j["arena_bytes"] = arena_bytes;
   j["intermediate_bytes"] = intermediate_bytes;
   j["constant_bytes"] = constant_bytes;

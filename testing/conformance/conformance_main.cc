@@ -153,6 +153,27 @@ int Main() {
     }
   }
   std::cout << FormatReport(results, absl::GetFlag(FLAGS_list_unsupported));
+  if (engine != "reference") {
+    // Cases that need the reference interpreter for some node lowering
+    // could not compile (CompileOptions::reference_fallback).
+    int passed = 0, with_fallback = 0;
+    std::map<std::string, int> fallback_ops;
+    for (const CaseResult& r : results) {
+      if (r.outcome != Outcome::kPass) continue;
+      ++passed;
+      auto it = compiled.find(r.test_case.id());
+      if (it == compiled.end() || !it->second.ok()) continue;
+      const CompileReport& report = (*it->second)->report();
+      if (report.fallback_calls == 0) continue;
+      ++with_fallback;
+      for (const KernelReport& k : report.kernels) {
+        if (absl::StartsWith(k.call, "kiln.Reference(")) ++fallback_ops[k.call];
+      }
+    }
+    std::cout << "reference fallback calls: " << with_fallback << " of " << passed
+              << " passing cases use at least one\n";
+    for (const auto& [call, n] : fallback_ops) std::cout << "  " << call << " x" << n << "\n";
+  }
 
   const std::vector<std::string> problems = conformance::CheckExpectations(
       results, expected, absl::GetFlag(FLAGS_floor),
