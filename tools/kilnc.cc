@@ -787,6 +787,51 @@ int RunBench(const Command& cmd) {
   res.loop_kernels = r.loop_kernels;
   res.library_calls = r.library_calls;
 
+  if (opts.vs_eager) {
+    CompileOptions eager_options = options;
+    eager_options.mode = CompileOptions::Mode::kEager;
+    double eager_compile_ms = 0;
+    std::unique_ptr<CompiledModel> eager = CompileOrReport(
+        "bench", opts.model, eager_options, &exit_code, &eager_compile_ms);
+    if (eager == nullptr) return exit_code;
+    res.eager_arena_bytes = eager->report().arena_bytes;
+    std::vector<ir::Tensor> eager_outputs;
+    std::vector<ir::Tensor*> eager_ptrs;
+    eager_outputs.reserve(eager->outputs().size());
+    for (const TensorInfo& o : eager->outputs()) eager_outputs.emplace_back(o.dtype, o.shape);
+    for (ir::Tensor& t : eager_outputs) eager_ptrs.push_back(&t);
+    for (int i = 0; i < opts.warmup; ++i) {
+      absl::Status s = eager->RunInto(*inputs, eager_ptrs);
+      if (!s.ok()) return Failed("bench", s);
+    }
+    // One run of each per round, so drift and noise hit both alike.
+    std::vector<double> compiled_ms, eager_ms;
+    const double round_start_us = NowUs();
+    while ((NowUs() - round_start_us) / 1e6 < opts.min_time_s ||
+           static_cast<int>(compiled_ms.size()) < opts.min_iterations) {
+      if (progress) {
+        std::cerr << ProgressLine((NowUs() - round_start_us) / 1e6, opts.min_time_s,
+                                  compiled_ms.size(), opts.min_iterations)
+                  << std::flush;
+      }
+      double t0 = NowUs();
+      absl::Status s = model->RunInto(*inputs, output_ptrs);
+      double t1 = NowUs();
+      if (!s.ok()) return Failed("bench", s);
+      compiled_ms.push_back((t1 - t0) / 1000);
+      t0 = NowUs();
+      s = eager->RunInto(*inputs, eager_ptrs);
+      t1 = NowUs();
+      if (!s.ok()) return Failed("bench", s);
+      eager_ms.push_back((t1 - t0) / 1000);
+    }
+    if (progress) std::cerr << "\n";
+    res.vs_eager_rounds = static_cast<int>(compiled_ms.size());
+    res.interleaved_compiled_median_ms = ComputeLatencyStats(compiled_ms).median_ms;
+    res.interleaved_eager_median_ms = ComputeLatencyStats(eager_ms).median_ms;
+    res.peak_rss_bytes = PeakRssBytes();
+  }
+
   if (opts.json) {
     std::cout << BenchResultToJson(res).dump(-1, ' ', false,
                                              nlohmann::json::error_handler_t::replace)
@@ -811,6 +856,20 @@ int RunBench(const Command& cmd) {
             << "memory: peak RSS " << FormatBytes(res.peak_rss_bytes) << ", arena "
             << FormatBytes(res.arena_bytes) << ", prepacked weights "
             << FormatBytes(res.prepacked_bytes) << "\n";
+  if (res.vs_eager_rounds > 0) {
+    const double speedup =
+        res.interleaved_compiled_median_ms > 0
+            ? res.interleaved_eager_median_ms / res.interleaved_compiled_median_ms
+            : 0.0;
+    std::cout << "vs eager (" << res.vs_eager_rounds
+              << " interleaved rounds): compiled median "
+              << absl::StrFormat("%.3f", res.interleaved_compiled_median_ms)
+              << " ms, eager median "
+              << absl::StrFormat("%.3f", res.interleaved_eager_median_ms) << " ms: compiled is "
+              << absl::StrFormat("%.2fx", speedup) << (speedup >= 1 ? " faster" : " (slower)")
+              << "; arena " << FormatBytes(res.arena_bytes) << " vs eager "
+              << FormatBytes(res.eager_arena_bytes) << "\n";
+  }
   return kExitOk;
 }
 

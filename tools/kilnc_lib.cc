@@ -165,8 +165,8 @@ Flags:
 
 constexpr absl::string_view kBenchUsage =
     R"(usage: kilnc bench MODEL [--min-time=S] [--min-iterations=N]
-                  [--warmup=N] [--json] [--progress] [input flags]
-                  [compile flags]
+                  [--warmup=N] [--json] [--progress] [--vs-eager]
+                  [input flags] [compile flags]
 
 Compiles MODEL twice: cold, into a fresh temporary JIT cache (deleted
 afterwards; with --cache-dir, into that one), then warm, from that cache.
@@ -184,6 +184,11 @@ Flags:
                        threads, mode, isa, model, ...)
   --progress           show the progress bar on stderr even when stderr is
                        not a terminal
+  --vs-eager           then also compile MODEL in eager mode (one kernel per
+                       op, no fusion, prepacking or arena sharing) and time
+                       both alternately, one run each per round, for
+                       --min-time more: prints both medians and the speedup
+                       (JSON: eager_median_ms, speedup_vs_eager)
   --help               this text
 )";
 
@@ -574,7 +579,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
                  {"min-iterations", true},
                  {"warmup", true},
                  {"json", false},
-                 {"progress", false}},
+                 {"progress", false},
+                 {"vs-eager", false}},
                 /*engine=*/false,
                 /*inputs=*/true};
   auto on_own = [&](const std::string& name,
@@ -598,6 +604,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
       o.json = true;
     } else if (name == "progress") {
       o.progress = true;
+    } else if (name == "vs-eager") {
+      o.vs_eager = true;
     }
     return absl::OkStatus();
   };
@@ -960,7 +968,7 @@ LatencyStats ComputeLatencyStats(const std::vector<double>& ms) {
 }
 
 nlohmann::json BenchResultToJson(const BenchResult& r) {
-  return nlohmann::json{
+  nlohmann::json j{
       {"model", r.model},
       {"isa", r.isa},
       {"mode", r.mode},
@@ -984,6 +992,16 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
       {"loop_kernels", r.loop_kernels},
       {"library_calls", r.library_calls},
   };
+  if (r.vs_eager_rounds > 0) {
+    j["vs_eager_rounds"] = r.vs_eager_rounds;
+    j["interleaved_median_ms"] = r.interleaved_compiled_median_ms;
+    j["eager_median_ms"] = r.interleaved_eager_median_ms;
+    j["eager_arena_bytes"] = r.eager_arena_bytes;
+    j["speedup_vs_eager"] = r.interleaved_compiled_median_ms > 0
+                                ? r.interleaved_eager_median_ms / r.interleaved_compiled_median_ms
+                                : 0.0;
+  }
+  return j;
 }
 
 std::string ProgressLine(double elapsed_s, double min_time_s, int iterations,

@@ -97,6 +97,10 @@ struct BenchOptions {
   int warmup = 3;            // untimed runs first
   bool json = false;         // one JSON object line on stdout
   bool progress = false;     // progress bar on stderr even when not a TTY
+  // Also compile the model in eager mode and time both interleaved
+  // (compiled, eager, compiled, ...): the speedup over kiln's own
+  // one-kernel-per-op baseline from the same stretch of machine time.
+  bool vs_eager = false;
 };
 
 struct ProfileOptions {
@@ -203,6 +207,11 @@ struct BenchResult {
   int64_t arena_bytes = 0;
   int64_t prepacked_bytes = 0;
   int kernels = 0, loop_kernels = 0, library_calls = 0;
+  // --vs-eager: medians of the interleaved rounds (0 when not asked).
+  int vs_eager_rounds = 0;
+  double interleaved_compiled_median_ms = 0;
+  double interleaved_eager_median_ms = 0;
+  int64_t eager_arena_bytes = 0;
 };
 nlohmann::json BenchResultToJson(const BenchResult& r);
 

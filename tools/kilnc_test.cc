@@ -221,6 +221,10 @@ TEST(ParseCommandLine, NewCommandsFlags) {
   EXPECT_EQ(b->bench.min_iterations, 10);
   EXPECT_FALSE(b->bench.json);
   EXPECT_FALSE(b->bench.progress);
+  EXPECT_FALSE(b->bench.vs_eager);
+  b = ParseCommandLine({"bench", "m.onnx", "--vs-eager"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->bench.vs_eager);
   b = ParseCommandLine({"bench", "m.onnx", "--min-time=0.2", "--min-iterations=4",
                         "--warmup=0", "--json", "--progress", "--input", "x=x.pb",
                         "--seed=5", "--threads=1"});
@@ -1029,6 +1033,27 @@ TEST(KilncEndToEnd, BenchJsonIsOneParsableLine) {
   EXPECT_THAT(human.out, HasSubstr("latency: median "));
   EXPECT_THAT(human.out, HasSubstr("peak RSS "));
   EXPECT_THAT(human.err, Not(HasSubstr("runs")));  // stderr is not a terminal
+}
+
+TEST(KilncEndToEnd, BenchVsEagerTimesBothInterleaved) {
+  const Result r = Kilnc({"bench", TinyCnn() + "/model.onnx", "--json", "--min-time=0",
+                          "--min-iterations=5", "--warmup=1", "--vs-eager", "--threads=1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["vs_eager_rounds"].get<int>(), 5);
+  EXPECT_GT(j["eager_median_ms"].get<double>(), 0);
+  EXPECT_GT(j["interleaved_median_ms"].get<double>(), 0);
+  EXPECT_NEAR(j["speedup_vs_eager"].get<double>(),
+              j["eager_median_ms"].get<double>() / j["interleaved_median_ms"].get<double>(),
+              1e-9);
+  // Eager materializes every intermediate: its arena is never smaller.
+  EXPECT_GE(j["eager_arena_bytes"].get<int64_t>(), j["arena_bytes"].get<int64_t>());
+
+  const Result human = Kilnc({"bench", TinyCnn() + "/model.onnx", "--min-time=0",
+                              "--min-iterations=3", "--warmup=0", "--vs-eager"});
+  ASSERT_EQ(human.exit_code, kExitOk) << human.output;
+  EXPECT_THAT(human.out, HasSubstr("vs eager (3 interleaved rounds): compiled median "));
 }
 
 TEST(KilncEndToEnd, ProfileWritesATraceWithAnEventPerKernelPerRun) {
