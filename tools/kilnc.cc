@@ -709,7 +709,7 @@ int RunBench(const Command& cmd) {
 
   CompileOptions options = ToCompileOptions(flags, WorkingDir());
   TempDir fresh_cache;
-  if (options.cache_dir.empty()) {
+  if (options.cache_dir.empty() && !opts.warm_only) {
     absl::StatusOr<TempDir> d = TempDir::Make("kilnc_bench_cache_");
     if (!d.ok()) return Failed("bench", d.status());
     fresh_cache = *std::move(d);
@@ -718,7 +718,8 @@ int RunBench(const Command& cmd) {
   BenchResult res;
   res.model = path;
   int exit_code = kExitOk;
-  {
+  res.cold_skipped = opts.warm_only;
+  if (!opts.warm_only) {
     std::unique_ptr<CompiledModel> cold =
         CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_ms);
     if (cold == nullptr) return exit_code;
@@ -841,10 +842,14 @@ int RunBench(const Command& cmd) {
   std::cout << "kilnc bench " << path << "\n"
             << "isa " << res.isa << ", mode " << res.mode << ", threads " << res.threads
             << "; " << KernelCounts(r) << "\n"
-            << "compile: cold " << FormatMs(res.compile_ms)
-            << (fresh_cache.path().empty()
-                    ? (res.cold_cache_hit ? " (--cache-dir, cache hit)" : " (--cache-dir, miss)")
-                    : " (fresh cache)")
+            << "compile: "
+            << (res.cold_skipped
+                    ? std::string("cold skipped (--warm-only)")
+                    : absl::StrCat("cold ", FormatMs(res.compile_ms),
+                                   fresh_cache.path().empty()
+                                       ? (res.cold_cache_hit ? " (--cache-dir, cache hit)"
+                                                             : " (--cache-dir, miss)")
+                                       : " (fresh cache)"))
             << ", warm " << FormatMs(res.compile_warm_ms)
             << (res.warm_cache_hit ? " (cache hit)" : " (cache miss)") << "\n"
             << "runs: " << res.warmup << " warm-up, " << res.latency.iterations << " timed in "

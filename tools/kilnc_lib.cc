@@ -166,7 +166,7 @@ Flags:
 constexpr absl::string_view kBenchUsage =
     R"(usage: kilnc bench MODEL [--min-time=S] [--min-iterations=N]
                   [--warmup=N] [--json] [--progress] [--vs-eager]
-                  [input flags] [compile flags]
+                  [--warm-only] [input flags] [compile flags]
 
 Compiles MODEL twice: cold, into a fresh temporary JIT cache (deleted
 afterwards; with --cache-dir, into that one), then warm, from that cache.
@@ -189,6 +189,9 @@ Flags:
                        both alternately, one run each per round, for
                        --min-time more: prints both medians and the speedup
                        (JSON: eager_median_ms, speedup_vs_eager)
+  --warm-only          skip the cold compile: compile once, from the JIT
+                       cache (--cache-dir or the user's); for repeated
+                       benchmark rounds (JSON then omits compile_ms)
   --help               this text
 )";
 
@@ -580,7 +583,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
                  {"warmup", true},
                  {"json", false},
                  {"progress", false},
-                 {"vs-eager", false}},
+                 {"vs-eager", false},
+                 {"warm-only", false}},
                 /*engine=*/false,
                 /*inputs=*/true};
   auto on_own = [&](const std::string& name,
@@ -606,6 +610,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
       o.progress = true;
     } else if (name == "vs-eager") {
       o.vs_eager = true;
+    } else if (name == "warm-only") {
+      o.warm_only = true;
     }
     return absl::OkStatus();
   };
@@ -992,6 +998,10 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
       {"loop_kernels", r.loop_kernels},
       {"library_calls", r.library_calls},
   };
+  if (r.cold_skipped) {
+    j.erase("compile_ms");
+    j.erase("compile_cache_hit");
+  }
   if (r.vs_eager_rounds > 0) {
     j["vs_eager_rounds"] = r.vs_eager_rounds;
     j["interleaved_median_ms"] = r.interleaved_compiled_median_ms;

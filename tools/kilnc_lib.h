@@ -101,6 +101,10 @@ struct BenchOptions {
   // (compiled, eager, compiled, ...): the speedup over kiln's own
   // one-kernel-per-op baseline from the same stretch of machine time.
   bool vs_eager = false;
+  // Skip the cold compile (into a fresh cache): compile once, from the
+  // user's cache. For repeated benchmark rounds; JSON then has no
+  // compile_ms / compile_cache_hit.
+  bool warm_only = false;
 };
 
 struct ProfileOptions {
@@ -198,6 +202,7 @@ struct BenchResult {
   int threads = 0;  // the team size the runs used
   double compile_ms = 0;       // cold: a fresh JIT cache
   double compile_warm_ms = 0;  // again, the cache now holding the code
+  bool cold_skipped = false;  // --warm-only
   bool cold_cache_hit = false;
   bool warm_cache_hit = false;
   int warmup = 0;

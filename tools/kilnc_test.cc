@@ -1056,6 +1056,23 @@ TEST(KilncEndToEnd, BenchVsEagerTimesBothInterleaved) {
   EXPECT_THAT(human.out, HasSubstr("vs eager (3 interleaved rounds): compiled median "));
 }
 
+TEST(KilncEndToEnd, BenchWarmOnlyCompilesOnceFromTheGivenCache) {
+  const std::string cache = TmpDir("bench_warm_only_cache");
+  const std::vector<std::string> args = {"bench", TinyCnn() + "/model.onnx", "--json",
+                                         "--min-time=0", "--min-iterations=2",
+                                         "--warmup=0", "--warm-only",
+                                         "--cache-dir=" + cache};
+  const Result first = Kilnc(args);  // fills the cache
+  ASSERT_EQ(first.exit_code, kExitOk) << first.output;
+  const Result r = Kilnc(args);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_FALSE(j.contains("compile_ms"));
+  EXPECT_TRUE(j["compile_warm_cache_hit"].get<bool>());
+  EXPECT_GT(j["median_ms"].get<double>(), 0);
+}
+
 TEST(KilncEndToEnd, ProfileWritesATraceWithAnEventPerKernelPerRun) {
   const std::string trace = TmpDir("trace.json");
   const Result r = Kilnc({"profile", TinyCnn() + "/model.onnx", "--trace=" + trace,
