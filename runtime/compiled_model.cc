@@ -30,6 +30,7 @@
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
+#include "passes/loop/propagate_layout.h"
 #include "runtime/extern_step.h"
 #include "runtime/jit/jit_compiler.h"
 #include "runtime/kiln.h"
@@ -745,6 +746,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     }
     exe->steps_.push_back(std::move(step));
   }
+  // Loop kernels that convert between the plain and the channel-blocked
+  // layout (propagate-layout's boundaries) are reorders too.
+  report.reorders += passes::CountLayoutReorderKernels(program);
   report.library_ms = Ms(t);
 
   // Memory.
