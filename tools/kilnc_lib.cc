@@ -61,6 +61,9 @@ Compile flags:
                          prepacking, no arena sharing
   --disable-pass=NAME    skip a graph or loop pass (repeatable)
   --no-prepack           keep oneDNN weights in the model's layout
+  --no-reference-fallback  refuse a model with a node lowering cannot
+                         compile (default: it runs on the reference
+                         interpreter as a library call, named in explain)
   --shape NAME=DIMS      bind the dynamic dims of input NAME, e.g.
                          --shape input=1x3x224x224 (repeatable); dims left
                          dynamic become 1 (with a warning)
@@ -324,7 +327,7 @@ std::optional<bool> CompileFlagTakesValue(const std::string& name) {
       name == "disable-pass" || name == "shape" || name == "cache-dir") {
     return true;
   }
-  if (name == "no-prepack") return false;
+  if (name == "no-prepack" || name == "no-reference-fallback") return false;
   return std::nullopt;
 }
 
@@ -378,6 +381,8 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     c.disabled_passes.push_back(value);
   } else if (name == "no-prepack") {
     c.prepack = false;
+  } else if (name == "no-reference-fallback") {
+    c.reference_fallback = false;
   } else if (name == "shape") {
     absl::StatusOr<std::pair<std::string, ir::Shape>> sh = ParseShapeFlag(value);
     if (!sh.ok()) return UsageError(sub, sh.status().message());
@@ -746,6 +751,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
   o.isa = flags.isa;
   o.threads = flags.threads;
   o.prepack_weights = flags.prepack;
+  o.reference_fallback = flags.reference_fallback;
   for (const auto& [name, shape] : flags.shapes) o.input_shapes[name] = shape;
   if (!flags.cache_dir.empty()) o.cache_dir = ResolvePath(flags.cache_dir, working_dir);
   o.mode = flags.engine == Engine::kEager ? CompileOptions::Mode::kEager

@@ -50,6 +50,7 @@ struct CompileFlags {
   Engine engine = Engine::kCompiled;  // --mode (and --engine for check/run)
   std::vector<std::string> disabled_passes;  // --disable-pass, repeatable
   bool prepack = true;                       // --no-prepack
+  bool reference_fallback = true;            // --no-reference-fallback
   // --shape name=dims, in command-line order.
   std::vector<std::pair<std::string, ir::Shape>> shapes;
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath

@@ -146,7 +146,8 @@ TEST(ParseCommandLine, CompileFlagsOnEveryCommand) {
     auto cmd = ParseCommandLine({sub, "m", "--isa=avx2", "--threads", "3", "--mode=eager",
                                  "--disable-pass=fold-batch-norm", "--disable_pass",
                                  "eliminate-dead-code", "--no-prepack", "--shape",
-                                 "x=1x3x8x8", "--cache-dir=/tmp/c"});
+                                 "x=1x3x8x8", "--cache-dir=/tmp/c",
+                                 "--no-reference-fallback"});
     ASSERT_TRUE(cmd.ok()) << sub << ": " << cmd.status();
     const CompileFlags& c = cmd->compile;
     EXPECT_EQ(c.isa, "avx2") << sub;
@@ -156,6 +157,8 @@ TEST(ParseCommandLine, CompileFlagsOnEveryCommand) {
               (std::vector<std::string>{"fold-batch-norm", "eliminate-dead-code"}))
         << sub;
     EXPECT_FALSE(c.prepack) << sub;
+    EXPECT_FALSE(c.reference_fallback) << sub;
+    EXPECT_FALSE(ToCompileOptions(c, "/").reference_fallback) << sub;
     ASSERT_EQ(c.shapes.size(), 1u) << sub;
     EXPECT_EQ(c.shapes[0].second, (Shape{1, 3, 8, 8})) << sub;
 
