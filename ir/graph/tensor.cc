@@ -1,8 +1,12 @@
 // Shape helpers and Tensor storage.
 #include "ir/graph/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -61,13 +65,24 @@ absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
 }
 
 namespace {
-uint8_t* AllocateAligned(size_t bytes) {
-  // Always allocate at least one cache line so data() is never null.
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+
+// At least one cache line, so data() is never null. Bytes past `zero_from`
+// are zeroed (the padding always is).
+uint8_t* AllocateAligned(size_t bytes, size_t zero_from = 0) {
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  if (rounded >= kHugePage) {
+    // Big weights: 2 MiB pages where the kernel allows them, far fewer
+    // page faults when the buffer is first written.
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(p) + rounded) & ~(kHugePage - 1);
+    if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+  }
+  zero_from = std::min(zero_from, rounded);
+  std::memset(static_cast<uint8_t*>(p) + zero_from, 0, rounded - zero_from);
   return static_cast<uint8_t*>(p);
 }
 }  // namespace
@@ -77,14 +92,24 @@ Tensor::Tensor(DType dtype, Shape shape)
   num_elements_ = NumElements(shape_);
   assert(num_elements_ >= 0 && "Tensor needs a static, non-negative shape");
   if (num_elements_ < 0) num_elements_ = 0;
-  buffer_.reset(AllocateAligned(byte_size()));
+  buffer_.reset(AllocateAligned(byte_size()), FreeDeleter());
+}
+
+Tensor::Tensor(DType dtype, Shape shape, Uninitialized)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  num_elements_ = NumElements(shape_);
+  if (num_elements_ < 0) num_elements_ = 0;
+  buffer_.reset(AllocateAligned(byte_size(), byte_size()), FreeDeleter());
+}
+
+Tensor Tensor::FromBytes(DType dtype, Shape shape, const void* data) {
+  Tensor t(dtype, std::move(shape), Uninitialized{});
+  if (t.byte_size() > 0) std::memcpy(t.buffer_.get(), data, t.byte_size());
+  return t;
 }
 
 Tensor::Tensor(const Tensor& other)
-    : dtype_(other.dtype_),
-      shape_(other.shape_),
-      num_elements_(other.num_elements_),
-      buffer_(AllocateAligned(other.byte_size())) {
+    : Tensor(other.dtype_, other.shape_, Uninitialized{}) {
   if (other.byte_size() > 0) {
     std::memcpy(buffer_.get(), other.buffer_.get(), other.byte_size());
   }
@@ -93,6 +118,26 @@ Tensor::Tensor(const Tensor& other)
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this != &other) *this = Tensor(other);
   return *this;
+}
+
+Tensor Tensor::Share() const {
+  Tensor t(DType::kF32, Shape{0}, Uninitialized{});
+  t.dtype_ = dtype_;
+  t.shape_ = shape_;
+  t.num_elements_ = num_elements_;
+  t.buffer_ = buffer_;
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::ShareReshaped(Shape shape) const {
+  if (NumElements(shape) != num_elements_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", TypeString(), " to ",
+                     ShapeToString(shape)));
+  }
+  Tensor t = Share();
+  t.shape_ = std::move(shape);
+  return t;
 }
 
 absl::StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {

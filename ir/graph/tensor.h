@@ -1,6 +1,7 @@
 // File: ir/graph/tensor.h — Shape helpers and Tensor, a dense row-major
 // array with an owned, 64-byte aligned buffer. Constants in the graph, the
-// reference interpreter's values and test data are all Tensors.
+// reference interpreter's values and test data are all Tensors. Copies are
+// deep; Share() aliases the bytes of a read-only tensor instead.
 //
 //   Tensor t(DType::kF32, {2, 3});        // zero-filled
 //   t.data<float>()[4] = 1.0f;
@@ -64,6 +65,10 @@ class Tensor {
     return t;
   }
 
+  // A tensor holding a copy of byte_size() bytes at `data` (no zero-fill
+  // first: cheaper than Tensor(dtype, shape) + memcpy for big weights).
+  static Tensor FromBytes(DType dtype, Shape shape, const void* data);
+
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
@@ -89,6 +94,18 @@ class Tensor {
   // Same bytes, new shape with the same element count.
   absl::StatusOr<Tensor> Reshaped(Shape shape) const;
 
+  // A tensor over the same bytes (ownership shared, nothing copied), for
+  // holding on to data nobody writes any more, such as a graph constant:
+  // writes through either tensor are seen by both. Copying the result
+  // deep-copies as usual.
+  Tensor Share() const;
+  // Share() under a new shape with the same element count.
+  absl::StatusOr<Tensor> ShareReshaped(Shape shape) const;
+  // True when both tensors use one buffer (Share()).
+  bool SharesBufferWith(const Tensor& other) const {
+    return buffer_ == other.buffer_;
+  }
+
   // Element i converted to double / int64 (any dtype). Handy in tests and for
   // shape-like inputs (Reshape's shape, Slice's starts).
   double GetAsDouble(int64_t i) const;
@@ -103,12 +120,15 @@ class Tensor {
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
   };
+  struct Uninitialized {};
+  // Allocated but not zero-filled (the caller writes every byte).
+  Tensor(DType dtype, Shape shape, Uninitialized);
   void CheckType(DType requested) const;
 
   DType dtype_;
   Shape shape_;
   int64_t num_elements_ = 0;
-  std::unique_ptr<uint8_t[], FreeDeleter> buffer_;
+  std::shared_ptr<uint8_t> buffer_;
 };
 
 }  // namespace kiln::ir
