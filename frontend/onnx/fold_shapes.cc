@@ -339,7 +339,13 @@ class Folder {
       const std::string& name) {
     if (auto it = values_.find(name); it != values_.end()) return it->second;
     std::shared_ptr<const ir::Tensor> t;
-    if (auto it = initializers_.find(name); it != initializers_.end()) {
+    auto detached = options_.detached == nullptr
+                        ? DetachedTensors::const_iterator()
+                        : options_.detached->find(name);
+    if (options_.detached != nullptr && detached != options_.detached->end() &&
+        initializers_.contains(name)) {
+      t = detached->second;
+    } else if (auto it = initializers_.find(name); it != initializers_.end()) {
       KILN_ASSIGN_OR_RETURN(
           ir::Tensor v, TensorFromProto(*it->second, options_.max_tensor_bytes,
                                         absl::StrCat("initializer '", name,

@@ -44,6 +44,8 @@ struct FoldShapesOptions {
   int max_rounds = 32;
   // Optional: entries of removed nodes are erased.
   NodeIndexMap* file_index = nullptr;
+  // Optional: data of initializers DetachLargeInitializers took out.
+  const DetachedTensors* detached = nullptr;
 };
 
 struct FoldShapesStats {

@@ -222,6 +222,14 @@ class GraphImporter {
     graph_.SetConstant(id, std::move(t));
     return absl::OkStatus();
   }
+  absl::Status AddConstant(const std::string& name,
+                           std::shared_ptr<const ir::Tensor> t,
+                           const std::string& what) {
+    KILN_RETURN_IF_ERROR(CheckAgainstDeclared(name, *t, what));
+    ValueId id = graph_.AddValue(name, t->dtype(), t->shape());
+    graph_.SetConstant(id, std::move(t));
+    return absl::OkStatus();
+  }
 
   absl::Status ImportInitializers() {
     for (const onnx::TensorProto& init : proto_.initializer()) {
@@ -234,6 +242,15 @@ class GraphImporter {
       if (graph_.FindValue(init.name())) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, " is defined twice"));
+      }
+      if (parent_ == nullptr && options_.detached != nullptr) {
+        auto it = options_.detached->find(init.name());
+        if (it != options_.detached->end()) {
+          std::shared_ptr<const ir::Tensor> t = std::move(it->second);
+          options_.detached->erase(it);
+          KILN_RETURN_IF_ERROR(AddConstant(init.name(), std::move(t), what));
+          continue;
+        }
       }
       KILN_ASSIGN_OR_RETURN(
           ir::Tensor t, TensorFromProto(init, options_.max_tensor_bytes, what));
@@ -594,6 +611,31 @@ std::vector<std::string> OuterScopeNames(const onnx::GraphProto& graph) {
   std::vector<std::string> names;
   CollectOuterNames(graph, &names);
   return names;
+}
+
+DetachedTensors DetachLargeInitializers(onnx::GraphProto* graph,
+                                        int64_t max_tensor_bytes,
+                                        int64_t min_bytes) {
+  DetachedTensors detached;
+  for (onnx::TensorProto& init : *graph->mutable_initializer()) {
+    const int32_t type = init.data_type();
+    const bool floating = type == onnx::TensorProto::FLOAT ||
+                          type == onnx::TensorProto::FLOAT16 ||
+                          type == onnx::TensorProto::DOUBLE;
+    if (!floating || !init.has_raw_data() || init.name().empty() ||
+        static_cast<int64_t>(init.raw_data().size()) < min_bytes ||
+        detached.contains(init.name())) {
+      continue;
+    }
+    absl::StatusOr<ir::Tensor> t =
+        TensorFromProto(init, max_tensor_bytes, init.name());
+    if (!t.ok()) continue;
+    detached.emplace(init.name(),
+                     std::make_shared<const ir::Tensor>(*std::move(t)));
+    std::string placeholder(1, '\0');
+    init.mutable_raw_data()->swap(placeholder);
+  }
+  return detached;
 }
 
 absl::StatusOr<ir::Graph> ImportGraph(const onnx::GraphProto& graph,

@@ -8,6 +8,7 @@
 #define KILN_FRONTEND_ONNX_GRAPH_IMPORTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,30 @@ using NodeIndexMap = absl::flat_hash_map<const onnx::NodeProto*, int>;
 absl::Status SortGraphsTopologically(onnx::GraphProto* graph,
                                      NodeIndexMap* file_index);
 
+// Weights taken out of the top-level graph's initializers before libonnx's
+// checker and shape inference walk the proto: initializer name -> data.
+using DetachedTensors =
+    absl::flat_hash_map<std::string, std::shared_ptr<const ir::Tensor>>;
+
+// Converts each top-level floating-point initializer with at least
+// `min_bytes` of raw_data into a tensor and leaves a one-byte placeholder
+// raw_data in the proto (name, type and dims kept: libonnx's checker accepts
+// it, and shape inference reads no float weights; the importer refuses a
+// placeholder that was not resolved from the returned map). The proto's
+// bytes are freed as each tensor is made, so memory peaks at the model's
+// size, not twice that. An initializer that does not convert cleanly stays
+// as it is and reports its error where it always did.
+DetachedTensors DetachLargeInitializers(onnx::GraphProto* graph,
+                                        int64_t max_tensor_bytes,
+                                        int64_t min_bytes = int64_t{64} << 10);
+
 struct GraphImportOptions {
   int64_t opset = 18;  // default-domain opset, copied to every (sub)graph
   int64_t max_tensor_bytes = int64_t{16} << 30;
   const NodeIndexMap* file_index = nullptr;  // optional
+  // Optional: the top-level graph's detached initializers; each one used is
+  // moved into the graph (the map loses it).
+  DetachedTensors* detached = nullptr;
 };
 
 // Imports the top-level graph, whose nodes (and subgraphs' nodes) must be

@@ -3,7 +3,9 @@
 // then import the graph. libonnx's exceptions stop here.
 #include "frontend/onnx/importer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -13,7 +15,9 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -22,11 +26,15 @@
 #include "frontend/onnx/fold_shapes.h"
 #include "frontend/onnx/graph_importer.h"
 #include "frontend/onnx/tensor_proto.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "ir/status_macros.h"
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
+
+// After libonnx: its parser.h has enumerators that <sys/mman.h> defines as macros.
+#include <sys/mman.h>
 
 namespace kiln::frontend {
 namespace {
@@ -65,6 +73,12 @@ void ForEachGraph(onnx::GraphProto* g,
   }
 }
 
+absl::Status ModelParseError() {
+  return absl::InvalidArgumentError(
+      "not a valid ONNX model (protobuf parsing failed: truncated or not "
+      "an ONNX file)");
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -87,6 +101,267 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::DataLossError("read failed");
   }
   return bytes;
+}
+
+// --- Reading a model file with its big weights copied once. ---
+//
+// The file is mapped; the ModelProto is parsed from a copy of its bytes in
+// which each large floating-point raw_data of a top-level initializer is
+// replaced by DetachLargeInitializers' placeholder, and each such raw_data
+// is copied from the mapping straight into its tensor (whose pages of the
+// mapping are then dropped). A 400 MB model is copied once, not three times
+// (read, protobuf, tensor), and memory peaks near its size.
+
+constexpr int64_t kDetachMinBytes = int64_t{64} << 10;
+
+bool ReadVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    const uint8_t b = *(*p)++;
+    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+void WriteVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// One field of a serialized message: its number and wire type, where it
+// starts (tag included) and, for length-delimited fields, its payload.
+struct WireField {
+  uint32_t number = 0;
+  int type = 0;
+  const uint8_t* begin = nullptr;
+  const uint8_t* payload = nullptr;
+  const uint8_t* end = nullptr;
+  uint64_t value = 0;  // varint fields
+};
+
+// Calls `fn` on every field of the message in [p, end); false on bytes that
+// are not plain wire format (groups included: ONNX has none).
+template <typename Fn>
+bool ForEachField(const uint8_t* p, const uint8_t* end, Fn fn) {
+  while (p < end) {
+    WireField f;
+    f.begin = p;
+    uint64_t tag = 0;
+    if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > (1u << 29)) {
+      return false;
+    }
+    f.number = static_cast<uint32_t>(tag >> 3);
+    f.type = static_cast<int>(tag & 7);
+    switch (f.type) {
+      case 0:
+        if (!ReadVarint(&p, end, &f.value)) return false;
+        break;
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      case 2: {
+        uint64_t len = 0;
+        if (!ReadVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) {
+          return false;
+        }
+        f.payload = p;
+        p += len;
+        break;
+      }
+      default:
+        return false;
+    }
+    f.end = p;
+    if (f.payload == nullptr) f.payload = f.end;
+    fn(f);
+  }
+  return true;
+}
+
+void AppendField(uint32_t number, absl::string_view payload, std::string* out) {
+  WriteVarint((uint64_t{number} << 3) | 2, out);
+  WriteVarint(payload.size(), out);
+  out->append(payload.data(), payload.size());
+}
+
+struct DetachedRange {
+  std::string name;
+  const uint8_t* data;
+  size_t size;
+};
+
+// A TensorProto without its large raw_data (recorded in `ranges`).
+bool RewriteTensor(const uint8_t* p, const uint8_t* end, std::string* out,
+                   std::vector<DetachedRange>* ranges) {
+  int64_t data_type = 0;
+  std::string name;
+  const WireField* raw = nullptr;
+  WireField raw_field;
+  bool external = false;
+  if (!ForEachField(p, end, [&](const WireField& f) {
+        if (f.number == 2 && f.type == 0) data_type = static_cast<int64_t>(f.value);
+        if (f.number == 8 && f.type == 2) name.assign(f.payload, f.end);
+        if (f.number == 9 && f.type == 2) {
+          raw_field = f;
+          raw = &raw_field;
+        }
+        if (f.number == 14 && f.type == 0) external = f.value != 0;
+      })) {
+    return false;
+  }
+  const bool floating = data_type == onnx::TensorProto::FLOAT ||
+                        data_type == onnx::TensorProto::FLOAT16 ||
+                        data_type == onnx::TensorProto::DOUBLE;
+  if (!floating || external || raw == nullptr || name.empty() ||
+      raw->end - raw->payload < kDetachMinBytes) {
+    out->append(reinterpret_cast<const char*>(p), end - p);
+    return true;
+  }
+  // Every raw_data field of the tensor: the last one wins in protobuf.
+  ForEachField(p, end, [&](const WireField& f) {
+    if (f.number == 9 && f.type == 2) {
+      if (f.begin == raw->begin) AppendField(9, absl::string_view("\0", 1), out);
+      return;
+    }
+    out->append(reinterpret_cast<const char*>(f.begin), f.end - f.begin);
+  });
+  ranges->push_back({std::move(name), raw->payload,
+                     static_cast<size_t>(raw->end - raw->payload)});
+  return true;
+}
+
+// `map` as a ModelProto and its detached weights; nullopt when the bytes do
+// not have the expected shape (the caller then parses them as usual).
+std::optional<std::pair<onnx::ModelProto, onnx_internal::DetachedTensors>>
+ParseMappedModel(const uint8_t* map, size_t size, int64_t max_tensor_bytes) {
+  std::string model_bytes;
+  std::vector<DetachedRange> ranges;
+  bool ok = true;
+  ok = ForEachField(map, map + size, [&](const WireField& f) {
+    if (!ok) return;
+    if (f.number != 7 || f.type != 2) {
+      model_bytes.append(reinterpret_cast<const char*>(f.begin), f.end - f.begin);
+      return;
+    }
+    std::string graph;
+    ok = ForEachField(f.payload, f.end, [&](const WireField& g) {
+      if (!ok) return;
+      if (g.number != 5 || g.type != 2) {
+        graph.append(reinterpret_cast<const char*>(g.begin), g.end - g.begin);
+        return;
+      }
+      std::string tensor;
+      ok = RewriteTensor(g.payload, g.end, &tensor, &ranges);
+      AppendField(5, tensor, &graph);
+    }) && ok;
+    AppendField(7, graph, &model_bytes);
+  }) && ok;
+  if (!ok || model_bytes.size() > static_cast<size_t>(INT_MAX)) return std::nullopt;
+  std::pair<onnx::ModelProto, onnx_internal::DetachedTensors> result;
+  onnx::ModelProto& model = result.first;
+  if (!model.ParseFromString(model_bytes)) return std::nullopt;
+  std::string().swap(model_bytes);
+  // Rewritten tensors keep their order: the k-th placeholder named like the
+  // k-th range is its tensor.
+  std::vector<onnx::TensorProto*> owners;
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (owners.size() < ranges.size() && t.name() == ranges[owners.size()].name &&
+        t.raw_data() == absl::string_view("\0", 1)) {
+      owners.push_back(&t);
+    }
+  }
+  if (owners.size() != ranges.size()) return std::nullopt;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const DetachedRange& r = ranges[k];
+    onnx::TensorProto& t = *owners[k];
+    absl::StatusOr<ir::DType> dtype =
+        onnx_internal::DTypeFromOnnx(t.data_type(), r.name);
+    ir::Shape dims(t.dims().begin(), t.dims().end());
+    absl::StatusOr<int64_t> bytes =
+        dtype.ok() ? onnx_internal::CheckedByteSize(dims, *dtype, max_tensor_bytes, r.name)
+                   : absl::StatusOr<int64_t>(dtype.status());
+    if (!bytes.ok() || static_cast<size_t>(*bytes) != r.size || t.has_segment() ||
+        result.second.contains(r.name)) {
+      // Not detached: the importer reports whatever is wrong, as always.
+      t.set_raw_data(r.data, r.size);
+      continue;
+    }
+    result.second.emplace(r.name, std::make_shared<const ir::Tensor>(
+                                      ir::Tensor::FromBytes(*dtype, std::move(dims), r.data)));
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(r.data) + page - 1) / page * page;
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(r.data) + r.size) / page * page;
+    if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  }
+  return result;
+}
+
+absl::StatusOr<onnx::ModelProto> ParseModelFile(const std::string& path);
+
+// Reads and parses a model file (see above); the ordinary parse when the
+// file cannot be mapped or is not plain wire format.
+absl::StatusOr<std::pair<onnx::ModelProto, onnx_internal::DetachedTensors>> ReadModelFile(
+    const std::string& path, int64_t max_tensor_bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError("no such file (or not a regular file)");
+  }
+  if (st.st_size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        st.st_size, " bytes; protobuf files are limited to 2 GiB (store weights as "
+        "external data)"));
+  }
+  if (st.st_size > 0) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::NotFoundError("cannot open");
+    void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map != MAP_FAILED) {
+      madvise(map, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+      auto parsed = ParseMappedModel(static_cast<const uint8_t*>(map),
+                                     static_cast<size_t>(st.st_size), max_tensor_bytes);
+      munmap(map, static_cast<size_t>(st.st_size));
+      if (parsed.has_value()) return *std::move(parsed);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModelFile(path));
+  return std::make_pair(std::move(model), onnx_internal::DetachedTensors());
+}
+
+// Parses the model straight from the file (no second copy of its bytes in
+// memory: a 400 MB model peaks at its parsed size, not twice that).
+absl::StatusOr<onnx::ModelProto> ParseModelFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError(
+        "no such file (or not a regular file)");
+  }
+  if (st.st_size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        st.st_size, " bytes; protobuf files are limited to 2 GiB (store weights as "
+        "external data)"));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError("cannot open");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  google::protobuf::io::FileInputStream stream(fd, /*block_size=*/1 << 20);
+  onnx::ModelProto model;
+  const bool parsed = model.ParseFromZeroCopyStream(&stream);
+  if (stream.GetErrno() != 0) return absl::DataLossError("read failed");
+  if (!parsed) return ModelParseError();
+  return model;
 }
 
 std::string DirName(const std::string& path) {
@@ -371,20 +646,11 @@ absl::Status RunChecker(onnx::ModelProto* model, int64_t opset,
       absl::StrCat("ONNX checker rejects the model: ", failure));
 }
 
-absl::StatusOr<ImportResult> Import(absl::string_view bytes,
+absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
+                                    onnx_internal::DetachedTensors detached,
                                     const ImportOptions& options) {
   ImportResult result;
   std::vector<std::string>& warnings = result.warnings;
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return absl::InvalidArgumentError(
-        "more than 2 GiB of protobuf; store weights as external data");
-  }
-  onnx::ModelProto model;
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError(
-        "not a valid ONNX model (protobuf parsing failed: truncated or not "
-        "an ONNX file)");
-  }
   if (!model.has_graph()) {
     return absl::InvalidArgumentError(
         "not a valid ONNX model (it has no graph: truncated or not an ONNX "
@@ -436,12 +702,19 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
       model.mutable_graph(), &file_index));
   KILN_RETURN_IF_ERROR(
       BindInputShapes(model.mutable_graph(), options, &warnings));
+  // Big weights leave the proto before libonnx walks it.
+  for (auto& [name, t] :
+       onnx_internal::DetachLargeInitializers(model.mutable_graph(),
+                                              options.max_tensor_bytes, kDetachMinBytes)) {
+    detached.emplace(name, std::move(t));
+  }
   KILN_RETURN_IF_ERROR(RunChecker(&model, opset, &warnings));
 
   onnx_internal::FoldShapesOptions fold_options;
   fold_options.opset = opset;
   fold_options.max_tensor_bytes = options.max_tensor_bytes;
   fold_options.file_index = &file_index;
+  fold_options.detached = &detached;
   if (!options.fold_shapes) fold_options.max_rounds = 1;
   KILN_RETURN_IF_ERROR(
       onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
@@ -451,6 +724,7 @@ absl::StatusOr<ImportResult> Import(absl::string_view bytes,
   graph_options.opset = opset;
   graph_options.max_tensor_bytes = options.max_tensor_bytes;
   graph_options.file_index = &file_index;
+  graph_options.detached = &detached;
   KILN_ASSIGN_OR_RETURN(result.graph,
                         onnx_internal::ImportGraph(model.graph(), graph_options));
   return result;
@@ -505,18 +779,27 @@ absl::StatusOr<ir::Tensor> ParseTensor(absl::string_view bytes,
 absl::StatusOr<ImportResult> ImportModelFile(const std::string& path,
                                              const ImportOptions& options) {
   return Guarded<ImportResult>(path, [&]() -> absl::StatusOr<ImportResult> {
-    KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+    auto parsed = ReadModelFile(path, options.max_tensor_bytes);
+    if (!parsed.ok()) return parsed.status();
     ImportOptions opts = options;
     if (opts.base_dir.empty()) opts.base_dir = DirName(path);
-    return Import(bytes, opts);
+    return Import(std::move(parsed->first), std::move(parsed->second), opts);
   });
 }
 
 absl::StatusOr<ImportResult> ImportModelBytes(absl::string_view bytes,
                                               const ImportOptions& options,
                                               absl::string_view source_name) {
-  return Guarded<ImportResult>(source_name, [&] {
-    return Import(bytes, options);
+  return Guarded<ImportResult>(source_name, [&]() -> absl::StatusOr<ImportResult> {
+    if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+      return absl::InvalidArgumentError(
+          "more than 2 GiB of protobuf; store weights as external data");
+    }
+    onnx::ModelProto model;
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return ModelParseError();
+    }
+    return Import(std::move(model), {}, options);
   });
 }
 

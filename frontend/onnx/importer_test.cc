@@ -648,6 +648,116 @@ TEST(ImporterTest, InitializerElementCountMustMatch) {
                                 HasSubstr("initializer 'w'")));
 }
 
+// A float initializer large enough to be detached from the proto before the
+// checker and shape inference (ImportModelFile's big-weights path).
+TP* BigInitializer(ModelBuilder* m, const std::string& name, int64_t rows,
+                   int64_t cols, std::vector<float>* values) {
+  values->resize(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < values->size(); ++i) {
+    (*values)[i] = 0.25f * static_cast<float>(i % 1009) - 7.0f;
+  }
+  TP* w = m->graph()->add_initializer();
+  w->set_name(name);
+  w->set_data_type(TP::FLOAT);
+  w->add_dims(rows);
+  w->add_dims(cols);
+  w->set_raw_data(std::string(reinterpret_cast<const char*>(values->data()),
+                              values->size() * sizeof(float)));
+  return w;
+}
+
+TEST(ImporterTest, LargeInitializersKeepTheirDataAndOrder) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{256}});
+  std::vector<float> w_vals, v_vals;
+  BigInitializer(&m, "w", 256, 128, &w_vals);  // 128 KiB: detached
+  m.Initializer("b", {128}, std::vector<float>(128, 0.5f));
+  BigInitializer(&m, "v", 128, 256, &v_vals);
+  m.Node("MatMul", {"x", "w"}, {"h"}, "mm0");
+  m.Node("Add", {"h", "b"}, {"hb"}, "add0");
+  m.Node("MatMul", {"hb", "v"}, {"y"}, "mm1");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{256}});
+  const std::string path = absl::StrCat(TmpDir(), "/big_weights.onnx");
+  WriteFile(path, m.Bytes());
+  for (bool from_file : {true, false}) {
+    absl::StatusOr<ImportResult> r =
+        from_file ? ImportModelFile(path) : Import(m);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const Graph& g = r->graph;
+    const ir::Tensor* w = g.constant(Find(g, "w"));
+    const ir::Tensor* v = g.constant(Find(g, "v"));
+    ASSERT_NE(w, nullptr);
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(w->shape(), (ir::Shape{256, 128}));
+    EXPECT_EQ(v->shape(), (ir::Shape{128, 256}));
+    for (size_t i = 0; i < w_vals.size(); ++i) {
+      ASSERT_EQ(w->data<float>()[i], w_vals[i]) << i;
+    }
+    for (size_t i = 0; i < v_vals.size(); ++i) {
+      ASSERT_EQ(v->data<float>()[i], v_vals[i]) << i;
+    }
+    // Initializers become values in file order, detached or not.
+    EXPECT_LT(Find(g, "w"), Find(g, "b"));
+    EXPECT_LT(Find(g, "b"), Find(g, "v"));
+    EXPECT_EQ(g.value(Find(g, "y")).shape, (ir::Shape{1, 256}));
+  }
+}
+
+TEST(ImporterTest, LargeInitializerFoldsThroughTranspose) {
+  // Transpose of a detached weight folds at import (fold_shapes reads the
+  // detached data); the folded constant is the transpose of the data.
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{64}});
+  std::vector<float> w_vals;
+  BigInitializer(&m, "w", 256, 64, &w_vals);
+  m.Node("Transpose", {"w"}, {"wt"}, "t0");
+  m.Node("MatMul", {"x", "wt"}, {"y"}, "mm0");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{256}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Graph& g = r->graph;
+  EXPECT_EQ(Ops(g), std::vector<std::string>{"MatMul"});
+  EXPECT_FALSE(g.FindValue("w").has_value());
+  const ir::Tensor* wt = g.constant(Find(g, "wt"));
+  ASSERT_NE(wt, nullptr);
+  ASSERT_EQ(wt->shape(), (ir::Shape{64, 256}));
+  for (int64_t i = 0; i < 64; ++i) {
+    for (int64_t j = 0; j < 256; ++j) {
+      ASSERT_EQ(wt->data<float>()[i * 256 + j], w_vals[j * 64 + i]);
+    }
+  }
+}
+
+TEST(ImporterTest, LargeInitializerWithWrongByteCountIsAnError) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{256}});
+  std::vector<float> w_vals;
+  TP* w = BigInitializer(&m, "w", 256, 128, &w_vals);
+  w->mutable_raw_data()->resize(w->raw_data().size() - 4);
+  m.Node("MatMul", {"x", "w"}, {"y"}, "mm0");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{128}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("initializer 'w'"),
+                                HasSubstr("raw_data has 131068 bytes")));
+}
+
+TEST(ImporterTest, MissingAndTruncatedModelFilesAreErrors) {
+  absl::StatusOr<ImportResult> missing =
+      ImportModelFile(absl::StrCat(TmpDir(), "/no_such_model.onnx"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  const std::string bytes = ReluModel().Bytes();
+  const std::string path = absl::StrCat(TmpDir(), "/truncated.onnx");
+  WriteFile(path, bytes.substr(0, bytes.size() / 2));
+  absl::StatusOr<ImportResult> r = ImportModelFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("truncated.onnx"),
+                                HasSubstr("not a valid ONNX model")));
+}
+
 TEST(ImporterTest, ValueDefinedTwiceIsAnError) {
   ModelBuilder m;
   m.Input("x", TP::FLOAT, {int64_t{2}});

@@ -270,13 +270,12 @@ absl::StatusOr<ir::Tensor> TensorFromProto(const TP& t, int64_t max_bytes,
           what, ": raw_data has ", t.raw_data().size(), " bytes but ",
           DTypeName(dtype), DimsString(t), " needs ", bytes));
     }
-    ir::Tensor out(dtype, std::move(dims));
-    if (dtype == DType::kBool) {
-      bool* dst = out.data<bool>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = t.raw_data()[i] != 0;
-    } else if (bytes > 0) {
-      std::memcpy(out.raw_data(), t.raw_data().data(), bytes);
+    if (dtype != DType::kBool) {
+      return ir::Tensor::FromBytes(dtype, std::move(dims), t.raw_data().data());
     }
+    ir::Tensor out(dtype, std::move(dims));
+    bool* dst = out.data<bool>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = t.raw_data()[i] != 0;
     return out;
   }
 

@@ -60,6 +60,52 @@ TEST(TensorFromProtoTest, F32RawData) {
   EXPECT_EQ(t->data<float>()[2], 3.25f);
 }
 
+TEST(TensorFromProtoTest, OddSizedRawDataCopiesExactlyAndPadsWithZeros) {
+  // 3 x f16 = 6 bytes: the copy must not read or leave garbage past them.
+  TP t;
+  t.set_name("h");
+  t.set_data_type(TP::FLOAT16);
+  t.add_dims(3);
+  const uint16_t bits[3] = {0x3c00, 0xc000, 0x7bff};
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(bits), 6));
+  absl::StatusOr<ir::Tensor> r = TensorFromProto(t, 1 << 20, "h");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto* bytes = static_cast<const uint8_t*>(r->raw_data());
+  EXPECT_EQ(std::memcmp(bytes, bits, 6), 0);
+  for (int i = 6; i < 64; ++i) EXPECT_EQ(bytes[i], 0) << i;
+}
+
+// ir::Tensor's sharing forms (the frontend and oneDNN weights rely on them).
+TEST(TensorShareTest, ShareAliasesAndCopyStaysDeep) {
+  ir::Tensor t = ir::Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  ir::Tensor shared = t.Share();
+  EXPECT_TRUE(shared.SharesBufferWith(t));
+  EXPECT_EQ(shared.raw_data(), t.raw_data());
+  EXPECT_EQ(shared.shape(), t.shape());
+  ir::Tensor copy = shared;
+  EXPECT_FALSE(copy.SharesBufferWith(t));
+  t.data<float>()[0] = 10;
+  EXPECT_EQ(shared.data<float>()[0], 10);
+  EXPECT_EQ(copy.data<float>()[0], 1);
+  absl::StatusOr<ir::Tensor> r = t.ShareReshaped({3, 2});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->SharesBufferWith(t));
+  EXPECT_EQ(r->shape(), (ir::Shape{3, 2}));
+  EXPECT_EQ(r->data<float>()[5], 6);
+  EXPECT_EQ(t.ShareReshaped({4}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorShareTest, SharedBytesOutliveTheOriginal) {
+  ir::Tensor shared;
+  {
+    ir::Tensor t = ir::Tensor::FromBytes(DType::kI32, {3}, std::vector<int32_t>{7, 8, 9}.data());
+    shared = t.Share();
+  }
+  EXPECT_EQ(shared.data<int32_t>()[0], 7);
+  EXPECT_EQ(shared.data<int32_t>()[2], 9);
+}
+
 TEST(TensorFromProtoTest, F16RawDataKeepsBits) {
   // IEEE binary16: 0x3C00 = 1.0, 0xC000 = -2.0, 0x3800 = 0.5.
   TP p = Proto("h", TP::FLOAT16, {3});
