@@ -42,15 +42,26 @@ class VerticalFuser {
       : lp_(lp), p_(lp->program), options_(o) {}
 
   bool Run() {
-    alive_.assign(p_.kernels.size(), true);
+    const size_t n = p_.kernels.size();
+    alive_.assign(n, true);
+    reads_.resize(n);
+    writes_.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      reads_[k] = loop_util::KernelReads(p_.kernels[k]);
+      writes_[k] = loop_util::KernelWrites(p_.kernels[k]);
+    }
+    uses_ = loop_util::ComputeBufferUses(p_, alive_);
+    kernel_stamp_.assign(n, 0);
+    buffer_stamp_.assign(p_.buffers.size(), 0);
+    failed_.assign(n, Failure{});
     bool changed = false;
     for (bool progress = true; progress;) {
       progress = false;
       // Last producer first: consumers absorb their nearest producers while
       // those are still cheap to recompute (a reduction inlined early into
       // a pointwise kernel would make that kernel expensive to share).
-      for (size_t k = p_.kernels.size(); k-- > 0;) {
-        if (!alive_[k]) continue;
+      for (size_t k = n; k-- > 0;) {
+        if (!alive_[k] || StillFails(static_cast<int>(k))) continue;
         if (TryInline(static_cast<int>(k))) progress = changed = true;
       }
     }
@@ -62,6 +73,74 @@ class VerticalFuser {
   }
 
  private:
+  // An attempt's outcome depends only on the producer, the kernels up to
+  // its last reader, and its buffer's readers and writers: a failed attempt
+  // is not repeated until one of those changed (so the result is the same
+  // as rescanning everything after every fusion).
+  struct Failure {
+    bool valid = false;
+    uint64_t at = 0;
+    int hi = -1;
+    int32_t buffer = -1;
+  };
+
+  bool StillFails(int pk) const {
+    const Failure& f = failed_[pk];
+    if (!f.valid) return false;
+    if (f.buffer >= 0 && buffer_stamp_[f.buffer] > f.at) return false;
+    for (int m = pk; m <= f.hi; ++m) {
+      if (kernel_stamp_[m] > f.at) return false;
+    }
+    return true;
+  }
+
+  bool Fail(int pk, int32_t buffer, int hi) {
+    failed_[pk] = Failure{true, clock_, std::max(pk, hi), buffer};
+    return false;
+  }
+
+  static void EraseSorted(std::vector<int>* v, int k) {
+    auto it = std::lower_bound(v->begin(), v->end(), k);
+    if (it != v->end() && *it == k) v->erase(it);
+  }
+  static void InsertSorted(std::vector<int>* v, int k) {
+    auto it = std::lower_bound(v->begin(), v->end(), k);
+    if (it == v->end() || *it != k) v->insert(it, k);
+  }
+  bool InRange(int32_t b) const {
+    return b >= 0 && b < static_cast<int32_t>(p_.buffers.size());
+  }
+
+  // Kernel k stops counting as a reader/writer (dead, or about to change).
+  void Unregister(int k) {
+    for (int32_t b : reads_[k]) {
+      if (!InRange(b)) continue;
+      EraseSorted(&uses_.readers[b], k);
+      buffer_stamp_[b] = clock_;
+    }
+    for (int32_t b : writes_[k]) {
+      if (!InRange(b)) continue;
+      EraseSorted(&uses_.writers[b], k);
+      buffer_stamp_[b] = clock_;
+    }
+    kernel_stamp_[k] = clock_;
+  }
+  void Register(int k) {
+    reads_[k] = loop_util::KernelReads(p_.kernels[k]);
+    writes_[k] = loop_util::KernelWrites(p_.kernels[k]);
+    for (int32_t b : reads_[k]) {
+      if (!InRange(b)) continue;
+      InsertSorted(&uses_.readers[b], k);
+      buffer_stamp_[b] = clock_;
+    }
+    for (int32_t b : writes_[k]) {
+      if (!InRange(b)) continue;
+      InsertSorted(&uses_.writers[b], k);
+      buffer_stamp_[b] = clock_;
+    }
+    kernel_stamp_[k] = clock_;
+  }
+
   // The producer's ops its stored value needs (the store excluded).
   static std::vector<bool> Cone(const Kernel& k, int store) {
     std::vector<bool> in(k.body.size(), false);
@@ -134,41 +213,43 @@ class VerticalFuser {
 
   bool TryInline(int pk) {
     const Kernel& prod = p_.kernels[pk];
-    if (prod.kind != Kernel::Kind::kLoop) return false;
+    if (prod.kind != Kernel::Kind::kLoop) return Fail(pk, -1, pk);
     int store = -1;
     for (size_t i = 0; i < prod.body.size(); ++i) {
       if (prod.body[i].code != OpCode::kStore) continue;
-      if (store >= 0) return false;  // rule 1: one store
+      if (store >= 0) return Fail(pk, -1, pk);  // rule 1: one store
       store = static_cast<int>(i);
     }
-    if (store < 0) return false;
+    if (store < 0) return Fail(pk, -1, pk);
     // Rule 1: P writes nothing else (a store_indirect beside the store would
     // be lost with P).
-    if (loop_util::KernelWrites(prod).size() != 1) return false;
+    if (writes_[pk].size() != 1) return Fail(pk, -1, pk);
     const Op& st = prod.body[store];
     const int32_t b = st.buffer;
-    if (loop_util::IsProtectedBuffer(*lp_, b)) return false;
+    if (loop_util::IsProtectedBuffer(*lp_, b)) return Fail(pk, -1, pk);
     for (int64_t e : prod.reduction_ranges) {
-      if (e <= 0) return false;
+      if (e <= 0) return Fail(pk, -1, pk);
     }
     const ir::loop::Buffer& buf = p_.buffers[b];
     if (buf.dtype == ir::DType::kF16 ||
         prod.body[st.args[0]].dtype != buf.dtype) {
-      return false;  // rule 3
+      return Fail(pk, -1, pk);  // rule 3
     }
     std::optional<DenseIndex> dense =
         loop_util::AnalyzeDenseIndex(st.index, prod.ranges);
     std::optional<int64_t> storage = buf.StorageSize();
     if (!dense.has_value() || !storage.has_value() || dense->size != *storage) {
-      return false;  // rule 2
+      return Fail(pk, -1, pk);  // rule 2
     }
-    const std::set<int32_t> prod_reads = loop_util::KernelReads(prod);
-    if (prod_reads.count(b) > 0) return false;
+    const std::set<int32_t>& prod_reads = reads_[pk];
+    if (prod_reads.count(b) > 0) return Fail(pk, -1, pk);
 
-    const loop_util::BufferUses uses = loop_util::ComputeBufferUses(p_, alive_);
-    if (uses.writers[b] != std::vector<int>{pk}) return false;
-    const std::vector<int>& readers = uses.readers[b];
-    if (readers.empty()) return false;  // dead: eliminate-dead-buffers' job
+    if (uses_.writers[b] != std::vector<int>{pk}) return Fail(pk, b, pk);
+    const std::vector<int> readers = uses_.readers[b];
+    // dead: eliminate-dead-buffers' job
+    if (readers.empty()) return Fail(pk, b, pk);
+    const int hi = readers.back();
+    auto fail = [&] { return Fail(pk, b, hi); };
 
     const std::vector<bool> cone = Cone(prod, store);
     int cone_ops = 0;
@@ -179,31 +260,31 @@ class VerticalFuser {
       has_reduce = has_reduce || prod.body[i].code == OpCode::kReduce;
       fallible = fallible || !loop_util::IsPureOp(prod.body[i]);
     }
-    if (has_reduce && readers.size() > 1) return false;
-    if (readers.size() > 1 && cone_ops > options_.max_recompute_ops) return false;
+    if (has_reduce && readers.size() > 1) return fail();
+    if (readers.size() > 1 && cone_ops > options_.max_recompute_ops) return fail();
     const double points = static_cast<double>(dense->size);
 
     std::vector<Kernel> fused;
     for (int ck : readers) {
-      if (ck <= pk) return false;  // rule 4: consumers come after P
+      if (ck <= pk) return fail();  // rule 4: consumers come after P
       const Kernel& c = p_.kernels[ck];
-      if (c.kind != Kernel::Kind::kLoop) return false;
-      const std::set<int32_t> c_writes = loop_util::KernelWrites(c);
-      if (c_writes.count(b) > 0) return false;
+      if (c.kind != Kernel::Kind::kLoop) return fail();
+      const std::set<int32_t>& c_writes = writes_[ck];
+      if (c_writes.count(b) > 0) return fail();
       for (int32_t r : prod_reads) {
-        if (c_writes.count(r) > 0) return false;
+        if (c_writes.count(r) > 0) return fail();
       }
-      for (int m = pk + 1; m < ck; ++m) {  // rule 5
-        if (!alive_[m]) continue;
-        for (int32_t w : loop_util::KernelWrites(p_.kernels[m])) {
-          if (prod_reads.count(w) > 0) return false;
-        }
+      for (int32_t r : prod_reads) {  // rule 5
+        if (!InRange(r)) continue;
+        const std::vector<int>& w = uses_.writers[r];
+        auto it = std::upper_bound(w.begin(), w.end(), pk);
+        if (it != w.end() && *it < ck) return fail();
       }
       ConsumerPlan plan;
       plan.kernel = ck;
       if (!prod.reduction_ranges.empty() && !c.reduction_ranges.empty() &&
           prod.reduction_ranges != c.reduction_ranges) {
-        return false;  // rule 6
+        return fail();  // rule 6
       }
       plan.reduction_ranges =
           c.reduction_ranges.empty() ? prod.reduction_ranges : c.reduction_ranges;
@@ -212,13 +293,17 @@ class VerticalFuser {
                           plan.reduction_ranges.end());
       absl::StatusOr<Kernel> k = Inline(prod, store, *dense, cone, c, plan,
                                         has_reduce, fallible, cone_ops, points);
-      if (!k.ok()) return false;
+      if (!k.ok()) return fail();
       fused.push_back(*std::move(k));
     }
-    for (size_t i = 0; i < readers.size(); ++i) {
-      p_.kernels[readers[i]] = std::move(fused[i]);
-    }
+    ++clock_;
+    Unregister(pk);
     alive_[pk] = false;
+    for (size_t i = 0; i < readers.size(); ++i) {
+      Unregister(readers[i]);
+      p_.kernels[readers[i]] = std::move(fused[i]);
+      Register(readers[i]);
+    }
     return true;
   }
 
@@ -304,6 +389,13 @@ class VerticalFuser {
   LoopProgram& p_;
   const FuseVertical::Options& options_;
   std::vector<bool> alive_;
+  // Incremental bookkeeping (the whole program is scanned once per run).
+  std::vector<std::set<int32_t>> reads_, writes_;  // of each kernel
+  loop_util::BufferUses uses_;                     // of live kernels
+  uint64_t clock_ = 0;                             // bumped per fusion
+  std::vector<uint64_t> kernel_stamp_;  // when a kernel last changed
+  std::vector<uint64_t> buffer_stamp_;  // when a buffer's uses last changed
+  std::vector<Failure> failed_;         // last failed attempt per producer
 };
 
 }  // namespace
