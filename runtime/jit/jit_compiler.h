@@ -40,6 +40,9 @@ struct CompileStats {
   std::string hash;          // the cache key, 64 hex digits
   std::string path;          // the cached .so or executable
   int translation_units = 0;
+  // Units compiled against the cached precompiled header (JitOptions::
+  // precompiled_header); 0 on a cache hit.
+  int precompiled_header_units = 0;
   // Non-empty when a corrupt cache entry was found, deleted and rebuilt.
   std::string evicted_reason;
 };
@@ -61,6 +64,14 @@ struct JitOptions {
   // Where sources of a failed build are kept (in <dir>/<hash>/); empty: the
   // failed build's own directory under temp_dir is left in place.
   std::string keep_source_dir;
+  // Units that include Highway get its headers from a GCC precompiled header
+  // cached beside the libraries (built once per compiler, flags and ISA, when
+  // a build has enough units to repay it); a unit that fails against it is
+  // rebuilt without it. The binaries are the same either way.
+  bool precompiled_header = true;
+  // Fewest Highway units for which a build makes the precompiled header when
+  // the cache lacks it (one that exists is always used).
+  int precompiled_header_min_units = 3;
   // Per compiler process; a compile that runs longer fails.
   absl::Duration compile_timeout = absl::Minutes(10);
   // Per RunExecutable call.

@@ -1,6 +1,7 @@
 // Tests for JitCompiler, stamped once per ISA by kiln_isa_test: a Highway
 // kernel built for the shard's ISA (run in-process, or under qemu for neon on
 // x86), the cache (hits, corrupt entries, concurrency) and build errors.
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -322,6 +323,99 @@ TEST(JitCompiler, TwoTranslationUnitsAndAHeaderLinkTogether) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 43);
   EXPECT_EQ(stats.translation_units, t.emulated ? 3 : 2);
+}
+
+// Two Highway units: kiln_test_answer() returns value * 1000 + the float
+// lanes of the ISA's vectors.
+std::vector<SourceFile> HighwayAnswerSources(int value) {
+  return {{"lanes", "#include \"hwy/highway.h\"\nnamespace hn = hwy::HWY_NAMESPACE;\n"
+                    "extern \"C\" int kiln_test_lanes_i() {\n"
+                    "  return static_cast<int>(hn::Lanes(hn::ScalableTag<float>()));\n}\n"},
+          {"answer", absl::StrCat("#include \"hwy/highway.h\"\n"
+                                  "extern \"C\" int kiln_test_lanes_i();\n"
+                                  "extern \"C\" int kiln_test_answer() { return ",
+                                  value, " * 1000 + kiln_test_lanes_i(); }\n")}};
+}
+
+// Precompiled-header entries (pch-<hash>/) in a cache dir.
+std::vector<std::string> PchDirs(const std::string& cache) {
+  std::vector<std::string> dirs;
+  if (DIR* d = opendir(cache.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("pch-", 0) == 0) dirs.push_back(absl::StrCat(cache, "/", name));
+    }
+    closedir(d);
+  }
+  return dirs;
+}
+
+TEST(JitCompiler, PrecompiledHeaderIsBuiltOnceAndReused) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  JitOptions o = Options(t);
+  o.precompiled_header_min_units = 1;
+  const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
+  CompileStats first, second;
+  {
+    JitCompiler jit(o);
+    absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(5), &first);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, 5000 + lanes);
+  }
+  const std::vector<std::string> dirs = PchDirs(o.cache_dir);
+  ASSERT_EQ(dirs.size(), 1u);
+  struct stat st;
+  EXPECT_EQ(stat(absl::StrCat(dirs[0], "/kiln_jit_pch.h.gch").c_str(), &st), 0);
+  JitCompiler jit(o);  // another model: a library miss, a header hit
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(6), &second);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 6000 + lanes);
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_EQ(second.precompiled_header_units, 2);
+  EXPECT_EQ(PchDirs(o.cache_dir).size(), 1u);
+}
+
+TEST(JitCompiler, DamagedPrecompiledHeaderStillBuildsCorrectly) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  JitOptions o = Options(t);
+  o.precompiled_header_min_units = 1;
+  const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
+  JitCompiler jit(o);
+  CompileStats stats;
+  ASSERT_TRUE(BuildAndCallAnswer(jit, t, HighwayAnswerSources(1), &stats).ok());
+  const std::vector<std::string> dirs = PchDirs(o.cache_dir);
+  ASSERT_EQ(dirs.size(), 1u);
+  const std::string gch = absl::StrCat(dirs[0], "/kiln_jit_pch.h.gch");
+  const std::string bytes = ReadAll(gch);
+  ASSERT_FALSE(bytes.empty());
+  {
+    std::ofstream out(gch, std::ios::binary | std::ios::trunc);
+    out << std::string(bytes.size(), 'x');  // same size: the .meta still agrees
+  }
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(2), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 2000 + lanes);
+}
+
+TEST(JitCompiler, PrecompiledHeaderOnlyWhenItPaysOrIsWanted) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
+  JitOptions o = Options(t);  // default: 3 Highway units before building one
+  CompileStats stats;
+  JitCompiler jit(o);
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(3), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 3000 + lanes);
+  EXPECT_EQ(stats.precompiled_header_units, 0);
+  EXPECT_TRUE(PchDirs(o.cache_dir).empty());
+  o.precompiled_header = false;
+  o.precompiled_header_min_units = 1;
+  JitCompiler off(o);
+  v = BuildAndCallAnswer(off, t, HighwayAnswerSources(4), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 4000 + lanes);
+  EXPECT_EQ(stats.precompiled_header_units, 0);
+  EXPECT_TRUE(PchDirs(o.cache_dir).empty());
 }
 
 TEST(JitCompiler, ConcurrentCompilesOfTheSameSourceAllSucceed) {
