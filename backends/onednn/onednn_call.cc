@@ -323,8 +323,8 @@ struct OneDnnCall::Impl {
   memory internal_src, internal_dst;
   bool runtime_weights = false;
 
-  ir::Tensor plain_weights;  // owned copy when not prepacked
-  ir::Tensor bias;
+  ir::Tensor plain_weights;  // shares the caller's weights when not prepacked
+  ir::Tensor bias;           // shares the caller's bias
   memory packed_weights;
   memory scratchpad;
 
@@ -510,7 +510,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const memory::desc pd_dst = pd.query_md(dnnl::query::dst_md, 0);
     const memory::desc pd_w = pd.query_md(dnnl::query::weights_md, 0);
 
-    // Weights: prepacked once, or the plain copy.
+    // Weights: prepacked once, or the caller's (shared, not copied).
     if (impl->runtime_weights) {
       m.user_weights = memory(user_w_md, engine, DNNL_MEMORY_NONE);
       m.args[DNNL_ARG_WEIGHTS] = m.user_weights;
@@ -523,13 +523,16 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       m.prepacked_bytes = static_cast<int64_t>(pd_w.get_size());
       m.args[DNNL_ARG_WEIGHTS] = m.packed_weights;
     } else {
-      m.plain_weights = *weights;
-      m.args[DNNL_ARG_WEIGHTS] =
-          memory(user_w_md, engine, m.plain_weights.raw_data());
+      // The model's own layout: the call shares the constant's bytes instead
+      // of copying them; oneDNN only reads weights and bias.
+      m.plain_weights = weights->Share();
+      m.args[DNNL_ARG_WEIGHTS] = memory(
+          user_w_md, engine, const_cast<void*>(std::as_const(m.plain_weights).raw_data()));
     }
     if (bias) {
-      m.bias = *bias;
-      m.args[DNNL_ARG_BIAS] = memory(*bias_md, engine, m.bias.raw_data());
+      m.bias = bias->Share();
+      m.args[DNNL_ARG_BIAS] =
+          memory(*bias_md, engine, const_cast<void*>(std::as_const(m.bias).raw_data()));
     }
 
     // Activations: the caller's buffers, or internal ones behind reorders.
