@@ -541,6 +541,40 @@ graph main(%x: f32[2,3], %v: f32[2,4], %big: f32[5,2,4]) -> (%y1, %y2, %y3, %y4)
                   "y4 Add after m4: Add of the result with itself"));
 }
 
+TEST(FuseOneDnnPostOps, BroadcastPatternsOnlyOneDnnsReferenceTakesStayOut) {
+  // Attention scores [2,3,4,4]: a per-head bias shared by the batch
+  // ([1,3,4,4], as Swin's relative position bias) has no optimized oneDNN
+  // kernel; a per-batch mask ([2,1,4,4]) and a per-key one ([1,1,1,4]) do.
+  OneDnnFusionStats stats;
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%q: f32[2,3,4,5], %k: f32[2,3,5,4]) -> (%y1, %y2, %y3) opset 18 {
+  %hb = constant $0
+  %bm = constant $1
+  %km = constant $2
+  %s1 = MatMul(%q, %k) : f32[2,3,4,4]
+  %y1 = Add(%s1, %hb) : f32[2,3,4,4]
+  %s2 = MatMul(%q, %k) : f32[2,3,4,4]
+  %y2 = Add(%s2, %bm) : f32[2,3,4,4]
+  %s3 = MatMul(%q, %k) : f32[2,3,4,4]
+  %y3 = Add(%s3, %km) : f32[2,3,4,4]
+}
+// CHECK: %s1 = MatMul(%q, %k)
+// CHECK-NEXT: %y1 = Add(%s1, %hb)
+// CHECK-NEXT: %y2 = kiln.FusedMatMul(%q, %k, %bm)
+// CHECK-NEXT: %y3 = kiln.FusedMatMul(%q, %k, %km)
+)",
+                                                            F32({1, 3, 4, 4}, 3),
+                                                            F32({2, 1, 4, 4}, 4),
+                                                            F32({1, 1, 1, 4}, 5)),
+                                           &stats);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(stats.unfused_elementwise.size(), 1u);
+  EXPECT_EQ(stats.unfused_elementwise[0].node, "y1");
+  EXPECT_EQ(stats.unfused_elementwise[0].reason,
+            "Add operand [1,3,4,4] broadcasts over the result in a pattern only oneDNN's "
+            "reference kernel takes");
+}
+
 TEST(FuseOneDnnPostOps, AResidualAddTakenByALaterChainIsNotListed) {
   OneDnnFusionStats stats;
   absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(

@@ -43,6 +43,37 @@ std::string TypeText(const ir::Value& v) {
   return absl::StrCat(ir::DTypeName(v.dtype), "[", dims, "]");
 }
 
+// The broadcast patterns oneDNN 2.6's optimized kernels take for a binary
+// post-op operand (probed on its gemm-based matmul; conv kernels take the
+// same ones): full size, a scalar, one non-1 dim that is the last or dim 1
+// (per output channel), or dim 1 broadcast with dim 0 and the last dim full
+// (per minibatch). Others, e.g. Swin's [1,3,49,49] bias onto
+// [64,3,49,49] scores or a per-row [M,1] onto [M,N], make oneDNN pick its
+// scalar reference kernel, so they stay in the loop IR.
+bool OneDnnBroadcastPattern(const ir::Shape& operand, const ir::Shape& out) {
+  const size_t r = out.size();
+  if (operand.size() > r) return false;
+  ir::Shape o(r - operand.size(), 1);
+  o.insert(o.end(), operand.begin(), operand.end());
+  if (o == out) return true;
+  auto ones_except = [&](std::initializer_list<size_t> keep) {
+    for (size_t i = 0; i < r; ++i) {
+      if (o[i] != 1 && std::find(keep.begin(), keep.end(), i) == keep.end()) return false;
+    }
+    return true;
+  };
+  if (ones_except({})) return true;
+  if (r >= 1 && ones_except({r - 1})) return true;
+  if (r >= 2 && ones_except({1})) return true;
+  if (r >= 3 && o[1] == 1 && o[0] == out[0] && o[r - 1] == out[r - 1]) {
+    for (size_t i = 2; i + 1 < r; ++i) {
+      if (o[i] != 1 && o[i] != out[i]) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 bool BroadcastsTo(const ir::Shape& operand, const ir::Shape& out) {
   if (operand.size() > out.size()) return false;
   const size_t offset = out.size() - operand.size();
@@ -470,6 +501,12 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchBinary(int i, ir::ValueId x,
   }
   if (n.op == "Div") {
     Fail(why_not, "Div by a tensor (oneDNN has no div post-op)");
+    return std::nullopt;
+  }
+  if (!OneDnnBroadcastPattern(ov.shape, graph_.value(x).shape)) {
+    Fail(why_not, absl::StrCat(n.op, " operand ", ir::ShapeToString(ov.shape),
+                               " broadcasts over the result in a pattern only oneDNN's "
+                               "reference kernel takes"));
     return std::nullopt;
   }
   if (n.op == "Mul") return Single(i, Op("mul", 0.0f, 0.0f, o), y);
