@@ -1361,8 +1361,9 @@ def worker_argv(args):
            "--max-autotune-models", ",".join(args.max_autotune_models),
            "--kilnc", args.kilnc_path, "--onednn-peak", args.onednn_peak_path,
            "--kiln-cache", args.kiln_cache, "--model-timeout", repr(args.model_timeout),
-           "--kiln-bench-args", args.kiln_bench_args,
-           "--kiln-check-args", args.kiln_check_args,
+           # "=" form: the values may start with "--".
+           f"--kiln-bench-args={args.kiln_bench_args}",
+           f"--kiln-check-args={args.kiln_check_args}",
            "--debian-python", args.debian_python]
     if not args.freezing:
         out.append("--no-freezing")

@@ -190,6 +190,37 @@ class VerticalFuser {
     return false;
   }
 
+  // True when some Reduce of P's cone would be recomputed at every point of
+  // the consumer's innermost loop although P computes it outside its own
+  // innermost loop: the emitter evaluates a reduction once per point of the
+  // loops it depends on, so a LayerNorm's row statistics inlined into a
+  // consumer whose innermost variable walks rows (a window-partition or
+  // transpose copy) would be recomputed once per element, C times over.
+  static bool ReductionMovesInnermost(const Kernel& prod, const std::vector<bool>& cone,
+                                      const std::vector<IndexExpr>& subs,
+                                      int consumer_iter_vars) {
+    const int pn = static_cast<int>(prod.ranges.size());
+    if (pn == 0 || consumer_iter_vars == 0) return false;
+    // Per op: the producer iteration variables its value depends on.
+    std::vector<std::vector<bool>> uses(prod.body.size(), std::vector<bool>(pn, false));
+    for (size_t i = 0; i < prod.body.size(); ++i) {
+      if (!cone[i]) continue;
+      const Op& op = prod.body[i];
+      for (int v = 0; v < pn; ++v) uses[i][v] = op.index.UsesVar(v);
+      for (int32_t a : op.args) {
+        for (int v = 0; v < pn; ++v) uses[i][v] = uses[i][v] || uses[a][v];
+      }
+      if (op.code != OpCode::kReduce) continue;
+      const bool inner_in_p = uses[i][pn - 1];
+      bool inner_in_c = false;
+      for (int v = 0; v < pn; ++v) {
+        inner_in_c = inner_in_c || (uses[i][v] && subs[v].UsesVar(consumer_iter_vars - 1));
+      }
+      if (inner_in_c && !inner_in_p) return true;
+    }
+    return false;
+  }
+
   // Evaluations of an inlined copy at `offset` in the fused kernel: the
   // iteration points up to the innermost iteration variable the offset uses
   // (invariant inner loops are hoisted by the emitter), times the reduction
@@ -347,6 +378,9 @@ class VerticalFuser {
             Substitution(prod, dense, offset, plan, cn);
         if (has_reduce && NestsReduction(prod, cone, subs, cn)) {
           return absl::FailedPreconditionError("nested reduction");
+        }
+        if (has_reduce && ReductionMovesInnermost(prod, cone, subs, cn)) {
+          return absl::FailedPreconditionError("reduction recomputed per innermost point");
         }
         evaluations += Evaluations(offset, c, plan);
         std::vector<int32_t> pmap(prod.body.size(), -1);

@@ -46,7 +46,11 @@
 // variable the offset uses, times the reduction space if the offset uses a
 // reduction variable, summed over distinct offsets) / P's points. A P with a
 // Reduce is inlined only into a single consumer with amplification <= 1
-// (the reduction is computed as often as before). A pointwise P is inlined
+// (the reduction is computed as often as before) and only when no Reduce
+// that P computes outside its innermost loop would depend on the
+// consumer's innermost variable (then it would be recomputed per element,
+// e.g. LayerNorm statistics inlined into a window-partition copy). A
+// pointwise P is inlined
 // into any number of consumers when amplification <= 1 or its op count x
 // amplification <= max_amplified_ops, and, with several consumers, when it
 // has at most max_recompute_ops ops. The consumer gets P's `ops`.

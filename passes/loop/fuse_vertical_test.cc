@@ -13,6 +13,7 @@
 #include "passes/loop/fuse_horizontal.h"
 #include "ir/loop/text.h"
 #include "passes/loop/loop_test_util.h"
+#include "absl/strings/str_cat.h"
 #include "testing/filecheck.h"
 
 namespace kiln::passes {
@@ -330,6 +331,48 @@ kernel k1 over (i0: 6, i1: 4) {
   store %y[i0*4 + i1], %0
 }
 )", false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+// Rows normalized by their sum (a reduction with an epilogue, as a
+// lowered LayerNorm), read by `consumer`.
+std::string NormalizedRowsThen(const char* consumer) {
+  return absl::StrCat(R"(
+buffer %x: f32[4,6] input
+buffer %n: f32[4,6] intermediate
+buffer %y: f32[6,4] output
+kernel k0 over (i0: 4, i1: 6) reduce (r0: 6) {
+  %0 = load %x[i0*6 + r0]
+  %1 = reduce sum %0
+  %2 = load %x[i0*6 + i1]
+  %3 = div %2, %1
+  store %n[i0*6 + i1], %3
+}
+)",
+                      consumer);
+}
+
+TEST(FuseVertical, KeepsARowReductionWhoseConsumerWalksRowsInnermost) {
+  // The transposing consumer's innermost variable walks the rows: inlined,
+  // the row sum (computed once per row in k0) would be recomputed for every
+  // element, as Swin-T's LayerNorms inlined into its window partitions were.
+  Expect(NormalizedRowsThen(R"(
+kernel k1 over (i0: 6, i1: 4) {
+  %0 = load %n[i1*6 + i0]
+  store %y[i0*4 + i1], %0
+}
+)").c_str(),
+         false, "CHECK: kernel k0\nCHECK: kernel k1");
+}
+
+TEST(FuseVertical, InlinesARowReductionIntoARowMajorConsumer) {
+  Expect(NormalizedRowsThen(R"(
+kernel k1 over (i0: 4, i1: 6) {
+  %0 = load %n[i0*6 + i1]
+  %1 = exp %0
+  store %y[i0*6 + i1], %1
+}
+)").c_str(),
+         true, "CHECK-NOT: kernel k0\nCHECK: kernel k1 over (i0: 4, i1: 6) reduce (r0: 6)");
 }
 
 TEST(FuseVertical, NeverNestsAReductionInsideAnother) {
