@@ -931,7 +931,9 @@ TEST(Codegen, ScattersAndScans) {
   if (const EmittedKernel* k = KernelOf((*r)[0], "scatter_cols_add_f32")) {
     EXPECT_TRUE(k->parallel);
   }
-  if (const EmittedKernel* k = KernelOf((*r)[0], "scan_rows")) EXPECT_TRUE(k->parallel);
+  if (const EmittedKernel* k = KernelOf((*r)[0], "scan_rows")) {
+    EXPECT_TRUE(k->parallel);
+  }
 }
 
 }  // namespace

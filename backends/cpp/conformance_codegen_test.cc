@@ -302,7 +302,9 @@ TEST(ConformanceCodegen, LoopOnlyCasesMatchOnnxData) {
   EXPECT_TRUE(tally.unexpected_passes.empty())
       << "listed in kExpectedFailures but passing (remove them): "
       << absl::StrJoin(tally.unexpected_passes, ", ");
-  if (filter == nullptr) EXPECT_GE(static_cast<int>(tally.passed.size()), kPassFloor);
+  if (filter == nullptr) {
+    EXPECT_GE(static_cast<int>(tally.passed.size()), kPassFloor);
+  }
 }
 
 }  // namespace

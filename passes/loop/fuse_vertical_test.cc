@@ -31,7 +31,9 @@ void Expect(const char* text, bool want_changed, const char* checks) {
   ASSERT_TRUE(after.ok()) << after.status();
   const std::string out = ir::loop::PrintProgram(after->program);
   EXPECT_EQ(changed, want_changed) << out;
-  if (!want_changed) EXPECT_EQ(out, ir::loop::PrintProgram(before->program));
+  if (!want_changed) {
+    EXPECT_EQ(out, ir::loop::PrintProgram(before->program));
+  }
   absl::Status same = loop_testing::CheckSameResults(*before, *after);
   EXPECT_TRUE(same.ok()) << same;
   absl::Status s = kiln::testing::RunFileCheck(out, checks);
