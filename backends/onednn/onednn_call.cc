@@ -94,6 +94,37 @@ int64_t ChannelBlockOf(const memory::desc& md) {
   return like == md ? b.inner_blks[0] : 0;
 }
 
+// Whether `a` and `b` put every element at the same byte: equal dims, type,
+// inner blocks and padding, strides that differ only on dims of size 1 (NCHW
+// and NHWC of an N x C x 1 x 1 tensor). Then no reorder is needed between
+// them, only the primitive's own descriptor on the caller's pointer.
+bool SamePhysicalLayout(const memory::desc& a, const memory::desc& b) {
+  if (a == b) return true;
+  const dnnl_memory_desc_t& x = a.data;
+  const dnnl_memory_desc_t& y = b.data;
+  if (x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked ||
+      x.ndims != y.ndims || x.data_type != y.data_type || x.offset0 != y.offset0 ||
+      x.extra.flags != 0 || y.extra.flags != 0) {
+    return false;
+  }
+  const dnnl_blocking_desc_t& bx = x.format_desc.blocking;
+  const dnnl_blocking_desc_t& by = y.format_desc.blocking;
+  if (bx.inner_nblks != by.inner_nblks) return false;
+  for (int i = 0; i < bx.inner_nblks; ++i) {
+    if (bx.inner_blks[i] != by.inner_blks[i] || bx.inner_idxs[i] != by.inner_idxs[i]) {
+      return false;
+    }
+  }
+  for (int i = 0; i < x.ndims; ++i) {
+    if (x.dims[i] != y.dims[i] || x.padded_dims[i] != y.padded_dims[i] ||
+        x.padded_offsets[i] != y.padded_offsets[i]) {
+      return false;
+    }
+    if (x.padded_dims[i] > 1 && bx.strides[i] != by.strides[i]) return false;
+  }
+  return a.get_size() == b.get_size();
+}
+
 memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
   if (spec.channel_block > 0) {
     const Tag tag = ChannelBlockedTag(spec.shape.size(), spec.channel_block);
@@ -471,6 +502,16 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       return starts(pd, "jit") || starts(pd, "brg");
     };
     std::vector<dnnl::primitive_desc> candidates;
+    // Activations the layout pass already keeps blocked (passes/loop/
+    // propagate_layout asked PreferredActivationBlocks for this block) are
+    // taken as they are when an optimized kernel runs on them: on AVX-512
+    // `any` resolves to brgconv's NHWC, and converting blocked <-> NHWC around
+    // every conv would undo the pass.
+    const bool blocked_by_caller =
+        call.src.channel_block > 0 || call.dst.channel_block > 0;
+    if (blocked_by_caller && on_user_layout && direct(*on_user_layout)) {
+      candidates.push_back(*on_user_layout);
+    }
     if (on_any_layout && direct(*on_any_layout)) candidates.push_back(*on_any_layout);
     if (on_user_layout && direct(*on_user_layout)) candidates.push_back(*on_user_layout);
     if (on_user_layout) candidates.push_back(*on_user_layout);
@@ -538,15 +579,19 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     // Activations: the caller's buffers, or internal ones behind reorders.
     m.user_src = memory(user_src_md, engine, DNNL_MEMORY_NONE);
     m.user_dst = memory(user_dst_md, engine, DNNL_MEMORY_NONE);
-    if (pd_src != user_src_md) {
+    if (SamePhysicalLayout(pd_src, user_src_md)) {
+      m.user_src = memory(pd_src, engine, DNNL_MEMORY_NONE);
+      m.args[DNNL_ARG_SRC] = m.user_src;
+    } else {
       m.internal_src = memory(pd_src, engine);
       m.src_in = dnnl::reorder(m.user_src, m.internal_src);
       m.args[DNNL_ARG_SRC] = m.internal_src;
       ++m.reorders_per_call;
-    } else {
-      m.args[DNNL_ARG_SRC] = m.user_src;
     }
-    if (pd_dst != user_dst_md) {
+    if (SamePhysicalLayout(pd_dst, user_dst_md)) {
+      m.user_dst = memory(pd_dst, engine, DNNL_MEMORY_NONE);
+      m.args[DNNL_ARG_DST] = m.user_dst;
+    } else {
       m.internal_dst = memory(pd_dst, engine);
       m.dst_out = dnnl::reorder(m.internal_dst, m.user_dst);
       ++m.reorders_per_call;
@@ -555,8 +600,6 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         ++m.reorders_per_call;
       }
       m.args[DNNL_ARG_DST] = m.internal_dst;
-    } else {
-      m.args[DNNL_ARG_DST] = m.user_dst;
     }
     for (const auto& [index, md] : binary) {
       const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
@@ -609,14 +652,49 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     const memory::desc w_md = options.prepack_weights ? AnyDesc(user_w_md) : user_w_md;
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, 1);
-    const dnnl::primitive_desc pd =
-        MakePrimitiveDesc(call, conv, AnyDesc(StridedDesc(call.src)), w_md,
-                          bias_md ? &*bias_md : nullptr, AnyDesc(StridedDesc(call.dst)), attr);
+    const memory::desc* b = bias_md ? &*bias_md : nullptr;
+    const memory::desc user_src = StridedDesc(call.src);
+    const memory::desc user_dst = StridedDesc(call.dst);
+    const dnnl::primitive_desc pd = MakePrimitiveDesc(
+        call, conv, AnyDesc(user_src), w_md, b, AnyDesc(user_dst), attr);
     // Create takes this descriptor first only when it is an optimized kernel.
-    const std::string impl = pd.impl_info_str();
-    if (!absl::StartsWith(impl, "jit") && !absl::StartsWith(impl, "brg")) return blocks;
-    blocks.src = ChannelBlockOf(pd.query_md(dnnl::query::src_md, 0));
-    blocks.dst = ChannelBlockOf(pd.query_md(dnnl::query::dst_md, 0));
+    auto optimized = [](const dnnl::primitive_desc& d) {
+      const std::string impl = d.impl_info_str();
+      return absl::StartsWith(impl, "jit") || absl::StartsWith(impl, "brg");
+    };
+    if (optimized(pd)) {
+      blocks.src = ChannelBlockOf(pd.query_md(dnnl::query::src_md, 0));
+      blocks.dst = ChannelBlockOf(pd.query_md(dnnl::query::dst_md, 0));
+      if (blocks.dst > 0) return blocks;
+    }
+    // `any` chose a non-blocked layout for the output or no optimized
+    // kernel: on AVX-512 hosts oneDNN 2.6 resolves `any` to NHWC for its
+    // brgemm convs, and depthwise convs to a gemm-based one. The layout pass
+    // keeps chains in one channel-blocked layout (NHWC is not one it
+    // propagates), so ask whether an optimized kernel also runs on the
+    // blocked layouts (jit:avx512_core does, on nChw16c), the widest block
+    // first; the first conv of a network keeps its plain input.
+    const size_t rank = call.src.shape.size();
+    for (const int64_t block : {int64_t{16}, int64_t{8}}) {
+      const Tag tag = ChannelBlockedTag(rank, block);
+      if (tag == Tag::undef) continue;
+      const memory::desc src_blocked(user_src.dims(), user_src.data_type(), tag);
+      const memory::desc dst_blocked(user_dst.dims(), user_dst.data_type(), tag);
+      for (const bool src_too : {true, false}) {
+        try {
+          const dnnl::primitive_desc bd =
+              MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md,
+                                b, dst_blocked, attr);
+          if (!optimized(bd)) continue;
+          blocks.src = src_too ? block : 0;
+          blocks.dst = block;
+          return blocks;
+        } catch (const dnnl::error&) {
+          // No kernel for this combination; try the next.
+        }
+      }
+    }
+    blocks = ActivationBlocks{};
   } catch (const dnnl::error& e) {
     return CreateError(call, e);
   }
