@@ -543,6 +543,43 @@ TEST(OneDnnCallMatMul, ResidualSum) {
   Check(c);
 }
 
+// Weights without a batch over a batched src: one 2-D matmul with the batch
+// folded into the rows (src/dst layouts "ab"), whatever the operands do as
+// long as they broadcast over all rows or span them like the dst; weights
+// with a batch keep the batched form. Both are right.
+TEST(OneDnnCallMatMul, BatchFoldsIntoRowsWhenOperandsAllow) {
+  struct Form {
+    Shape weights;
+    bool transpose_b;
+    std::vector<PostOp> post_ops;
+    bool folds;
+  };
+  const std::vector<Form> forms = {
+      {{6, 7}, false, {PostOp::Add(Spec({2, 3, 5, 7})), PostOp::Mul(Spec({1, 1, 1, 7}))}, true},
+      {{1, 6, 7}, true, {PostOp::GeluErf(), PostOp::Sum()}, true},
+      {{3, 6, 7}, false, {PostOp::Relu()}, false}};
+  uint32_t seed = 360;
+  for (const Form& f : forms) {
+    Case c = MatMulCase({2, 3, 5, 6}, f.weights, false, f.transpose_b, true, Shape{7},
+                        f.post_ops, seed);
+    AddPostOpData(c, seed + 5);
+    seed += 10;
+    SCOPED_TRACE(c.call.ToString());
+    Check(c);
+    std::unique_ptr<OneDnnCall> call;
+    absl::StatusOr<Tensor> got = RunOneDnn(c, {}, &call);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(call->src_layout(), f.folds ? "ab" : "abcd");
+    EXPECT_EQ(call->call().ToString(), c.call.ToString()) << "the caller's call is kept";
+  }
+  // A transposed src ([..., K, M] stored) does not nest: batched, and right.
+  Case t = MatMulCase({2, 5, 6}, {6, 7}, true, false, true, Shape{7}, {}, 400);
+  Check(t);
+  std::unique_ptr<OneDnnCall> call;
+  ASSERT_TRUE(RunOneDnn(t, {}, &call).ok());
+  EXPECT_EQ(call->src_layout().size(), 3u) << call->src_layout();
+}
+
 // ---- Inner product (Gemm / Linear).
 
 Case LinearCase(int64_t n, int64_t ic, int64_t oc, bool weights_oi,
