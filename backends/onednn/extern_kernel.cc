@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/onednn/fused_call.h"
+#include "backends/onednn/rnn_kernel.h"
 #include "ir/status_macros.h"
 
 namespace kiln::onednn {
@@ -870,6 +871,9 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
 
 struct OneDnnExternKernel::Impl {
   std::string where;
+  // Set for onnx.LSTM/GRU/RNN, which run on their own primitive; the rest
+  // of Impl is then unused.
+  std::unique_ptr<OneDnnRnnKernel> rnn;
   std::unique_ptr<OneDnnCall> call;
   ExternKernelInfo info;
   std::deque<Tensor> owned;
@@ -890,6 +894,12 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
     const LoopProgram& program, const Kernel& kernel,
     const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
     const OneDnnCallOptions& options) {
+  if (kernel.kind == Kernel::Kind::kExtern && OneDnnRnnKernel::Handles(kernel.call.op)) {
+    auto impl = std::make_unique<Impl>();
+    KILN_ASSIGN_OR_RETURN(impl->rnn,
+                          OneDnnRnnKernel::Create(program, kernel, constants, options));
+    return std::unique_ptr<OneDnnExternKernel>(new OneDnnExternKernel(std::move(impl)));
+  }
   Translator tr(program, kernel, constants);
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
@@ -930,6 +940,7 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
 absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
                                      absl::Span<void* const> outputs) {
   Impl& m = *impl_;
+  if (m.rnn != nullptr) return m.rnn->Run(inputs, outputs);
   if (inputs.size() != m.num_inputs || outputs.size() != m.num_outputs) {
     return absl::InvalidArgumentError(absl::StrCat(
         m.where, ": expects ", m.num_inputs, " inputs and ", m.num_outputs,
@@ -959,7 +970,9 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
   return absl::OkStatus();
 }
 
-const ExternKernelInfo& OneDnnExternKernel::info() const { return impl_->info; }
+const ExternKernelInfo& OneDnnExternKernel::info() const {
+  return impl_->rnn != nullptr ? impl_->rnn->info() : impl_->info;
+}
 
 absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
     const LoopProgram& program, const Kernel& kernel,

@@ -1,7 +1,8 @@
 // File: backends/onednn/extern_kernel.h — runs one loop-IR extern kernel
 // ("onnx.Conv/ConvTranspose/Gemm/MatMul", "kiln.Fused*" with their post-op
 // chains) as a OneDnnCall: translates the kernel's attributes and buffers
-// into a FusedCall once, then runs on raw buffer pointers.
+// into a FusedCall once, then runs on raw buffer pointers. "onnx.LSTM/GRU/
+// RNN" run as oneDNN RNN primitives (backends/onednn/rnn_kernel.h).
 //
 //   KILN_ASSIGN_OR_RETURN(auto k, OneDnnExternKernel::Create(
 //                                     lp.program, kernel, lp.constants, {}));
@@ -29,7 +30,8 @@ namespace kiln::onednn {
 
 // What an extern kernel became, for the compile report and `kilnc explain`.
 struct ExternKernelInfo {
-  std::string op;    // "conv", "conv_transpose", "matmul", "inner_product"
+  std::string op;    // "conv", "conv_transpose", "matmul", "inner_product",
+                     // "lstm", "gru", "rnn"
   std::string call;  // FusedCall::ToString()
   std::vector<std::string> post_ops;  // PostOp::ToString() of each, in order
   std::string weight_layout;          // OneDnnCall::weights_layout()

@@ -649,7 +649,7 @@ graph main(%x: u8[2,3], %w: u8[3,4]) -> (%y) opset 17 {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   absl::StatusOr<Lowered> l = Lower(ConvGraph({1, 3, 5, 5}, {4, 3, 3, 3}, {1, 4, 3, 3}, ""));
   ASSERT_TRUE(l.ok()) << l.status();
-  for (const char* op : {"onnx.LSTM", "kiln.FusedSoftmax", "onednn.conv"}) {
+  for (const char* op : {"onnx.LRN", "kiln.FusedSoftmax", "onednn.conv"}) {
     ir::loop::Kernel k = *l->ext;
     k.call.op = op;
     s = OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status();

@@ -1,0 +1,448 @@
+// ONNX LSTM / GRU / RNN extern kernels on oneDNN (OneDnnRnnKernel, reached
+// through OneDnnExternKernel::Create) against the reference interpreter:
+// each one-node graph is lowered, its extern kernel built and run on seeded
+// random data, and every output it writes compared with reference::Run on
+// the graph. Forms oneDNN cannot compute exactly must be Unimplemented.
+#include "backends/onednn/rnn_kernel.h"
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "backends/onednn/extern_kernel.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+#include "ir/graph/text.h"
+#include "ir/loop/loop_ir.h"
+#include "lowering/lower_graph.h"
+#include "testing/compare.h"
+#include "testing/reference/interpreter.h"
+
+namespace kiln::onednn {
+namespace {
+
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+
+Tensor Random(DType dtype, const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (dtype == DType::kF64) {
+      t.data<double>()[i] = dist(gen);
+    } else {
+      t.data<float>()[i] = static_cast<float>(dist(gen));
+    }
+  }
+  return t;
+}
+
+std::string C(const Shape& shape, uint32_t seed, DType dtype = DType::kF32) {
+  return ir::PrintTensor(Random(dtype, shape, seed), ir::PrintOptions::Full());
+}
+
+std::string Dims(const Shape& s) { return absl::StrJoin(s, ","); }
+
+// One recurrent node. Weights are constants unless `runtime_weights`;
+// initial states are graph inputs.
+struct RnnCase {
+  std::string op = "LSTM";
+  int64_t seq = 7, batch = 3, input = 4, hidden = 5;
+  std::string direction = "forward";
+  bool bias = true, init_h = false, init_c = false, peephole = false;
+  bool runtime_weights = false;
+  int64_t linear_before_reset = 0;
+  bool y = true, yh = true, yc = true;  // yc: LSTM only
+  std::string extra_attrs;              // ", name=value" appended
+  std::string seq_lens;                 // constant literal, or "input"
+  DType dtype = DType::kF32;
+
+  int64_t Gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
+  int64_t Dirs() const { return direction == "bidirectional" ? 2 : 1; }
+
+  // The case without its constants' data, for failure messages.
+  std::string Describe() const {
+    return absl::StrCat(op, " seq ", seq, " batch ", batch, " input ", input, " hidden ",
+                        hidden, " ", direction, " bias ", bias, " h0 ", init_h, " c0 ",
+                        init_c, " P ", peephole, " lbr ", linear_before_reset,
+                        " runtime_w ", runtime_weights, " outputs ", y, yh, yc,
+                        " seq_lens '", seq_lens, "'", extra_attrs);
+  }
+
+  std::string Text() const {
+    const int64_t D = Dirs(), G = Gates(), H = hidden, N = batch;
+    const char* dt = dtype == DType::kF64 ? "f64" : "f32";
+    std::vector<std::string> params = {absl::StrCat("%x: ", dt, "[", seq, ",", N, ",", input, "]")};
+    std::string body;
+    auto weight = [&](const char* name, const Shape& s, uint32_t seed) {
+      if (runtime_weights) {
+        params.push_back(absl::StrCat("%", name, ": ", dt, "[", Dims(s), "]"));
+      } else {
+        absl::StrAppend(&body, "  %", name, " = constant ", C(s, seed, dtype), "\n");
+      }
+    };
+    weight("w", {D, G * H, input}, 2);
+    weight("r", {D, G * H, H}, 3);
+    if (bias) weight("b", {D, 2 * G * H}, 4);
+    if (peephole) weight("p", {D, 3 * H}, 5);
+    if (seq_lens == "input") {
+      params.push_back(absl::StrCat("%lens: i32[", N, "]"));
+    } else if (!seq_lens.empty()) {
+      absl::StrAppend(&body, "  %lens = constant ", seq_lens, "\n");
+    }
+    if (init_h) params.push_back(absl::StrCat("%h0: ", dt, "[", D, ",", N, ",", H, "]"));
+    if (init_c) params.push_back(absl::StrCat("%c0: ", dt, "[", D, ",", N, ",", H, "]"));
+    std::vector<std::string> args = {"%x", "%w", "%r", bias ? "%b" : "_",
+                                     seq_lens.empty() ? "_" : "%lens", init_h ? "%h0" : "_"};
+    if (op == "LSTM") {
+      args.push_back(init_c ? "%c0" : "_");
+      args.push_back(peephole ? "%p" : "_");
+    }
+    while (args.back() == "_") args.pop_back();
+    std::vector<std::string> outs = {y ? "%y" : "_", yh ? "%yh" : "_"};
+    if (op == "LSTM") outs.push_back(yc ? "%yc" : "_");
+    while (outs.back() == "_") outs.pop_back();
+    std::vector<std::string> graph_outs, types;
+    const std::string state = absl::StrCat(dt, "[", D, ",", N, ",", H, "]");
+    for (const std::string& o : outs) {
+      if (o == "_") continue;
+      graph_outs.push_back(o);
+      if (o == "%y") {
+        types.push_back(absl::StrCat(dt, "[", seq, ",", D, ",", N, ",", H, "]"));
+      } else {
+        types.push_back(state);
+      }
+    }
+    std::string attrs = absl::StrCat("direction=\"", direction, "\", hidden_size=", H);
+    if (op == "GRU") absl::StrAppend(&attrs, ", linear_before_reset=", linear_before_reset);
+    absl::StrAppend(&attrs, extra_attrs);
+    return absl::StrCat("graph main(", absl::StrJoin(params, ", "), ") -> (",
+                        absl::StrJoin(graph_outs, ", "), ") opset 17 {\n", body, "  ",
+                        absl::StrJoin(outs, ", "), " = ", op, "(", absl::StrJoin(args, ", "),
+                        ") {", attrs, "} : ", absl::StrJoin(types, ", "), "\n}\n");
+  }
+};
+
+struct Lowered {
+  ir::Graph graph;
+  lowering::LoweredProgram lp;
+  const ir::loop::Kernel* ext = nullptr;
+};
+
+absl::StatusOr<Lowered> Lower(const std::string& text) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  if (!g.ok()) return g.status();
+  Lowered l;
+  l.graph = std::move(*g);
+  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(l.graph);
+  if (!lp.ok()) return lp.status();
+  l.lp = std::move(*lp);
+  for (const ir::loop::Kernel& k : l.lp.program.kernels) {
+    if (k.kind != ir::loop::Kernel::Kind::kExtern) continue;
+    if (l.ext != nullptr) return absl::InternalError("more than one extern kernel");
+    l.ext = &k;
+  }
+  if (l.ext == nullptr) return absl::InternalError("no extern kernel");
+  return l;
+}
+
+// Builds the case's kernel on oneDNN, runs it twice on random inputs and
+// compares every graph output with the reference interpreter's.
+void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
+                           const OneDnnCallOptions& options = {}) {
+  const std::string text = c.Text();
+  SCOPED_TRACE(c.Describe());
+  absl::StatusOr<Lowered> l = Lower(text);
+  ASSERT_TRUE(l.ok()) << l.status();
+  const ir::loop::Kernel& ext = *l->ext;
+  std::vector<Tensor> inputs;
+  std::map<int32_t, Tensor> storage;
+  for (size_t i = 0; i < l->graph.inputs().size(); ++i) {
+    const ir::Value& v = l->graph.value(l->graph.inputs()[i]);
+    inputs.push_back(Random(v.dtype, v.shape, 1000 + 17 * i));
+    storage.emplace(l->lp.inputs[i], inputs.back());
+  }
+  for (const auto& [b, data] : l->lp.constants) storage.emplace(b, *data);
+  for (int32_t b : ext.call.outputs) {
+    const ir::loop::Buffer& buf = l->lp.program.buffers[b];
+    // NaN: a value the kernel fails to write cannot pass the comparison.
+    Tensor t(buf.dtype, buf.shape);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = NAN;
+    storage.emplace(b, std::move(t));
+  }
+
+  absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> k =
+      OneDnnExternKernel::Create(l->lp.program, ext, l->lp.constants, options);
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::vector<void*> in_ptrs, out_ptrs;
+  for (int32_t b : ext.call.inputs) {
+    ASSERT_TRUE(storage.count(b)) << "extern reads a buffer computed by a loop kernel";
+    in_ptrs.push_back(storage.at(b).raw_data());
+  }
+  for (int32_t b : ext.call.outputs) out_ptrs.push_back(storage.at(b).raw_data());
+  for (int rep = 0; rep < 2; ++rep) {
+    absl::Status s = (*k)->Run(in_ptrs, out_ptrs);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> want = reference::Run(l->graph, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(want->size(), l->lp.outputs.size());
+  testing::Tolerance tol;
+  tol.rtol = 1e-4;
+  tol.atol = 1e-5;
+  for (size_t o = 0; o < want->size(); ++o) {
+    ASSERT_TRUE(storage.count(l->lp.outputs[o])) << "output " << o << " not an extern output";
+    testing::CompareResult r =
+        testing::CompareTensors(storage.at(l->lp.outputs[o]), (*want)[o], tol);
+    EXPECT_TRUE(r.ok) << (*k)->info().call << ": output " << o << ": " << r.message;
+  }
+  if (info != nullptr) *info = (*k)->info();
+}
+
+absl::Status CreateStatus(const RnnCase& c) {
+  absl::StatusOr<Lowered> l = Lower(c.Text());
+  if (!l.ok()) return l.status();
+  return OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, {}).status();
+}
+
+// ---- LSTM.
+
+TEST(RnnKernelLstm, ForwardReportsCall) {
+  RnnCase c;
+  ExternKernelInfo info;
+  CheckAgainstReference(c, &info);
+  EXPECT_EQ(info.op, "lstm");
+  EXPECT_EQ(info.call, "lstm[seq 7 batch 3 input 4 hidden 5 forward]+bias");
+  EXPECT_FALSE(info.weight_layout.empty());
+  EXPECT_FALSE(info.impl.empty());
+  // W + R (any layout, at least their elements) + the bias.
+  EXPECT_GE(info.prepacked_bytes, (4 * 5 * 4 + 4 * 5 * 5 + 4 * 5) * 4);
+}
+
+TEST(RnnKernelLstm, DirectionsStatesAndShapes) {
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    for (int64_t batch : {1, 3}) {
+      for (int64_t hidden : {5, 17}) {
+        for (int64_t seq : {1, 7}) {
+          RnnCase c;
+          c.direction = dir;
+          c.batch = batch;
+          c.hidden = hidden;
+          c.seq = seq;
+          c.init_h = c.init_c = (batch + hidden + seq) % 2 == 0;
+          c.bias = hidden == 17 || seq == 1;
+          CheckAgainstReference(c);
+        }
+      }
+    }
+  }
+}
+
+TEST(RnnKernelLstm, OnlyOneInitialState) {
+  for (const char* dir : {"forward", "bidirectional"}) {
+    RnnCase c;
+    c.direction = dir;
+    c.init_h = true;
+    CheckAgainstReference(c);
+    c.init_h = false;
+    c.init_c = true;
+    CheckAgainstReference(c);
+  }
+}
+
+TEST(RnnKernelLstm, Peepholes) {
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    RnnCase c;
+    c.direction = dir;
+    c.peephole = true;
+    c.init_c = true;
+    c.hidden = 17;
+    ExternKernelInfo info;
+    CheckAgainstReference(c, &info);
+    EXPECT_TRUE(absl::EndsWith(info.call, "+peephole")) << info.call;
+  }
+}
+
+TEST(RnnKernelLstm, OptionalOutputs) {
+  for (const char* dir : {"forward", "bidirectional"}) {
+    RnnCase c;
+    c.direction = dir;
+    c.yh = c.yc = false;  // only Y
+    CheckAgainstReference(c);
+    c.y = false;  // only Y_h
+    c.yh = true;
+    CheckAgainstReference(c);
+    c.yh = false;  // only Y_c
+    c.yc = true;
+    CheckAgainstReference(c);
+  }
+}
+
+TEST(RnnKernelLstm, RuntimeWeightsAndUnpackedWeights) {
+  RnnCase c;
+  c.direction = "bidirectional";
+  c.peephole = true;
+  c.init_h = c.init_c = true;
+  c.runtime_weights = true;
+  ExternKernelInfo info;
+  CheckAgainstReference(c, &info);
+  EXPECT_EQ(info.prepacked_bytes, 0);
+  c.runtime_weights = false;
+  OneDnnCallOptions no_prepack;
+  no_prepack.prepack_weights = false;
+  CheckAgainstReference(c, &info, no_prepack);
+  EXPECT_EQ(info.weight_layout, "ldigo");
+}
+
+TEST(RnnKernelLstm, FullConstantSequenceLens) {
+  RnnCase c;
+  c.seq_lens = "i32[3] [7, 7, 7]";
+  CheckAgainstReference(c);
+}
+
+// ---- GRU.
+
+TEST(RnnKernelGru, BothResetFormsAllDirections) {
+  for (int64_t lbr : {0, 1}) {
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      for (int64_t batch : {1, 3}) {
+        for (int64_t hidden : {5, 17}) {
+          RnnCase c;
+          c.op = "GRU";
+          c.linear_before_reset = lbr;
+          c.direction = dir;
+          c.batch = batch;
+          c.hidden = hidden;
+          c.seq = hidden == 5 ? 7 : 1;
+          c.init_h = batch == 3;
+          c.bias = !(batch == 1 && hidden == 5);
+          ExternKernelInfo info;
+          CheckAgainstReference(c, &info);
+          EXPECT_EQ(info.op, "gru");
+          EXPECT_EQ(absl::StrContains(info.call, "linear_before_reset"), lbr == 1)
+              << info.call;
+        }
+      }
+    }
+  }
+}
+
+TEST(RnnKernelGru, OptionalOutputsAndRuntimeWeights) {
+  for (int64_t lbr : {0, 1}) {
+    RnnCase c;
+    c.op = "GRU";
+    c.linear_before_reset = lbr;
+    c.direction = "bidirectional";
+    c.yh = false;
+    CheckAgainstReference(c);
+    c.yh = true;
+    c.y = false;
+    c.init_h = true;
+    CheckAgainstReference(c);
+    c.y = true;
+    c.runtime_weights = true;
+    CheckAgainstReference(c);
+  }
+}
+
+// ---- RNN.
+
+TEST(RnnKernelRnn, Activations) {
+  for (const char* act : {"", "Tanh", "Relu", "Sigmoid"}) {
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      RnnCase c;
+      c.op = "RNN";
+      c.direction = dir;
+      c.init_h = true;
+      c.hidden = 17;
+      if (*act != '\0') {
+        c.extra_attrs = absl::StrCat(", activations=[\"", act, "\"",
+                                     c.Dirs() == 2 ? absl::StrCat(", \"", act, "\"") : "",
+                                     "]");
+      }
+      ExternKernelInfo info;
+      CheckAgainstReference(c, &info);
+      EXPECT_EQ(info.op, "rnn");
+    }
+  }
+}
+
+// ---- Refused forms stay on the reference.
+
+void ExpectUnimplemented(const RnnCase& c, const std::string& what) {
+  absl::Status s = CreateStatus(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s << "\n" << c.Describe();
+  EXPECT_TRUE(absl::StrContains(s.message(), what)) << s;
+}
+
+TEST(RnnKernelRefuses, FormsOneDnnComputesDifferently) {
+  RnnCase c;
+  c.extra_attrs = ", clip=0.5";
+  ExpectUnimplemented(c, "clip");
+  c.extra_attrs = ", input_forget=1";
+  ExpectUnimplemented(c, "input_forget");
+  c.extra_attrs = ", activations=[\"Sigmoid\", \"Relu\", \"Tanh\"]";
+  ExpectUnimplemented(c, "activation 'Relu'");
+  c.extra_attrs = ", activation_alpha=[0.5]";
+  ExpectUnimplemented(c, "activation_alpha");
+  c.extra_attrs = "";
+  c.seq_lens = "i32[3] [7, 3, 7]";
+  ExpectUnimplemented(c, "sequence_lens[1] = 3");
+  c.seq_lens = "input";
+  ExpectUnimplemented(c, "sequence_lens known only at run time");
+  c.seq_lens = "";
+  c.dtype = DType::kF64;
+  ExpectUnimplemented(c, "f64");
+
+  RnnCase gru;
+  gru.op = "GRU";
+  gru.extra_attrs = ", activations=[\"Sigmoid\", \"Relu\"]";
+  ExpectUnimplemented(gru, "activation 'Relu'");
+  RnnCase rnn;
+  rnn.op = "RNN";
+  rnn.direction = "bidirectional";
+  rnn.extra_attrs = ", activations=[\"Tanh\", \"Relu\"]";
+  ExpectUnimplemented(rnn, "different activations");
+  rnn.direction = "forward";
+  rnn.extra_attrs = ", activations=[\"LeakyRelu\"]";
+  ExpectUnimplemented(rnn, "LeakyRelu");
+}
+
+TEST(RnnKernelRefuses, BatchMajorLayout) {
+  // layout=1: X is [batch, seq, input]; the states [batch, dirs, hidden].
+  const std::string text = absl::StrCat(R"(
+graph main(%x: f32[3,7,4]) -> (%y) opset 17 {
+  %w = constant )", C({1, 16, 4}, 2), R"(
+  %r = constant )", C({1, 16, 4}, 3), R"(
+  %y = LSTM(%x, %w, %r) {hidden_size=4, layout=1} : f32[3,7,1,4]
+}
+)");
+  absl::StatusOr<Lowered> l = Lower(text);
+  ASSERT_TRUE(l.ok()) << l.status();
+  absl::Status s = OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "layout=1")) << s;
+}
+
+TEST(RnnKernelErrors, RunChecksPointers) {
+  absl::StatusOr<Lowered> l = Lower(RnnCase().Text());
+  ASSERT_TRUE(l.ok()) << l.status();
+  auto k = OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants);
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::vector<void*> ins(l->ext->call.inputs.size(), nullptr);
+  std::vector<void*> outs(l->ext->call.outputs.size(), nullptr);
+  EXPECT_EQ((*k)->Run(ins, outs).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*k)->Run({}, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln::onednn
