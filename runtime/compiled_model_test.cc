@@ -276,6 +276,52 @@ TEST(CompiledModel, ReportDescribesEveryKernel) {
   EXPECT_NE(r.ToText().find("loop kernels"), std::string::npos);
 }
 
+// Recurrent ops run as oneDNN RNN primitives (backends/onednn/rnn_kernel.h);
+// a form oneDNN would compute differently (clip) stays on the reference.
+constexpr char kRecurrent[] = R"(
+graph main(%x: f32[6,3,4], %h0: f32[2,3,5]) -> (%y, %yh, %yc, %gy, %ry) opset 17 {
+  %w = constant f32[2,20,4] <elided>
+  %r = constant f32[2,20,5] <elided>
+  %b = constant f32[2,40] <elided>
+  %p = constant f32[2,15] <elided>
+  %y, %yh, %yc = LSTM(%x, %w, %r, %b, _, %h0, _, %p) {direction="bidirectional", hidden_size=5} : f32[6,2,3,5], f32[2,3,5], f32[2,3,5]
+  %gw = constant f32[1,15,4] <elided>
+  %gr = constant f32[1,15,5] <elided>
+  %gb = constant f32[1,30] <elided>
+  %gy = GRU(%x, %gw, %gr, %gb) {direction="reverse", hidden_size=5, linear_before_reset=1} : f32[6,1,3,5]
+  %rw = constant f32[1,7,4] <elided>
+  %rr = constant f32[1,7,7] <elided>
+  %ry = RNN(%x, %rw, %rr) {hidden_size=7, clip=2.0} : f32[6,1,3,7]
+}
+)";
+
+TEST(CompiledModel, RecurrentOpsRunOnOneDnn) {
+  ExpectMatchesReference(kRecurrent, {Random({6, 3, 4}, 1), Random({2, 3, 5}, 2)});
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kRecurrent));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  EXPECT_EQ(j["reference_calls"], 1) << r.ToText();
+  int lstm = 0, gru = 0, rnn = 0;
+  for (const auto& x : j["extern_calls"]) {
+    const std::string op = x["op"];
+    if (absl::StartsWith(op, "lstm[") || absl::StartsWith(op, "gru[")) {
+      (op[0] == 'l' ? lstm : gru)++;
+      EXPECT_EQ(x["backend"], "onednn") << op;
+      EXPECT_FALSE(x["weight_layout"].get<std::string>().empty()) << op;
+      EXPECT_GT(x["prepacked_bytes"].get<int64_t>(), 0) << op;
+    } else if (op == "onnx.RNN") {
+      ++rnn;
+      EXPECT_EQ(x["backend"], "reference");
+      EXPECT_TRUE(absl::StrContains(x["reason"].get<std::string>(), "clip")) << x["reason"];
+    }
+  }
+  EXPECT_EQ(lstm, 1) << r.ToText();
+  EXPECT_EQ(gru, 1) << r.ToText();
+  EXPECT_EQ(rnn, 1) << r.ToText();
+}
+
 TEST(CompiledModel, DumpDirGetsIrAndSources) {
   CompileOptions o = Options();
   o.dump_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
