@@ -59,17 +59,24 @@ absl::StatusOr<bool> CheckKernel(const lowering::LoweredProgram& lp,
                          : RandomF32(lp.program.buffers[b].shape, 17 + j));
   }
   for (ir::Tensor& t : inputs) in_ptrs.push_back(t.raw_data());
-  const ir::loop::Buffer& ob = lp.program.buffers[ext.call.outputs[0]];
-  ir::Tensor got(ob.dtype, ob.shape);
-  out_ptrs.push_back(got.raw_data());
+  std::vector<ir::Tensor> got;  // one per output (LSTM/GRU/RNN have up to 3)
+  for (int32_t b : ext.call.outputs) {
+    got.emplace_back(lp.program.buffers[b].dtype, lp.program.buffers[b].shape);
+  }
+  for (ir::Tensor& t : got) out_ptrs.push_back(t.raw_data());
   KILN_RETURN_IF_ERROR(k.Run(in_ptrs, out_ptrs));
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want,
                         lowering::RunExternKernel(lp.program, ext, inputs));
   testing::Tolerance tol;
   tol.max_rel = 1e-4;
-  const testing::CompareResult r = testing::CompareTensors(got, want[0], tol);
-  if (!r.ok) *detail = r.message;
-  return r.ok;
+  for (size_t o = 0; o < got.size(); ++o) {
+    const testing::CompareResult r = testing::CompareTensors(got[o], want[o], tol);
+    if (!r.ok) {
+      *detail = absl::StrCat("output ", o, ": ", r.message);
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string ModelName(const std::string& dir) {
