@@ -245,6 +245,13 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
       return rd.Unimplemented("attribute '", name, "'");
     }
   }
+  // Channel-blocked activations (passes/loop/propagate_layout) are for convs.
+  for (const char* name : {"kiln_blocked_inputs", "kiln_blocked_outputs"}) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> blocked, rd.Ints(name));
+    for (int64_t c : blocked) {
+      if (c != 0) return rd.Unimplemented("a channel-blocked buffer");
+    }
+  }
   if (rd.Has("clip")) return rd.Unimplemented("clip is not supported by oneDNN");
   KILN_ASSIGN_OR_RETURN(int64_t layout, rd.Int("layout", 0));
   if (layout != 0) return rd.Unimplemented("layout=", layout, " (batch-major)");

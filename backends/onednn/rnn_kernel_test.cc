@@ -433,6 +433,35 @@ graph main(%x: f32[3,7,4]) -> (%y) opset 17 {
   EXPECT_TRUE(absl::StrContains(s.message(), "layout=1")) << s;
 }
 
+TEST(RnnKernelRefuses, BlockedBuffers) {
+  absl::StatusOr<Lowered> l = Lower(RnnCase().Text());
+  ASSERT_TRUE(l.ok()) << l.status();
+  ir::loop::Kernel k = *l->ext;
+  k.call.attrs["kiln_blocked_inputs"] = std::vector<int64_t>(k.call.inputs.size(), 0);
+  EXPECT_TRUE(OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).ok());
+  std::get<std::vector<int64_t>>(k.call.attrs["kiln_blocked_inputs"])[0] = 4;
+  absl::Status s = OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+}
+
+TEST(RnnKernelErrors, MalformedKernels) {
+  absl::StatusOr<Lowered> l = Lower(RnnCase().Text());
+  ASSERT_TRUE(l.ok()) << l.status();
+  ir::loop::Kernel k = *l->ext;
+  k.call.attrs["kiln_output_slots"] = std::vector<int64_t>{0};  // 3 outputs
+  absl::Status s = OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), l->ext->name)) << s;
+  k = *l->ext;
+  std::swap(k.call.inputs[1], k.call.inputs[2]);  // W and R shapes swapped
+  s = OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  k = *l->ext;
+  k.call.inputs[0] = 9999;
+  s = OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
 TEST(RnnKernelErrors, RunChecksPointers) {
   absl::StatusOr<Lowered> l = Lower(RnnCase().Text());
   ASSERT_TRUE(l.ok()) << l.status();
