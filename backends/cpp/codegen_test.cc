@@ -14,8 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpp/emitter.h"
 #include "backends/cpp/test_util.h"
+#include "ir/graph/text.h"
 #include "ir/loop/interpreter.h"
 #include "ir/loop/loop_ir.h"
+#include "lowering/extern_executor.h"
+#include "lowering/lower_graph.h"
 #include "runtime/jit/isa_test_util.h"
 
 namespace kiln::backends::cpp {
@@ -934,6 +937,76 @@ TEST(Codegen, ScattersAndScans) {
   if (const EmittedKernel* k = KernelOf((*r)[0], "scan_rows")) {
     EXPECT_TRUE(k->parallel);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Lowered programs with extern kernels (RunLoweredCases): loop segments as
+// generated code, extern kernels on the host's reference, against
+// lowering::RunLoweredProgram (loop interpreter + the same reference).
+
+TEST(Codegen, LoweredProgramsRunLoopSegmentsAroundExternKernels) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  // Loop, Gemm, loop, MatMul, loop: three loop segments; %g (an extern
+  // output) is also a graph output and read by two later segments.
+  const char* text = R"(
+graph g(%x: f32[4,6], %w: f32[5,6], %v: f32[5,3]) -> (%y, %g, %z) opset 13 {
+  %r = Relu(%x) : f32[4,6]
+  %g = Gemm(%r, %w) {transB=1, alpha=0.5} : f32[4,5]
+  %t = Tanh(%g) : f32[4,5]
+  %m = MatMul(%t, %v) : f32[4,3]
+  %y = Sigmoid(%m) : f32[4,3]
+  %z = Add(%g, %t) : f32[4,5]
+}
+)";
+  // Only externs: nothing runs as generated code.
+  const char* extern_only = R"(
+graph g(%a: f32[3,4], %b: f32[4,2]) -> (%c) opset 13 {
+  %c = MatMul(%a, %b) : f32[3,2]
+}
+)";
+  std::vector<lowering::LoweredProgram> programs;
+  for (const char* graph : {text, extern_only}) {
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(graph);
+    ASSERT_TRUE(g.ok()) << g.status();
+    absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(*g);
+    ASSERT_TRUE(lp.ok()) << lp.status();
+    programs.push_back(*std::move(lp));
+  }
+  std::vector<LoweredCase> cases;
+  for (uint32_t seed : {1u, 7u}) {
+    cases.push_back({absl::StrCat("three segments, seed ", seed), &programs[0],
+                     {RandomTensor(DType::kF32, {4, 6}, seed, -2, 2),
+                      RandomTensor(DType::kF32, {5, 6}, seed + 1, -1, 1),
+                      RandomTensor(DType::kF32, {5, 3}, seed + 2, -1, 1)}});
+  }
+  cases.push_back({"extern only", &programs[1],
+                   {RandomTensor(DType::kF32, {3, 4}, 3, -1, 1),
+                    RandomTensor(DType::kF32, {4, 2}, 4, -1, 1)}});
+  cases.push_back({"wrong input count", &programs[1], {RandomTensor(DType::kF32, {3, 4}, 3, -1, 1)}});
+  RunOptions options;
+  // At most two cases per build and run (the extern-only one needs none).
+  absl::StatusOr<std::vector<LoweredResult>> results = RunLoweredCases(t, cases, options, 2);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const int expected_segments[] = {3, 3, 0};
+  const int expected_externs[] = {2, 2, 1};
+  for (size_t c = 0; c < 3; ++c) {
+    const LoweredResult& r = (*results)[c];
+    ASSERT_TRUE(r.error.empty()) << cases[c].name << ": " << r.error;
+    EXPECT_EQ(r.rc, 0) << cases[c].name;
+    EXPECT_EQ(r.loop_segments, expected_segments[c]) << cases[c].name;
+    EXPECT_EQ(r.extern_calls, expected_externs[c]) << cases[c].name;
+    absl::StatusOr<std::vector<Tensor>> ref =
+        lowering::RunLoweredProgram(*cases[c].lowered, cases[c].inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ASSERT_EQ(r.outputs.size(), ref->size()) << cases[c].name;
+    for (size_t o = 0; o < ref->size(); ++o) {
+      testing::CompareResult cmp = testing::CompareTensors(r.outputs[o], (*ref)[o], kTranscendental);
+      EXPECT_TRUE(cmp.ok) << cases[c].name << " output " << o << ": " << cmp.message;
+    }
+  }
+  EXPECT_THAT((*results)[3].error, HasSubstr("1 inputs for a program of 2"));
+  EXPECT_EQ(RunLoweredCases(t, cases, options, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

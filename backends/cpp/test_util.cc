@@ -25,6 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "ir/loop/interpreter.h"
 #include "ir/status_macros.h"
+#include "lowering/extern_executor.h"
+#include "lowering/ops_fallback.h"
 #include "runtime/jit/jit_compiler.h"
 
 namespace kiln::backends::cpp {
@@ -360,6 +362,58 @@ std::map<int, std::string> CasesNamedIn(absl::string_view message, size_t num_ca
   return named;
 }
 
+// A step of a lowered program: loop kernels [begin, end), or the extern
+// kernel `begin`.
+struct Step {
+  bool loop = false;
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+std::vector<Step> StepsOf(const ir::loop::LoopProgram& p) {
+  std::vector<Step> steps;
+  for (size_t k = 0; k < p.kernels.size();) {
+    if (p.kernels[k].kind != ir::loop::Kernel::Kind::kLoop) {
+      steps.push_back({false, k, k + 1});
+      ++k;
+      continue;
+    }
+    size_t end = k;
+    while (end < p.kernels.size() && p.kernels[end].kind == ir::loop::Kernel::Kind::kLoop) ++end;
+    steps.push_back({true, k, end});
+    k = end;
+  }
+  return steps;
+}
+
+// The loop kernels of `step` as a program of their own over all of `p`'s
+// buffers: the ones they write become outputs (read back; bound too when
+// they already hold data), the ones they only read are bound from `env`
+// (zero-filled when nothing wrote them, as on the loop interpreter).
+ProgramCase SegmentCase(const ir::loop::LoopProgram& p, const Step& step,
+                        const std::map<int32_t, Tensor>& env, const std::string& name) {
+  ProgramCase pc;
+  pc.name = name;
+  pc.program.buffers = p.buffers;
+  std::vector<bool> used(p.buffers.size(), false), written(p.buffers.size(), false);
+  for (size_t k = step.begin; k < step.end; ++k) {
+    for (const ir::loop::Op& op : p.kernels[k].body) {
+      if (op.buffer < 0) continue;
+      used[op.buffer] = true;
+      if (op.code == ir::loop::OpCode::kStore) written[op.buffer] = true;
+    }
+    pc.program.kernels.push_back(p.kernels[k]);
+  }
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    Buffer& buf = pc.program.buffers[b];
+    buf.kind = written[b] ? ir::loop::BufferKind::kOutput
+                          : (used[b] && env.count(b) ? ir::loop::BufferKind::kInput
+                                                     : ir::loop::BufferKind::kIntermediate);
+    if (used[b] && env.count(b)) pc.inputs.emplace(buf.name, env.at(b));
+  }
+  return pc;
+}
+
 }  // namespace
 
 Tensor RandomTensor(DType dtype, const ir::Shape& shape, uint32_t seed, double lo, double hi,
@@ -540,6 +594,133 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
     for (int32_t b : plans[c].dumped) {
       const Buffer& buf = cases[c].program.buffers[b];
       results[c].outputs.emplace(buf.name, Unlayout(buf, storage[b].data()));
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIsa& isa,
+                                                          const std::vector<LoweredCase>& cases,
+                                                          const RunOptions& options,
+                                                          size_t cases_per_batch) {
+  if (cases_per_batch == 0) return absl::InvalidArgumentError("cases_per_batch is 0");
+  const size_t n = cases.size();
+  std::vector<LoweredResult> results(n);
+  std::vector<std::map<int32_t, Tensor>> env(n);  // per case: buffer -> data
+  std::vector<std::vector<Step>> steps(n);
+  std::vector<size_t> next(n, 0);
+  std::vector<bool> live(n, true);
+  auto fail = [&](size_t c, std::string error) {
+    results[c].error = std::move(error);
+    live[c] = false;
+  };
+  for (size_t c = 0; c < n; ++c) {
+    const lowering::LoweredProgram* lp = cases[c].lowered;
+    if (lp == nullptr) return absl::InvalidArgumentError(absl::StrCat(cases[c].name, ": no program"));
+    if (cases[c].inputs.size() != lp->inputs.size()) {
+      fail(c, absl::StrCat(cases[c].inputs.size(), " inputs for a program of ", lp->inputs.size()));
+      continue;
+    }
+    const std::vector<bool> dynamic = lowering::DynamicBuffers(lp->program);
+    if (std::find(dynamic.begin(), dynamic.end(), true) != dynamic.end()) {
+      fail(c, "values of data-dependent shape (reference calls) are not run here");
+      continue;
+    }
+    for (size_t i = 0; i < lp->inputs.size(); ++i) env[c].emplace(lp->inputs[i], cases[c].inputs[i]);
+    for (const auto& [b, data] : lp->constants) env[c].emplace(b, *data);
+    steps[c] = StepsOf(lp->program);
+  }
+  RunOptions run_options = options;
+  run_options.merge = true;
+  for (;;) {
+    // On the host: each live case's extern kernels up to its next loop
+    // segment.
+    std::vector<size_t> at_loop;
+    for (size_t c = 0; c < n; ++c) {
+      const ir::loop::LoopProgram& p = cases[c].lowered->program;
+      while (live[c] && next[c] < steps[c].size() && !steps[c][next[c]].loop) {
+        const ir::loop::Kernel& ext = p.kernels[steps[c][next[c]].begin];
+        std::vector<Tensor> args;
+        for (int32_t b : ext.call.inputs) {
+          auto it = env[c].find(b);
+          if (it == env[c].end()) {
+            fail(c, absl::StrCat("extern kernel '", ext.name, "' reads buffer '", p.buffers[b].name,
+                                 "' before it is written"));
+            break;
+          }
+          args.push_back(it->second);
+        }
+        if (!live[c]) break;
+        absl::StatusOr<std::vector<Tensor>> outs = lowering::RunExternKernel(p, ext, args);
+        if (!outs.ok()) {
+          fail(c, absl::StrCat("extern kernel '", ext.name, "' on the reference: ",
+                               outs.status().ToString()));
+          break;
+        }
+        for (size_t j = 0; j < ext.call.outputs.size(); ++j) {
+          env[c].insert_or_assign(ext.call.outputs[j], std::move((*outs)[j]));
+        }
+        ++results[c].extern_calls;
+        ++next[c];
+      }
+      if (live[c] && next[c] < steps[c].size()) at_loop.push_back(c);
+    }
+    if (at_loop.empty()) break;
+    // On the ISA: one loop segment of each case that reached one.
+    for (size_t begin = 0; begin < at_loop.size(); begin += cases_per_batch) {
+      const size_t end = std::min(at_loop.size(), begin + cases_per_batch);
+      std::vector<ProgramCase> batch;
+      for (size_t i = begin; i < end; ++i) {
+        const size_t c = at_loop[i];
+        batch.push_back(SegmentCase(cases[c].lowered->program, steps[c][next[c]], env[c],
+                                    absl::StrCat(cases[c].name, " segment ", results[c].loop_segments)));
+      }
+      absl::StatusOr<std::vector<CaseResult>> run = RunCases(isa, batch, run_options);
+      for (size_t i = begin; i < end; ++i) {
+        const size_t c = at_loop[i];
+        const std::string where = absl::StrCat("loop segment ", results[c].loop_segments, " (kernels ",
+                                               steps[c][next[c]].begin, "..",
+                                               steps[c][next[c]].end - 1, ")");
+        if (!run.ok()) {
+          fail(c, absl::StrCat(where, ": ", run.status().ToString().substr(0, 4000)));
+          continue;
+        }
+        CaseResult& r = (*run)[i - begin];
+        if (!r.error.empty()) {
+          fail(c, absl::StrCat(where, ": ", r.error));
+          continue;
+        }
+        ++results[c].loop_segments;
+        ++next[c];
+        if (r.rc != 0) {
+          results[c].rc = r.rc;
+          live[c] = false;
+          continue;
+        }
+        const ir::loop::LoopProgram& seg = batch[i - begin].program;
+        for (size_t b = 0; b < seg.buffers.size(); ++b) {
+          if (seg.buffers[b].kind != ir::loop::BufferKind::kOutput) continue;
+          auto it = r.outputs.find(seg.buffers[b].name);
+          if (it == r.outputs.end()) {
+            fail(c, absl::StrCat(where, ": buffer '", seg.buffers[b].name, "' not read back"));
+            break;
+          }
+          env[c].insert_or_assign(static_cast<int32_t>(b), std::move(it->second));
+        }
+      }
+    }
+  }
+  for (size_t c = 0; c < n; ++c) {
+    if (!results[c].error.empty() || results[c].rc != 0) continue;
+    for (int32_t b : cases[c].lowered->outputs) {
+      auto it = env[c].find(b);
+      if (it == env[c].end()) {
+        results[c].outputs.clear();
+        results[c].error = absl::StrCat("output buffer '", cases[c].lowered->program.buffers[b].name,
+                                        "' is never written");
+        break;
+      }
+      results[c].outputs.push_back(it->second);
     }
   }
   return results;

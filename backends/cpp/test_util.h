@@ -9,6 +9,10 @@
 //
 // Many programs at once (one emitted program, few translation units, per-case
 // errors): RunCases(test_isa, cases, RunOptions{.merge = true}).
+//
+// Whole lowered programs, extern kernels included: RunLoweredCases runs the
+// loop kernels on the ISA (batched as above) and each extern kernel on the
+// host's reference (lowering/extern_executor.h), for ISAs without oneDNN.
 #ifndef KILN_BACKENDS_CPP_TEST_UTIL_H_
 #define KILN_BACKENDS_CPP_TEST_UTIL_H_
 
@@ -22,6 +26,7 @@
 #include "backends/cpp/emitter.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
+#include "lowering/lower_graph.h"
 #include "runtime/jit/isa_test_util.h"
 #include "testing/compare.h"
 
@@ -88,6 +93,35 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
 absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases,
                                                  const RunOptions& options);
+
+// A lowered program and one data set for RunLoweredCases.
+struct LoweredCase {
+  std::string name;                          // for messages only
+  const lowering::LoweredProgram* lowered;   // not owned
+  std::vector<ir::Tensor> inputs;            // one per graph input, in order
+};
+
+struct LoweredResult {
+  // One per graph output, in order; set when error is empty and rc is 0.
+  std::vector<ir::Tensor> outputs;
+  int rc = 0;          // the first nonzero return of a loop kernel
+  std::string error;   // this case failed (build, run, an extern kernel)
+  int loop_segments = 0;  // runs of consecutive loop kernels run on the ISA
+  int extern_calls = 0;   // extern kernels run on the host's reference
+};
+
+// Runs each case's program split at its extern kernels: every run of
+// consecutive loop kernels is one program run with RunCases (merged, at most
+// `cases_per_batch` cases per build and run; the buffers it reads bound from
+// what ran before, the ones it writes read back), every extern kernel runs
+// on the host through lowering::RunExternKernel between them. Cases advance
+// in lockstep, so a program with n loop segments costs n batched runs, not
+// one per case. Programs with values of data-dependent shape (reference
+// calls) are refused per case. The status fails only on a bad argument.
+absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIsa& isa,
+                                                          const std::vector<LoweredCase>& cases,
+                                                          const RunOptions& options,
+                                                          size_t cases_per_batch);
 
 // Runs the loop interpreter on the case and compares every output (gtest
 // failures naming the case, buffer and mismatch).
