@@ -214,8 +214,13 @@ memory::desc WeightsDesc(const FusedCall& call, int64_t groups) {
 // Dim letters of oneDNN's tag notation for a descriptor of `ndims` dims:
 // "goihw" / "oihw" for conv weights, "nchw" for conv activations, "abc..."
 // for matmul.
-std::string DimLetters(const FusedCall& call, bool is_weights, int ndims) {
+std::string DimLetters(const FusedCall& call, bool is_weights, int ndims,
+                       bool as_conv = false) {
   static const char* kSpatial[] = {"", "w", "hw", "dhw"};
+  if (as_conv) {
+    const std::string base = is_weights ? "oi" : "nc";
+    if (ndims == 4) return base + kSpatial[2];
+  }
   if (call.kind != CallKind::kMatMul) {
     std::string base = is_weights ? "oi" : "nc";
     if (is_weights && call.kind != CallKind::kInnerProduct && call.conv.groups > 1) {
@@ -266,8 +271,11 @@ dnnl::algorithm BinaryAlgorithm(PostOpKind kind) {
 
 // Appends the oneDNN post-ops of `call` to `ops`. `binary_args` receives,
 // per binary post-op of the call, the oneDNN post-op index of its operand.
+// `operand_mds`, when given, holds the descriptor of each binary operand (in
+// call order) in the primitive's dims (a linear layer run as a 1x1 conv).
 void BuildPostOps(const FusedCall& call, dnnl::post_ops* ops,
-                  std::vector<std::pair<int, memory::desc>>* binary_args) {
+                  std::vector<std::pair<int, memory::desc>>* binary_args,
+                  const std::vector<memory::desc>* operand_mds = nullptr) {
   const size_t rank = call.dst.shape.size();
   auto eltwise = [ops](dnnl::algorithm a, float alpha, float beta) {
     ops->append_eltwise(1.0f, a, alpha, beta);
@@ -294,7 +302,8 @@ void BuildPostOps(const FusedCall& call, dnnl::post_ops* ops,
       case PostOpKind::kAdd:
       case PostOpKind::kSub:
       case PostOpKind::kMul: {
-        memory::desc md = StridedDesc(p.operand, rank);
+        memory::desc md = operand_mds ? (*operand_mds)[binary_args->size()]
+                                      : StridedDesc(p.operand, rank);
         binary_args->emplace_back(ops->len(), md);
         ops->append_binary(BinaryAlgorithm(p.kind), md);
         break;
@@ -337,6 +346,130 @@ absl::Status CheckConstant(const FusedCall& call, const TensorSpec& spec,
   return absl::OkStatus();
 }
 
+// A linear layer's row dims [..., M] (all but the last) as one dim: M and
+// its stride, ignoring 1-sized dims; nullopt when the rows are not evenly
+// strided (e.g. a transposed view).
+std::optional<std::pair<int64_t, int64_t>> CollapsedRows(
+    const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t rows = 1, stride = 0;
+  for (size_t i = shape.size() - 1; i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (rows == 1) {
+      stride = strides[i];
+    } else if (strides[i] != stride * rows) {
+      return std::nullopt;
+    }
+    rows *= shape[i];
+  }
+  if (rows == 1) stride = strides.back() * shape.back();
+  return std::make_pair(rows, std::max<int64_t>(stride, 1));
+}
+
+// A linear layer y[..., M, N] = x[..., M, K] w[K, N] (+ bias[N]) (+ post-ops)
+// written as the 1x1 convolution it is: batch 1, C = K, spatial M x 1,
+// OC = N, over the same buffers (a row-major [M, K] matrix is nhwc
+// [1, K, M, 1]). oneDNN 2.6 runs that on its direct jit_1x1 kernel instead
+// of the gemm-based matmul / inner product (see LinearAsConvWanted).
+struct ConvForm {
+  memory::desc src, weights, dst;
+  std::optional<memory::desc> bias;
+  std::vector<memory::desc> operands;  // binary post-op operands, call order
+  int64_t m = 0;
+};
+
+// [1, C, rows, 1] over a [..., rows, C] buffer with the given row stride.
+memory::desc RowsAsNhwc(int64_t rows, int64_t row_stride, int64_t channels,
+                        int64_t channel_stride) {
+  return memory::desc({1, channels, rows, 1}, DT::f32,
+                      {rows * row_stride, channel_stride, row_stride, row_stride});
+}
+
+// The conv form of a kMatMul with constant 2-D weights or a kInnerProduct;
+// nullopt when some operand cannot be expressed in its dims (batched
+// weights, strided row dims, a binary operand broadcasting over part of the
+// rows, blocked layouts).
+std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
+  if (call.kind != CallKind::kMatMul && call.kind != CallKind::kInnerProduct) {
+    return std::nullopt;
+  }
+  if (call.src.channel_block > 0 || call.dst.channel_block > 0) return std::nullopt;
+  // oneDNN 2.6 miscomputes chains with two linear post-ops on its gemm-based
+  // kernels and on this conv form alike (measured); backends/onednn's
+  // extern kernel refuses them by the gemm impl name, so they stay there.
+  if (std::count_if(call.post_ops.begin(), call.post_ops.end(), [](const PostOp& p) {
+        return p.kind == PostOpKind::kLinear;
+      }) >= 2) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t> xs = call.src.EffectiveStrides();
+  const std::vector<int64_t> ys = call.dst.EffectiveStrides();
+  const std::vector<int64_t> ws = call.weights.EffectiveStrides();
+  const ir::Shape& w = call.weights.shape;
+  const ir::Shape& y = call.dst.shape;
+  if (call.src.shape.size() < 2 || y.size() < 2 || w.size() < 2) return std::nullopt;
+  // The src's row dims must be the dst's (no broadcast of src over batches).
+  if (call.src.shape.size() != y.size()) return std::nullopt;
+  for (size_t i = 0; i + 1 < y.size(); ++i) {
+    if (call.src.shape[i] != y[i]) return std::nullopt;
+  }
+  const int64_t k = call.src.shape.back(), n = y.back();
+  int64_t w_stride_n = 0, w_stride_k = 0;
+  if (call.kind == CallKind::kMatMul) {
+    for (size_t i = 0; i + 2 < w.size(); ++i) {
+      if (w[i] != 1) return std::nullopt;  // per-batch weights
+    }
+    w_stride_k = ws[w.size() - 2];
+    w_stride_n = ws[w.size() - 1];
+  } else {
+    w_stride_n = ws[0];
+    w_stride_k = ws[1];
+  }
+  const auto x_rows = CollapsedRows(call.src.shape, xs);
+  const auto y_rows = CollapsedRows(y, ys);
+  if (!x_rows || !y_rows || x_rows->first != y_rows->first) return std::nullopt;
+  ConvForm f;
+  f.m = y_rows->first;
+  f.src = RowsAsNhwc(f.m, x_rows->second, k, xs.back());
+  f.dst = RowsAsNhwc(f.m, y_rows->second, n, ys.back());
+  f.weights = memory::desc({n, k, 1, 1}, DT::f32,
+                           {w_stride_n, w_stride_k, 1, 1});
+  if (call.bias) {
+    const ir::Shape& b = call.bias->shape;
+    const std::vector<int64_t> bs = call.bias->EffectiveStrides();
+    if (b.empty() || b.back() != n) return std::nullopt;  // per-column only
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
+      if (b[i] != 1) return std::nullopt;
+    }
+    f.bias = memory::desc({n}, DT::f32, {bs.back()});
+  }
+  for (const PostOp& p : call.post_ops) {
+    if (!p.is_binary()) continue;
+    std::vector<int64_t> shape = p.operand.shape;
+    std::vector<int64_t> strides = p.operand.EffectiveStrides();
+    if (p.operand.channel_block > 0 || shape.size() > y.size()) return std::nullopt;
+    PadToRank(y.size(), &shape, &strides);
+    const int64_t cols = shape.back();
+    if (cols != 1 && cols != n) return std::nullopt;
+    bool all_rows_one = true, rows_full = true;
+    for (size_t i = 0; i + 1 < y.size(); ++i) {
+      all_rows_one = all_rows_one && shape[i] == 1;
+      rows_full = rows_full && shape[i] == y[i];
+    }
+    // One row: laid out like a dst row, which oneDNN's kernels expect of a
+    // per-channel operand.
+    int64_t rows = 1, row_stride = cols * strides.back();
+    if (!all_rows_one) {
+      if (!rows_full) return std::nullopt;  // broadcast over part of the rows
+      const auto r = CollapsedRows(shape, strides);
+      if (!r) return std::nullopt;
+      rows = r->first;
+      row_stride = r->second;
+    }
+    f.operands.push_back(RowsAsNhwc(rows, row_stride, cols, strides.back()));
+  }
+  return f;
+}
+
 }  // namespace
 
 struct OneDnnCall::Impl {
@@ -363,6 +496,7 @@ struct OneDnnCall::Impl {
   int64_t scratchpad_bytes = 0;
   std::string weights_layout, src_layout, dst_layout, impl_name;
   int reorders_per_call = 0;
+  bool as_conv = false;  // a linear layer run as a 1x1 conv (LinearAsConv)
 };
 
 OneDnnCall::OneDnnCall(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -555,9 +689,9 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     dnnl::engine& engine = CpuEngine();
     const size_t rank = call.dst.shape.size();
     const bool matmul = call.kind == CallKind::kMatMul;
-    const memory::desc user_src_md = StridedDesc(call.src, matmul ? rank : 0);
-    const memory::desc user_dst_md = StridedDesc(call.dst);
-    const memory::desc user_w_md = WeightsDesc(call, conv.groups);
+    memory::desc user_src_md = StridedDesc(call.src, matmul ? rank : 0);
+    memory::desc user_dst_md = StridedDesc(call.dst);
+    memory::desc user_w_md = WeightsDesc(call, conv.groups);
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, matmul ? rank : 1);
 
@@ -624,7 +758,43 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       chosen = candidates.begin();
     }
     dnnl::primitive_desc pd = *chosen;
-    if (prepack && call.kind == CallKind::kMatMul && starts(pd, "gemm")) {
+    using LAC = OneDnnCallOptions::LinearAsConv;
+    if (prepack && options.linear_as_conv != LAC::kNever) {
+      std::optional<ConvForm> f = LinearAsConv(call);
+      const bool wanted =
+          f && (options.linear_as_conv == LAC::kAlways ||
+                (starts(pd, "gemm") && f->m >= kLinearAsConvMinRows));
+      if (wanted) {
+        try {
+          dnnl::post_ops conv_ops;
+          std::vector<std::pair<int, memory::desc>> conv_binary;
+          BuildPostOps(call, &conv_ops, &conv_binary, &f->operands);
+          dnnl::primitive_attr conv_attr;
+          conv_attr.set_post_ops(conv_ops);
+          conv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+          FusedCall as_conv = call;
+          as_conv.kind = CallKind::kConv;
+          ConvParams one;
+          one.strides = one.dilations = {1, 1};
+          one.pads_begin = one.pads_end = {0, 0};
+          dnnl::primitive_desc c =
+              MakePrimitiveDesc(as_conv, one, f->src, AnyDesc(f->weights),
+                                f->bias ? &*f->bias : nullptr, f->dst, conv_attr);
+          if (direct(c)) {
+            pd = c;
+            m.as_conv = true;
+            user_src_md = f->src;
+            user_dst_md = f->dst;
+            user_w_md = f->weights;
+            bias_md = f->bias;
+            binary = std::move(conv_binary);
+          }
+        } catch (const dnnl::error&) {
+          // Keep the matmul / inner product.
+        }
+      }
+    }
+    if (!m.as_conv && prepack && call.kind == CallKind::kMatMul && starts(pd, "gemm")) {
       // The gemm-based matmul takes whatever weights layout it is given and
       // resolves `any` to row-major [K, N]; with the weights transposed
       // ([N, K] row-major) its packing runs up to 2x faster for wide N
@@ -709,10 +879,13 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
 
     m.primitive = dnnl::primitive(pd);
     const int w_ndims = pd_w.data.ndims;
-    m.weights_layout = LayoutString(pd_w, DimLetters(call, true, w_ndims));
-    m.src_layout = LayoutString(pd_src, DimLetters(call, false, pd_src.data.ndims));
-    m.dst_layout = LayoutString(pd_dst, DimLetters(call, false, pd_dst.data.ndims));
-    m.impl_name = pd.impl_info_str();
+    m.weights_layout = LayoutString(pd_w, DimLetters(call, true, w_ndims, m.as_conv));
+    m.src_layout =
+        LayoutString(pd_src, DimLetters(call, false, pd_src.data.ndims, m.as_conv));
+    m.dst_layout =
+        LayoutString(pd_dst, DimLetters(call, false, pd_dst.data.ndims, m.as_conv));
+    m.impl_name = m.as_conv ? absl::StrCat(pd.impl_info_str(), " (as 1x1 conv)")
+                            : pd.impl_info_str();
   } catch (const dnnl::error& e) {
     return CreateError(call, e);
   } catch (const std::bad_alloc&) {

@@ -42,7 +42,20 @@ struct OneDnnCallOptions {
   // running the op without the offending post-ops, so by default Create
   // returns Unimplemented instead and the rewriter fuses less.
   bool allow_reference_impl = false;
+  // Run a linear layer (kMatMul with constant weights shared by all rows,
+  // kInnerProduct) as the equivalent 1x1 convolution on the same buffers
+  // (C = K, spatial = the M rows, OC = N; row-major [M, K] is nhwc): where
+  // oneDNN 2.6 only has its gemm-based matmul (AVX2), its direct jit_1x1
+  // conv kernel is faster (linear_forms_benchmark). kAuto: when the matmul
+  // would run gemm-based and M >= kLinearAsConvMinRows; kAlways: whenever
+  // an optimized conv kernel takes the call (tests); kNever: as matmul.
+  enum class LinearAsConv { kAuto, kAlways, kNever };
+  LinearAsConv linear_as_conv = LinearAsConv::kAuto;
 };
+
+// Rows (M) from which kAuto runs a gemm-based linear layer as a 1x1 conv;
+// below, the gemm's matrix-vector path is as fast or faster.
+inline constexpr int64_t kLinearAsConvMinRows = 16;
 
 // Channel blocks of the activation layouts a primitive runs on: 8 for
 // nChw8c, 0 for a plain (non-blocked) layout.

@@ -191,12 +191,17 @@ void Check(const Case& c) {
   const Tensor want = Reference(c);
   ASSERT_EQ(want.shape(), c.call.dst.shape);
   // Numerics of every implementation oneDNN picks, the reference one included.
+  using LAC = OneDnnCallOptions::LinearAsConv;
   std::vector<OneDnnCallOptions> configs = {
-      {true, true, true}, {true, false, true}, {false, true, true}, {false, false, true}};
+      {true, true, true},  {true, false, true},         {false, true, true},
+      {false, false, true}, {true, true, true, LAC::kAlways}, {true, true, true, LAC::kNever}};
   for (const OneDnnCallOptions& o : configs) {
     const std::string what = absl::StrCat(
         c.call.ToString(), o.prepack_weights ? " prepacked" : " plain weights",
-        o.any_activation_layout ? " any layout" : "");
+        o.any_activation_layout ? " any layout" : "",
+        o.linear_as_conv == LAC::kAlways   ? " linear as conv"
+        : o.linear_as_conv == LAC::kNever ? " linear as matmul"
+                                          : "");
     std::unique_ptr<OneDnnCall> call;
     absl::StatusOr<Tensor> got = RunOneDnn(c, o, &call);
     ASSERT_TRUE(got.ok()) << what << ": " << got.status();
@@ -613,6 +618,115 @@ TEST(OneDnnCallLinear, NoTransBReluThenMul) {
                       410);
   AddPostOpData(c, 411);
   Check(c);
+}
+
+// ---- Linear layers run as 1x1 convolutions (OneDnnCallOptions::linear_as_conv).
+
+// Checks `c` like Check, and that kAlways runs it on oneDNN's 1x1 conv
+// (`as_conv`) or keeps the matmul / inner product (the conv form cannot
+// express the call).
+void CheckLinearAsConv(const Case& c, bool as_conv) {
+  Check(c);
+  SCOPED_TRACE(c.call.ToString());
+  OneDnnCallOptions o;
+  o.linear_as_conv = OneDnnCallOptions::LinearAsConv::kAlways;
+  std::unique_ptr<OneDnnCall> call;
+  absl::StatusOr<Tensor> got = RunOneDnn(c, o, &call);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(absl::StrContains(call->impl_name(), "as 1x1 conv"), as_conv)
+      << call->impl_name();
+  if (as_conv) {
+    EXPECT_EQ(call->reorders_per_call(), 0);
+    EXPECT_EQ(call->src_layout(), "nhwc");
+    EXPECT_EQ(call->dst_layout(), "nhwc");
+    // Prepacked into a blocked conv weights layout (OIhw8i8o, Ohwi16o...).
+    EXPECT_EQ(call->weights_layout().substr(0, 1), "O") << call->weights_layout();
+    EXPECT_GT(call->prepacked_bytes(), 0);
+  }
+}
+
+struct LinearShape {
+  int64_t m, k, n;
+};
+
+class LinearAsConvTest : public ::testing::TestWithParam<LinearShape> {};
+
+TEST_P(LinearAsConvTest, MatMulBiasGeluErf) {
+  const LinearShape s = GetParam();
+  Case c = MatMulCase({s.m, s.k}, {s.k, s.n}, false, false, true, Shape{s.n},
+                      {PostOp::GeluErf()}, 600);
+  CheckLinearAsConv(c, true);
+}
+
+TEST_P(LinearAsConvTest, BatchedMatMulBiasGeluTanhResidualAdd) {
+  // [B, S, K] x [K, N] with a bias and a residual [B, S, N]: M = B * S.
+  const LinearShape s = GetParam();
+  Case c = MatMulCase({1, s.m, s.k}, {s.k, s.n}, false, false, true, Shape{s.n},
+                      {PostOp::GeluTanh(), PostOp::Add(Spec({1, s.m, s.n}))}, 610);
+  AddPostOpData(c, 611);
+  CheckLinearAsConv(c, true);
+}
+
+TEST_P(LinearAsConvTest, LinearResidualSum) {
+  const LinearShape s = GetParam();
+  Case c = LinearCase(s.m, s.k, s.n, true, {PostOp::Sum()}, 620);
+  AddPostOpData(c, 621);
+  CheckLinearAsConv(c, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OddSizes, LinearAsConvTest,
+    ::testing::Values(LinearShape{1, 5, 3}, LinearShape{7, 768, 3},
+                      LinearShape{197, 5, 3072}, LinearShape{7, 768, 3072},
+                      LinearShape{197, 768, 3}),
+    [](const ::testing::TestParamInfo<LinearShape>& info) {
+      return absl::StrCat("M", info.param.m, "K", info.param.k, "N", info.param.n);
+    });
+
+TEST(OneDnnCallLinearAsConv, BatchRowsWithBroadcastOperands) {
+  // M = 2 * 7 rows; operands per column, per row and full, and a scalar.
+  Case c = MatMulCase({2, 7, 5}, {5, 3}, false, false, true, Shape{1, 1, 3},
+                      {PostOp::Mul(Spec({3})), PostOp::Add(Spec({2, 7, 3})),
+                       PostOp::Sub(Spec({1})), PostOp::Relu()},
+                      630);
+  AddPostOpData(c, 631);
+  CheckLinearAsConv(c, true);
+}
+
+TEST(OneDnnCallLinearAsConv, LinearWeightsStoredKN) {
+  // Gemm transB=0: [K, N] weights read as [N, K] with strides.
+  Case c = LinearCase(33, 40, 24, false, {PostOp::GeluErf()}, 640);
+  CheckLinearAsConv(c, true);
+}
+
+TEST(OneDnnCallLinearAsConv, TwoLinearPostOpsStayMatMul) {
+  // oneDNN 2.6 miscomputes this chain on the gemm-based matmul (the extern
+  // kernel refuses it by that impl name) and on the 1x1 conv alike: no conv.
+  Case c = MatMulCase({20, 16}, {16, 12}, false, false, true, Shape{12},
+                      {PostOp::Linear(1.0f / 3, 0.5f), PostOp::Relu(),
+                       PostOp::Linear(3.0f, -1.0f)},
+                      650);
+  OneDnnCallOptions o;
+  o.linear_as_conv = OneDnnCallOptions::LinearAsConv::kAlways;
+  std::unique_ptr<OneDnnCall> call;
+  ASSERT_TRUE(RunOneDnn(c, o, &call).ok());
+  EXPECT_FALSE(absl::StrContains(call->impl_name(), "as 1x1 conv")) << call->impl_name();
+}
+
+TEST(OneDnnCallLinearAsConv, PartlyBroadcastOperandStaysMatMul) {
+  // An operand varying over the batch but not the sequence ([2, 1, N]) has
+  // no 1x1-conv form: the call stays a matmul.
+  Case c = MatMulCase({2, 7, 5}, {5, 3}, false, false, true, Shape{3},
+                      {PostOp::Add(Spec({2, 1, 3}))}, 660);
+  AddPostOpData(c, 661);
+  CheckLinearAsConv(c, false);
+}
+
+TEST(OneDnnCallLinearAsConv, TransposedSrcAndBatchedWeightsStayMatMul) {
+  Case t = MatMulCase({9, 6}, {6, 4}, true, false, true, Shape{4}, {}, 670);
+  CheckLinearAsConv(t, false);
+  Case b = MatMulCase({2, 9, 6}, {2, 6, 4}, false, false, true, std::nullopt, {}, 680);
+  CheckLinearAsConv(b, false);
 }
 
 // ---- Properties and errors.
