@@ -763,7 +763,8 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       std::optional<ConvForm> f = LinearAsConv(call);
       const bool wanted =
           f && (options.linear_as_conv == LAC::kAlways ||
-                (starts(pd, "gemm") && f->m >= kLinearAsConvMinRows));
+                ((starts(pd, "gemm") || starts(pd, "x64:gemm")) &&
+                 f->m >= kLinearAsConvMinRows));
       if (wanted) {
         try {
           dnnl::post_ops conv_ops;

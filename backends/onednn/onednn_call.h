@@ -47,7 +47,8 @@ struct OneDnnCallOptions {
   // (C = K, spatial = the M rows, OC = N; row-major [M, K] is nhwc): where
   // oneDNN 2.6 only has its gemm-based matmul (AVX2), its direct jit_1x1
   // conv kernel is faster (linear_forms_benchmark). kAuto: when the matmul
-  // would run gemm-based and M >= kLinearAsConvMinRows; kAlways: whenever
+  // would run gemm-based ("gemm:jit", inner product "x64:gemm:jit") and
+  // M >= kLinearAsConvMinRows; kAlways: whenever
   // an optimized conv kernel takes the call (tests); kNever: as matmul.
   enum class LinearAsConv { kAuto, kAlways, kNever };
   LinearAsConv linear_as_conv = LinearAsConv::kAuto;
