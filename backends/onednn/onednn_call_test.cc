@@ -693,6 +693,27 @@ TEST(OneDnnCallLinearAsConv, BatchRowsWithBroadcastOperands) {
   CheckLinearAsConv(c, true);
 }
 
+TEST(OneDnnCallLinearAsConv, BatchedRowsRunAsOneMatMul) {
+  // [9, 1, 16] x [16, 8] (ViT's in-projection is [197, 1, 768] x [768, 2304]):
+  // one 2-D matmul over the 9 rows, not 9 matrix-vector products.
+  Case c = MatMulCase({9, 1, 16}, {16, 8}, false, false, true, Shape{8},
+                      {PostOp::Add(Spec({9, 1, 8}))}, 690);
+  AddPostOpData(c, 691);
+  Check(c);
+  OneDnnCallOptions o;
+  o.linear_as_conv = OneDnnCallOptions::LinearAsConv::kNever;
+  std::unique_ptr<OneDnnCall> call;
+  ASSERT_TRUE(RunOneDnn(c, o, &call).ok());
+  EXPECT_EQ(call->src_layout(), "ab") << call->impl_name();
+  EXPECT_EQ(call->dst_layout(), "ab") << call->impl_name();
+  // A partly broadcast operand keeps the batched form.
+  Case p = MatMulCase({2, 7, 5}, {5, 3}, false, false, true, Shape{3},
+                      {PostOp::Add(Spec({2, 1, 3}))}, 692);
+  AddPostOpData(p, 693);
+  ASSERT_TRUE(RunOneDnn(p, o, &call).ok());
+  EXPECT_EQ(call->src_layout(), "abc") << call->impl_name();
+}
+
 TEST(OneDnnCallLinearAsConv, LinearWeightsStoredKN) {
   // Gemm transB=0: [K, N] weights read as [N, K] with strides.
   Case c = LinearCase(33, 40, 24, false, {PostOp::GeluErf()}, 640);
