@@ -236,7 +236,8 @@ void BM_Linear(benchmark::State& state) {
 void Shapes(benchmark::internal::Benchmark* b) {
   const int64_t shapes[][3] = {{197, 768, 768}, {197, 768, 3072}, {197, 3072, 768},
                                {128, 768, 768}, {128, 768, 3072}, {128, 3072, 768},
-                               {50, 768, 2304},  {1, 768, 768}};
+                               {50, 768, 2304},  {1, 768, 768},    {4, 768, 768},
+                               {16, 768, 768},   {32, 768, 768}};
   for (const auto& s : shapes) {
     for (int f = 0; f < kNumForms; ++f) b->Args({s[0], s[1], s[2], f, 1});
   }
