@@ -369,7 +369,7 @@ std::optional<std::pair<int64_t, int64_t>> CollapsedRows(
 // written as the 1x1 convolution it is: batch 1, C = K, spatial M x 1,
 // OC = N, over the same buffers (a row-major [M, K] matrix is nhwc
 // [1, K, M, 1]). oneDNN 2.6 runs that on its direct jit_1x1 kernel instead
-// of the gemm-based matmul / inner product (see LinearAsConvWanted).
+// of the gemm-based matmul / inner product (OneDnnCallOptions::linear_as_conv).
 //
 // The same analysis gives the plain 2-D matmul form [M, K] x [K, N] of a
 // batched linear layer ([B, S, K] x [K, N], weights shared by the batch):
@@ -787,7 +787,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
           return p.kind == PostOpKind::kLinear;
         }) >= 2;
     if (prepack && options.linear_as_conv != LAC::kNever && linear && !two_linears) {
-      std::optional<ConvForm> f = linear;
+      const ConvForm* f = &*linear;
       const bool wanted =
           options.linear_as_conv == LAC::kAlways ||
           ((starts(pd, "gemm") || starts(pd, "x64:gemm")) &&
