@@ -370,22 +370,11 @@ std::optional<std::pair<int64_t, int64_t>> CollapsedRows(
 // OC = N, over the same buffers (a row-major [M, K] matrix is nhwc
 // [1, K, M, 1]). oneDNN 2.6 runs that on its direct jit_1x1 kernel instead
 // of the gemm-based matmul / inner product (OneDnnCallOptions::linear_as_conv).
-//
-// The same analysis gives the plain 2-D matmul form [M, K] x [K, N] of a
-// batched linear layer ([B, S, K] x [K, N], weights shared by the batch):
-// oneDNN's matmul would otherwise run B separate [S, K] products and stream
-// the weights B times (ViT's attention in-projection is [197, 1, 768] x
-// [768, 2304]: 197 matrix-vector products).
 struct ConvForm {
   memory::desc src, weights, dst;
   std::optional<memory::desc> bias;
   std::vector<memory::desc> operands;  // binary post-op operands, call order
   int64_t m = 0;
-  // The 2-D matmul form: src [M, K], weights [K, N], dst [M, N], bias
-  // [1, N], operands [M or 1, N or 1].
-  memory::desc mm_src, mm_weights, mm_dst;
-  std::optional<memory::desc> mm_bias;
-  std::vector<memory::desc> mm_operands;
 };
 
 // [1, C, rows, 1] over a [..., rows, C] buffer with the given row stride.
@@ -436,9 +425,6 @@ std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
   f.dst = RowsAsNhwc(f.m, y_rows->second, n, ys.back());
   f.weights = memory::desc({n, k, 1, 1}, DT::f32,
                            {w_stride_n, w_stride_k, 1, 1});
-  f.mm_src = memory::desc({f.m, k}, DT::f32, {x_rows->second, xs.back()});
-  f.mm_dst = memory::desc({f.m, n}, DT::f32, {y_rows->second, ys.back()});
-  f.mm_weights = memory::desc({k, n}, DT::f32, {w_stride_k, w_stride_n});
   if (call.bias) {
     const ir::Shape& b = call.bias->shape;
     const std::vector<int64_t> bs = call.bias->EffectiveStrides();
@@ -447,7 +433,6 @@ std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
       if (b[i] != 1) return std::nullopt;
     }
     f.bias = memory::desc({n}, DT::f32, {bs.back()});
-    f.mm_bias = memory::desc({1, n}, DT::f32, {n * bs.back(), bs.back()});
   }
   for (const PostOp& p : call.post_ops) {
     if (!p.is_binary()) continue;
@@ -473,8 +458,6 @@ std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
       row_stride = r->second;
     }
     f.operands.push_back(RowsAsNhwc(rows, row_stride, cols, strides.back()));
-    f.mm_operands.push_back(
-        memory::desc({rows, cols}, DT::f32, {row_stride, strides.back()}));
   }
   return f;
 }
@@ -704,20 +687,13 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, matmul ? rank : 1);
 
-    // A batched linear layer with shared constant weights runs as one 2-D
-    // matmul over all rows (see ConvForm).
+    // A batched linear layer was folded into one 2-D matmul above
+    // (FoldMatMulBatch); this is its 1x1-conv form (see ConvForm).
     const std::optional<ConvForm> linear =
         impl->runtime_weights ? std::nullopt : LinearAsConv(call);
-    const bool rows_2d = matmul && linear && rank > 2;
-    if (rows_2d) {
-      user_src_md = linear->mm_src;
-      user_dst_md = linear->mm_dst;
-      user_w_md = linear->mm_weights;
-      bias_md = linear->mm_bias;
-    }
     dnnl::post_ops ops;
     std::vector<std::pair<int, memory::desc>> binary;
-    BuildPostOps(call, &ops, &binary, rows_2d ? &linear->mm_operands : nullptr);
+    BuildPostOps(call, &ops, &binary);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
