@@ -1,6 +1,8 @@
 // The process-wide oneDNN CPU engine and stream.
 #include "backends/onednn/engine.h"
 
+#include "backends/onednn/threads.h"
+
 namespace kiln::onednn {
 
 dnnl::engine& CpuEngine() {
@@ -11,6 +13,16 @@ dnnl::engine& CpuEngine() {
 dnnl::stream& CpuStream() {
   static dnnl::stream* stream = new dnnl::stream(CpuEngine());
   return *stream;
+}
+
+void ReorderOnce(dnnl::memory& src, dnnl::memory& dst) {
+  struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { (void)SetNumThreads(n); }
+  } restore{NumThreads()};
+  (void)SetNumThreads(1);
+  dnnl::reorder(src, dst).execute(CpuStream(), src, dst);
+  CpuStream().wait();
 }
 
 }  // namespace kiln::onednn

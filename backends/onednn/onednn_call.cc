@@ -828,9 +828,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     } else if (prepack) {
       m.packed_weights = memory(pd_w, engine);
       memory src_w(user_w_md, engine, const_cast<void*>(weights->raw_data()));
-      dnnl::reorder(src_w, m.packed_weights)
-          .execute(CpuStream(), src_w, m.packed_weights);
-      CpuStream().wait();
+      ReorderOnce(src_w, m.packed_weights);
       m.prepacked_bytes = static_cast<int64_t>(pd_w.get_size());
       m.args[DNNL_ARG_WEIGHTS] = m.packed_weights;
     } else {
