@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -33,6 +34,13 @@ class HorizontalFuser {
 
   bool Run() {
     alive_.assign(p_.kernels.size(), true);
+    // Every kernel's read and write sets and every buffer's readers, kept
+    // up to date across merges: recomputing them per candidate made the
+    // pass quadratic in the kernel count (densenet121's 120 concats).
+    reads_.resize(p_.kernels.size());
+    writes_.resize(p_.kernels.size());
+    readers_.assign(p_.buffers.size(), {});
+    for (size_t k = 0; k < p_.kernels.size(); ++k) Record(static_cast<int>(k));
     bool changed = false;
     for (bool progress = true; progress;) {
       progress = false;
@@ -46,16 +54,31 @@ class HorizontalFuser {
   }
 
  private:
+  // Caches kernel k's reads and writes and adds it to its buffers' readers.
+  void Record(int k) {
+    reads_[k] = loop_util::KernelReads(p_.kernels[k]);
+    writes_[k] = loop_util::KernelWrites(p_.kernels[k]);
+    for (int32_t b : reads_[k]) {
+      if (b >= 0 && static_cast<size_t>(b) < readers_.size()) readers_[b].insert(k);
+    }
+  }
+  // Removes kernel k from its buffers' readers.
+  void Forget(int k) {
+    for (int32_t b : reads_[k]) {
+      if (b >= 0 && static_cast<size_t>(b) < readers_.size()) readers_[b].erase(k);
+    }
+  }
+
   // Merges the first legal later sibling into kernel `a`.
   bool MergeOne(int a) {
     const Kernel& ka = p_.kernels[a];
-    const std::set<int32_t> a_reads = loop_util::KernelReads(ka);
-    const std::set<int32_t> a_writes = loop_util::KernelWrites(ka);
-    const loop_util::BufferUses uses = loop_util::ComputeBufferUses(p_, alive_);
+    const std::set<int32_t>& a_reads = reads_[a];
+    const std::set<int32_t>& a_writes = writes_[a];
     std::set<int> candidates;
     for (int32_t x : a_reads) {
       if (a_writes.count(x) > 0) continue;
-      for (int k : uses.readers[x]) {
+      if (x < 0 || static_cast<size_t>(x) >= readers_.size()) continue;
+      for (int k : readers_[x]) {
         if (k > a) candidates.insert(k);
       }
     }
@@ -66,14 +89,14 @@ class HorizontalFuser {
           ka.reduction_ranges != kb.reduction_ranges) {
         continue;
       }
-      const std::set<int32_t> b_reads = loop_util::KernelReads(kb);
-      const std::set<int32_t> b_writes = loop_util::KernelWrites(kb);
+      const std::set<int32_t>& b_reads = reads_[bk];
+      const std::set<int32_t>& b_writes = writes_[bk];
       if (Intersects(a_writes, b_writes) || Intersects(a_reads, b_writes)) continue;
       bool blocked = false;
       for (int m = a + 1; m < bk && !blocked; ++m) {
         if (!alive_[m]) continue;
-        const std::set<int32_t> mr = loop_util::KernelReads(p_.kernels[m]);
-        const std::set<int32_t> mw = loop_util::KernelWrites(p_.kernels[m]);
+        const std::set<int32_t>& mr = reads_[m];
+        const std::set<int32_t>& mw = writes_[m];
         blocked = Intersects(mw, b_reads) || Intersects(mr, b_writes) ||
                   Intersects(mw, b_writes);
       }
@@ -81,8 +104,11 @@ class HorizontalFuser {
       std::optional<Kernel> merged = Merge(ka, kb, a_writes);
       if (!merged.has_value()) continue;
       if (!loop_util::VerifyKernelAlone(p_, *merged).ok()) continue;
+      Forget(a);
+      Forget(bk);
       p_.kernels[a] = *std::move(merged);
       alive_[bk] = false;
+      Record(a);
       return true;
     }
     return false;
@@ -133,6 +159,8 @@ class HorizontalFuser {
 
   LoopProgram& p_;
   std::vector<bool> alive_;
+  std::vector<std::set<int32_t>> reads_, writes_;  // per kernel
+  std::vector<std::set<int>> readers_;             // per buffer: alive kernels
 };
 
 }  // namespace

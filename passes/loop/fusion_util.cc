@@ -305,9 +305,28 @@ bool RemoveUnreferencedBuffers(lowering::LoweredProgram* lp) {
 }
 
 absl::Status VerifyKernelAlone(const LoopProgram& p, const Kernel& k) {
+  // Only the buffers `k` touches, renumbered: the fusion passes call this
+  // for every candidate, and copying and re-verifying all of a large
+  // program's buffers each time made fuse-horizontal quadratic (densenet121).
+  // The pipeline verifies the buffers themselves between passes. An index
+  // out of range stays out of range (and is reported as it was).
   LoopProgram one;
-  one.buffers = p.buffers;
-  one.kernels.push_back(k);
+  std::vector<int32_t> remap(p.buffers.size(), -1);
+  auto compact = [&](int32_t b) {
+    if (b < 0 || static_cast<size_t>(b) >= p.buffers.size()) return b;
+    if (remap[b] < 0) {
+      remap[b] = static_cast<int32_t>(one.buffers.size());
+      one.buffers.push_back(p.buffers[b]);
+    }
+    return remap[b];
+  };
+  Kernel copy = k;
+  for (Op& op : copy.body) {
+    if (op.buffer >= 0) op.buffer = compact(op.buffer);
+  }
+  for (int32_t& b : copy.call.inputs) b = compact(b);
+  for (int32_t& b : copy.call.outputs) b = compact(b);
+  one.kernels.push_back(std::move(copy));
   return ir::loop::VerifyProgram(one);
 }
 
