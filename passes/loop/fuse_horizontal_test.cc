@@ -215,5 +215,40 @@ kernel k1 over (i0: 4) {
 )", false, "CHECK: kernel k0\nCHECK: kernel k1");
 }
 
+TEST(FuseHorizontal, ASiblingOfAMergedKernelsNewInputJoinsToo) {
+  // k1 brings w into k0; k2 shares only w with k0, so it is a sibling only
+  // after that merge.
+  Expect(R"(
+buffer %x: f32[4] input
+buffer %w: f32[4] input
+buffer %a: f32[4] output
+buffer %b: f32[4] output
+buffer %c: f32[4] output
+kernel k0 over (i0: 4) ops=["a"] {
+  %0 = load %x[i0]
+  %1 = neg %0
+  store %a[i0], %1
+}
+kernel k1 over (i0: 4) ops=["b"] {
+  %0 = load %x[i0]
+  %1 = load %w[i0]
+  %2 = add %0, %1
+  store %b[i0], %2
+}
+kernel k2 over (i0: 4) ops=["c"] {
+  %0 = load %w[i0]
+  %1 = neg %0
+  store %c[i0], %1
+}
+)", true, R"(
+    CHECK: kernel k0 over (i0: 4) ops=["a", "b", "c"] {
+    CHECK: store %a[i0]
+    CHECK: store %b[i0]
+    CHECK: store %c[i0]
+    CHECK-NEXT: }
+    CHECK-NOT: kernel
+  )");
+}
+
 }  // namespace
 }  // namespace kiln::passes

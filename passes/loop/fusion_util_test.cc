@@ -117,5 +117,37 @@ kernel k0 over (i0: 4) {
   EXPECT_FALSE(EliminateCommonOps(&p->kernels[0]));
 }
 
+TEST(FusionUtil, VerifyKernelAloneChecksTheKernelAgainstItsOwnBuffers) {
+  // Buffers the kernel does not touch (before and between its own) play no
+  // part; bounds, writability and buffer indices are still checked.
+  absl::StatusOr<ir::loop::LoopProgram> p = ir::loop::ParseProgram(R"(
+buffer %u: f32[2] input
+buffer %x: f32[4] input
+buffer %v: f32[3] output
+buffer %y: f32[4] output
+kernel k0 over (i0: 4) {
+  %0 = load %x[i0]
+  store %y[i0], %0
+}
+kernel k1 over (i0: 4) {
+  %0 = load %x[i0 + 1]
+  store %y[i0], %0
+}
+kernel k2 over (i0: 4) {
+  %0 = load %y[i0]
+  store %x[i0], %0
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(VerifyKernelAlone(*p, p->kernels[0]).ok());
+  EXPECT_FALSE(VerifyKernelAlone(*p, p->kernels[1]).ok());  // reads x[4]
+  EXPECT_FALSE(VerifyKernelAlone(*p, p->kernels[2]).ok());  // writes an input
+  ir::loop::Kernel bad = p->kernels[0];
+  bad.body[0].buffer = 99;
+  const absl::Status s = VerifyKernelAlone(*p, bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("99"), absl::string_view::npos) << s;
+}
+
 }  // namespace
 }  // namespace kiln::passes::loop_util
