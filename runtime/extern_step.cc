@@ -207,7 +207,9 @@ const bool kConvLayoutOracleRegistered = [] {
         KILN_ASSIGN_OR_RETURN(onednn::ActivationBlocks blocks,
                               onednn::PreferredActivationBlocks(lp.program, kernel,
                                                                 lp.constants));
-        return passes::ConvLayout{blocks.src, blocks.dst};
+        passes::ConvLayout layout{blocks.src, blocks.dst, {}};
+        for (const auto& a : blocks.also) layout.also.push_back({a.src, a.dst, a.slower_isa});
+        return layout;
       });
   return true;
 }();

@@ -77,6 +77,71 @@ TEST(PreferredActivationBlocks, ConvWantsOneBlockMatMulNone) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The ISA part of an impl name ("avx512_core" of "jit_1x1:avx512_core").
+std::string IsaOf(const std::string& impl) { return impl.substr(impl.rfind(':') + 1); }
+
+// Every layout PreferredActivationBlocks reports (the preferred one and the
+// alternatives) gets an optimized kernel with no reorder from Create, with
+// the same result as the call on plain buffers; an alternative is marked
+// slower exactly when its kernel's ISA differs from the preferred one's.
+// A 1x1 conv, a grouped conv with 8 channels a group (RegNet) and a
+// depthwise one.
+TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
+  struct Case {
+    Shape w;
+    int64_t groups;
+    int64_t pad;
+  };
+  for (const Case& c : {Case{{32, 32, 1, 1}, 1, 0}, Case{{32, 8, 3, 3}, 4, 1},
+                        Case{{32, 1, 3, 3}, 32, 1}}) {
+    SCOPED_TRACE(c.groups);
+    FusedCall plain;
+    plain.src = {DType::kF32, {1, 32, 7, 7}};
+    plain.weights = {DType::kF32, c.w};
+    plain.bias = TensorSpec{DType::kF32, {32}};
+    plain.dst = {DType::kF32, {1, 32, 7, 7}};
+    plain.conv.groups = c.groups;
+    plain.conv.pads_begin = plain.conv.pads_end = {c.pad, c.pad};
+    plain.post_ops = {PostOp::Relu()};
+    absl::StatusOr<ActivationBlocks> blocks = OneDnnCall::PreferredActivationBlocks(plain);
+    ASSERT_TRUE(blocks.ok()) << blocks.status();
+    ASSERT_GT(blocks->dst, 0);
+    const Tensor w = Random(c.w, 5), bias = Random({32}, 6), x = Random({1, 32, 7, 7}, 7);
+    auto p = OneDnnCall::Create(plain, &w, &bias);
+    ASSERT_TRUE(p.ok()) << p.status();
+    Tensor want(DType::kF32, plain.dst.shape);
+    ASSERT_TRUE((*p)->Execute(x.raw_data(), {}, want.raw_data()).ok());
+
+    std::vector<ActivationBlocks::Alternative> layouts = {{blocks->src, blocks->dst, false}};
+    layouts.insert(layouts.end(), blocks->also.begin(), blocks->also.end());
+    std::string preferred_isa;
+    for (const ActivationBlocks::Alternative& l : layouts) {
+      SCOPED_TRACE(l.src * 100 + l.dst);
+      FusedCall blocked = plain;
+      blocked.src.channel_block = l.src;
+      blocked.dst.channel_block = l.dst;
+      auto b = OneDnnCall::Create(blocked, &w, &bias);
+      ASSERT_TRUE(b.ok()) << b.status();
+      const std::string impl = (*b)->impl_name();
+      EXPECT_EQ((*b)->reorders_per_call(), 0) << impl;
+      EXPECT_TRUE(impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0) << impl;
+      if (preferred_isa.empty()) {
+        preferred_isa = IsaOf(impl);
+      } else {
+        EXPECT_EQ(l.slower_isa, IsaOf(impl) != preferred_isa) << impl;
+      }
+      absl::StatusOr<Tensor> xb =
+          l.src > 0 ? passes::ToBlocked(x, l.src) : absl::StatusOr<Tensor>(x);
+      absl::StatusOr<Tensor> yb = passes::ToBlocked(want, l.dst);
+      ASSERT_TRUE(xb.ok() && yb.ok());
+      ASSERT_TRUE((*b)->Execute(xb->raw_data(), {}, yb->raw_data()).ok());
+      absl::StatusOr<Tensor> got = passes::FromBlocked(*yb, 32);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ExpectClose(*got, want);
+    }
+  }
+}
+
 // conv 13 -> 11 channels (neither a multiple of the block) + bias + sum +
 // relu on blocked src/dst equals the same call on plain NCHW buffers.
 TEST(OneDnnCallBlocked, OddChannelsWithSumMatchPlain) {

@@ -933,18 +933,27 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       const std::string impl = d.impl_info_str();
       return absl::StartsWith(impl, "jit") || absl::StartsWith(impl, "brg");
     };
+    // The ISA of a kernel: "avx512_core" of "jit_1x1:avx512_core".
+    auto isa = [](const dnnl::primitive_desc& d) {
+      const std::string impl = d.impl_info_str();
+      return impl.substr(impl.rfind(':') + 1);
+    };
+    std::string best_isa;
     if (optimized(pd)) {
+      best_isa = isa(pd);
       blocks.src = ChannelBlockOf(pd.query_md(dnnl::query::src_md, 0));
       blocks.dst = ChannelBlockOf(pd.query_md(dnnl::query::dst_md, 0));
-      if (blocks.dst > 0) return blocks;
     }
+    if (blocks.dst == 0) blocks = ActivationBlocks{};
     // `any` chose a non-blocked layout for the output or no optimized
     // kernel: on AVX-512 hosts oneDNN 2.6 resolves `any` to NHWC for its
     // brgemm convs, and depthwise convs to a gemm-based one. The layout pass
     // keeps chains in one channel-blocked layout (NHWC is not one it
-    // propagates), so ask whether an optimized kernel also runs on the
-    // blocked layouts (jit:avx512_core does, on nChw16c), the widest block
-    // first; the first conv of a network keeps its plain input.
+    // propagates), so ask which blocked layouts an optimized kernel also
+    // runs on (jit:avx512_core on nChw16c; grouped convs with 8 channels a
+    // group only on nChw8c; 1x1 convs on nChw8c only with jit_1x1:avx2),
+    // the widest block first; the first conv of a network keeps its plain
+    // input. The pass picks one block for the whole program from these.
     const size_t rank = call.src.shape.size();
     for (const int64_t block : {int64_t{16}, int64_t{8}}) {
       const Tag tag = ChannelBlockedTag(rank, block);
@@ -952,20 +961,25 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       const memory::desc src_blocked(user_src.dims(), user_src.data_type(), tag);
       const memory::desc dst_blocked(user_dst.dims(), user_dst.data_type(), tag);
       for (const bool src_too : {true, false}) {
+        const int64_t src_block = src_too ? block : 0;
+        if (blocks.dst > 0 && src_block == blocks.src && block == blocks.dst) continue;
         try {
           const dnnl::primitive_desc bd =
               MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md,
                                 b, dst_blocked, attr);
           if (!optimized(bd)) continue;
-          blocks.src = src_too ? block : 0;
-          blocks.dst = block;
-          return blocks;
+          if (best_isa.empty()) best_isa = isa(bd);
+          if (blocks.dst == 0) {
+            blocks.src = src_block;
+            blocks.dst = block;
+          } else {
+            blocks.also.push_back({src_block, block, isa(bd) != best_isa});
+          }
         } catch (const dnnl::error&) {
           // No kernel for this combination; try the next.
         }
       }
     }
-    blocks = ActivationBlocks{};
   } catch (const dnnl::error& e) {
     return CreateError(call, e);
   }

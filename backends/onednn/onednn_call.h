@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +65,16 @@ inline constexpr int64_t kLinearAsConvMinRows = 2;
 struct ActivationBlocks {
   int64_t src = 0;
   int64_t dst = 0;
+  // PreferredActivationBlocks: every other pair of blocks (dst blocked) an
+  // optimized kernel also runs on, widest block first; `slower_isa` when
+  // that kernel uses a narrower ISA than the preferred one (jit:avx2 on
+  // nChw8c where avx512_core kernels take nChw16c).
+  struct Alternative {
+    int64_t src = 0;
+    int64_t dst = 0;
+    bool slower_isa = false;
+  };
+  std::vector<Alternative> also;
 };
 
 // Why a class: primitive descriptor, primitive, packed weights, scratchpad

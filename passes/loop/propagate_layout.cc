@@ -185,36 +185,59 @@ PropagateLayout::PropagateLayout() {
 
 PropagateLayout::PropagateLayout(ConvLayoutOracle oracle) : oracle_(std::move(oracle)) {}
 
-absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
-  if (!oracle_) return false;
-  LoopProgram& p = lp->program;
-  const int32_t nb = static_cast<int32_t>(p.buffers.size());
+namespace {
 
-  // What the library wants for each conv; the block most convs want.
-  std::vector<std::optional<ConvLayout>> wants(p.kernels.size());
-  std::map<int64_t, int> votes;
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    const Kernel& kernel = p.kernels[k];
-    if (kernel.kind != Kernel::Kind::kExtern || !IsConvOp(kernel.call.op)) continue;
-    if (kernel.call.attrs.count(kAttrBlockedInputs) > 0) continue;  // already done
-    absl::StatusOr<ConvLayout> w = oracle_(*lp, kernel);
-    if (!w.ok()) continue;
-    wants[k] = *w;
-    if (w->dst_block > 0) ++votes[w->dst_block];
+// The src block conv layout `w` pairs with dst block `b`: b when a kernel
+// takes both blocked, 0 when only its dst; nullopt when no kernel writes
+// dst blocked by b.
+std::optional<int64_t> SrcBlockFor(const ConvLayout& w, int64_t b) {
+  std::optional<int64_t> src;
+  auto consider = [&](int64_t s, int64_t d) {
+    if (d != b || (s != b && s != 0)) return;
+    if (!src.has_value() || s == b) src = s;
+  };
+  consider(w.src_block, w.dst_block);
+  for (const ConvLayout::Alternative& a : w.also) consider(a.src_block, a.dst_block);
+  return src;
+}
+
+// The kernel of conv layout `w` for src / dst blocks s / d: nullopt when
+// there is none (the library reorders), else whether it is a slower one.
+std::optional<bool> KernelFor(const ConvLayout& w, int64_t s, int64_t d) {
+  if (s == w.src_block && d == w.dst_block) return false;
+  for (const ConvLayout::Alternative& a : w.also) {
+    if (a.src_block == s && a.dst_block == d) return a.slower;
   }
-  if (votes.empty()) return false;
-  const int64_t b = std::max_element(votes.begin(), votes.end(), [](const auto& x,
-                                                                     const auto& y) {
-                      return x.second < y.second;
-                    })->first;
+  return std::nullopt;
+}
 
+// Multiply-adds of extern conv `k` (its output elements times the weights
+// per output channel); 0 when the weights are not known.
+int64_t ConvMacs(const Kernel& k, const LoopProgram& p) {
+  const std::vector<int64_t> slots = IntsAttr(k, kAttrInputSlots);
+  if (slots.size() != k.call.inputs.size() || k.call.outputs.size() != 1) return 0;
+  for (size_t j = 0; j < slots.size(); ++j) {
+    if (slots[j] != 1) continue;
+    const Shape& w = p.buffers[k.call.inputs[j]].shape;
+    if (w.empty() || w[0] <= 0) return 0;
+    return ir::NumElements(p.buffers[k.call.outputs[0]].shape) * (ir::NumElements(w) / w[0]);
+  }
+  return 0;
+}
+
+// The buffers that can live blocked by `b` (see PropagateLayout).
+std::vector<char> ChooseBlocked(const lowering::LoweredProgram& lp,
+                                const std::vector<std::optional<ConvLayout>>& wants,
+                                int64_t b) {
+  const LoopProgram& p = lp.program;
+  const int32_t nb = static_cast<int32_t>(p.buffers.size());
   // Candidates: f32 N C spatial... intermediates.
   std::vector<char> blocked(nb, 0);
   for (int32_t i = 0; i < nb; ++i) {
     const Buffer& buf = p.buffers[i];
     blocked[i] = buf.kind == BufferKind::kIntermediate && buf.dtype == ir::DType::kF32 &&
                  buf.shape.size() >= 3 && buf.shape.size() <= 5 && buf.IsRowMajor() &&
-                 ir::NumElements(buf.shape) > 0 && !loop_util::IsProtectedBuffer(*lp, i);
+                 ir::NumElements(buf.shape) > 0 && !loop_util::IsProtectedBuffer(lp, i);
   }
   // Extern constraints; `same` pairs must share a layout.
   std::vector<std::pair<int32_t, int32_t>> same;
@@ -223,19 +246,20 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
     if (kernel.kind != Kernel::Kind::kExtern) continue;
     const std::vector<int32_t> touched = Touched(kernel);
     const std::vector<int64_t> slots = IntsAttr(kernel, kAttrInputSlots);
-    if (!wants[k].has_value() || kernel.call.outputs.size() != 1 ||
+    const std::optional<int64_t> src_block =
+        wants[k].has_value() ? SrcBlockFor(*wants[k], b) : std::nullopt;
+    if (!src_block.has_value() || kernel.call.outputs.size() != 1 ||
         slots.size() != kernel.call.inputs.size()) {
       for (int32_t t : touched) blocked[t] = 0;
       continue;
     }
     const int32_t dst = kernel.call.outputs[0];
-    if (wants[k]->dst_block != b) blocked[dst] = 0;
     const std::vector<int64_t> operand_slots = IntsAttr(kernel, "post_op_inputs");
     const std::vector<std::string> post_ops = StringListAttr(kernel, "post_ops");
     for (size_t j = 0; j < kernel.call.inputs.size(); ++j) {
       const int32_t buf = kernel.call.inputs[j];
       if (slots[j] == 0) {
-        if (wants[k]->src_block != b) blocked[buf] = 0;
+        if (*src_block != b) blocked[buf] = 0;
         continue;
       }
       auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
@@ -300,12 +324,119 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
       if (blocked[t]) has_conv[Find(parent, t)] = 1;
     }
   }
-  bool any = false;
   for (int32_t i = 0; i < nb; ++i) {
     if (blocked[i] && !has_conv[Find(parent, i)]) blocked[i] = 0;
-    any |= blocked[i] != 0;
   }
-  if (!any) return false;
+  return blocked;
+}
+
+// Whether loop kernel `k` touches a plain activation while others are
+// blocked: it converts layouts.
+bool Converts(const Kernel& k, const LoopProgram& p, const std::vector<char>& blocked) {
+  const std::vector<int32_t> touched = Touched(k);
+  if (std::none_of(touched.begin(), touched.end(),
+                   [&](int32_t t) { return blocked[t] != 0; })) {
+    return false;
+  }
+  return std::any_of(touched.begin(), touched.end(), [&](int32_t t) {
+    const Buffer& buf = p.buffers[t];
+    return !blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3 &&
+           Inner(buf.shape) > 1;
+  });
+}
+
+// Why a cost and not a vote: on AVX-512 hosts 1x1 convs run on nChw8c only
+// with jit_1x1:avx2, ~1.45x slower than avx512 on nChw16c (ResNet-50,
+// one thread), yet nChw8c removes all 124 reorders of a RegNet. One
+// reordered element costs about as much as this many multiply-adds on the
+// slower kernel (fitted on regnet_y_400mf, which is faster on nChw8c, and
+// mobilenet_v3_large, which is faster on nChw16c; the fit allows 60..220).
+constexpr int64_t kSlowerMacsPerReorderedElement = 100;
+
+// What the program pays, in reordered elements, when `blocked` buffers are
+// blocked by `b`: both activations of every conv the library runs behind
+// reorders (no optimized kernel on that layout pair), the plain activations
+// of every converting loop kernel, and the multiply-adds of the convs that
+// run on a slower kernel.
+int64_t LayoutCost(const LoopProgram& p, const std::vector<std::optional<ConvLayout>>& wants,
+                   const std::vector<char>& blocked, int64_t b) {
+  int64_t cost = 0;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kernel = p.kernels[k];
+    if (kernel.kind == Kernel::Kind::kLoop) {
+      if (!Converts(kernel, p, blocked)) continue;
+      for (int32_t t : Touched(kernel)) {
+        const Buffer& buf = p.buffers[t];
+        if (!blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3) {
+          cost += ir::NumElements(buf.shape);
+        }
+      }
+      continue;
+    }
+    if (!wants[k].has_value() || wants[k]->dst_block == 0 || kernel.call.inputs.empty() ||
+        kernel.call.outputs.size() != 1) {
+      continue;  // the same whatever the block
+    }
+    const int32_t src = kernel.call.inputs[0], dst = kernel.call.outputs[0];
+    const std::optional<bool> slower =
+        KernelFor(*wants[k], blocked[src] ? b : 0, blocked[dst] ? b : 0);
+    if (!slower.has_value()) {
+      cost += ir::NumElements(p.buffers[src].shape) + ir::NumElements(p.buffers[dst].shape);
+    } else if (*slower) {
+      cost += ConvMacs(kernel, p) / kSlowerMacsPerReorderedElement;
+    }
+  }
+  return cost;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
+  if (!oracle_) return false;
+  LoopProgram& p = lp->program;
+  const int32_t nb = static_cast<int32_t>(p.buffers.size());
+
+  // What the library wants for each conv; how many convs prefer each block.
+  std::vector<std::optional<ConvLayout>> wants(p.kernels.size());
+  std::map<int64_t, int> votes;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kernel = p.kernels[k];
+    if (kernel.kind != Kernel::Kind::kExtern || !IsConvOp(kernel.call.op)) continue;
+    if (kernel.call.attrs.count(kAttrBlockedInputs) > 0) continue;  // already done
+    absl::StatusOr<ConvLayout> w = oracle_(*lp, kernel);
+    if (!w.ok()) continue;
+    wants[k] = *w;
+    if (w->dst_block > 0) ++votes[w->dst_block];
+    for (const ConvLayout::Alternative& a : w->also) {
+      if (a.dst_block > 0) votes.emplace(a.dst_block, 0);
+    }
+  }
+  if (votes.empty()) return false;
+  // One block for the whole program: the cheapest (LayoutCost); on a tie,
+  // the one most convs prefer, then the widest. E.g. on AVX-512 hosts convs prefer nChw16c, but a RegNet's
+  // grouped convs (8 channels a group) run optimized only on nChw8c and its
+  // 104- and 440-channel activations cannot be blocked by 16 in loop
+  // kernels: there nChw8c keeps every activation blocked.
+  std::vector<int64_t> order;
+  for (const auto& [block, n] : votes) order.push_back(block);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return votes[x] != votes[y] ? votes[x] > votes[y] : x > y;
+  });
+  int64_t b = 0;
+  int64_t best = 0;
+  std::vector<char> blocked;
+  for (const int64_t candidate : order) {
+    std::vector<char> chosen = ChooseBlocked(*lp, wants, candidate);
+    const int64_t moved = LayoutCost(p, wants, chosen, candidate);
+    if (b == 0 || moved < best) {
+      b = candidate;
+      best = moved;
+      blocked = std::move(chosen);
+    }
+  }
+  if (std::none_of(blocked.begin(), blocked.end(), [](char c) { return c != 0; })) {
+    return false;
+  }
 
   // Rewrite: loop kernels (while buffers still have logical shapes), then
   // extern attributes, then buffer shapes.
@@ -331,12 +462,8 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
       return InternalError("propagate-layout: kernel '", kernel.name,
                            "' no longer fits the blocked layout");
     }
+    const bool converts = Converts(kernel, p, blocked);
     RewriteLoopKernel(&kernel, *var, b, blocked, logical);
-    const bool converts = std::any_of(touched.begin(), touched.end(), [&](int32_t t) {
-      const Buffer& buf = p.buffers[t];
-      return !blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3 &&
-             Inner(buf.shape) > 1;
-    });
     if (converts && !absl::EndsWith(kernel.description, kReorderTag)) {
       kernel.description += kReorderTag;
     }

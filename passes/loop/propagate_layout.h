@@ -37,10 +37,18 @@ inline constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
 inline constexpr char kAttrChannelBlock[] = "kiln_channel_block";
 
 // Channel blocks a conv library kernel wants for an extern conv's src and
-// dst (0: its plain layout).
+// dst (0: its plain layout), and the other blocks (dst blocked) an
+// optimized kernel also runs on; `slower` when that kernel is slower than
+// the wanted one (a narrower ISA: jit:avx2 on nChw8c on an AVX-512 host).
 struct ConvLayout {
+  struct Alternative {
+    int64_t src_block = 0;
+    int64_t dst_block = 0;
+    bool slower = false;
+  };
   int64_t src_block = 0;
   int64_t dst_block = 0;
+  std::vector<Alternative> also;
 };
 
 // Asks the conv library which activation layouts its fastest kernel for

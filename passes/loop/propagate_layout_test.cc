@@ -1,8 +1,9 @@
 // propagate-layout on small CNNs lowered from graph text, with a stand-in
-// conv library oracle (block 8 or 4): which buffers become blocked (golden
-// CHECK lines), results equal to the graph reference interpreter (odd
-// channel counts, pooling, concat, a fused residual sum, global pooling),
-// refusals, and the layout helpers' errors.
+// conv library oracle (block 8 or 4, or 16 with 8 as an alternative): which
+// buffers become blocked and by which block (golden CHECK lines), results
+// equal to the graph reference interpreter (odd channel counts, pooling,
+// concat, a fused residual sum, global pooling), refusals, and the layout
+// helpers' errors.
 #include "passes/loop/propagate_layout.h"
 
 #include <string>
@@ -239,6 +240,109 @@ graph main(%x: f32[1,8,4,4], %z: f32[1,16,4,4]) -> (%y) opset 17 {
   )");
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
   EXPECT_EQ(CountLayoutReorderKernels(lp.program), 1);
+}
+
+// An AVX-512-like library: convs want 16 for src and dst and also run on 8,
+// on a slower kernel when `eight_slower`.
+ConvLayoutOracle WideOracle(bool eight_slower) {
+  return [eight_slower](const LoweredProgram&,
+                        const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+    ConvLayout w{16, 16, {}};
+    w.also.push_back({8, 8, eight_slower});
+    return w;
+  };
+}
+
+// Two heavy 32-channel 3x3 convs, then a 24-channel activation a loop kernel
+// touches (24 is no multiple of 16). Block 8 keeps it blocked too; block 16
+// leaves it plain, i.e. a reorder around the conv that writes it.
+std::string HeavyConvsThenNarrowTail() {
+  return absl::Substitute(R"(
+graph main(%x: f32[1,32,8,8]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %w4 = constant $3
+  %c1 = Conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+  %r1 = Relu(%c1) : f32[1,32,8,8]
+  %c2 = Conv(%r1, %w2) {pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+  %c3 = Conv(%c2, %w3) : f32[1,24,8,8]
+  %s = Sigmoid(%c3) : f32[1,24,8,8]
+  %y = Conv(%s, %w4) : f32[1,8,8,8]
+}
+)",
+                          Const({32, 32, 3, 3}, 21), Const({32, 32, 3, 3}, 22),
+                          Const({24, 32, 1, 1}, 23), Const({8, 24, 1, 1}, 24));
+}
+
+// When the narrower block runs as fast, the pass takes it for the whole
+// program: nothing is reordered (the vote alone would pick 16).
+TEST(PropagateLayout, PicksTheBlockThatLeavesNothingToReorder) {
+  LoweredProgram lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(false), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %c1: f32[1,4,8,8,8] intermediate
+    CHECK: buffer %c2: f32[1,4,8,8,8] intermediate
+    CHECK: buffer %c3: f32[1,3,8,8,8] intermediate
+    CHECK: buffer %s: f32[1,3,8,8,8] intermediate
+    CHECK: call "onnx.Conv"(%c2, %w3) -> (%c3)
+    CHECK-SAME: kiln_blocked_inputs=[32, 0], kiln_blocked_outputs=[24], kiln_channel_block=8
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 0);
+}
+
+// When block 8 means a slower kernel for the heavy convs, their
+// multiply-adds outweigh the small tail's reorder: block 16, tail plain.
+TEST(PropagateLayout, KeepsTheFastBlockWhenTheOtherSlowsHeavyConvs) {
+  LoweredProgram lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(true), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %c1: f32[1,2,8,8,16] intermediate
+    CHECK: buffer %c2: f32[1,2,8,8,16] intermediate
+    CHECK: buffer %c3: f32[1,24,8,8] intermediate
+    CHECK: buffer %s: f32[1,24,8,8] intermediate
+    CHECK: call "onnx.Conv"(%c2, %w3) -> (%c3)
+    CHECK-SAME: kiln_blocked_inputs=[32, 0], kiln_blocked_outputs=[0], kiln_channel_block=16
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+}
+
+// A conv with no kernel on the voted block (a grouped conv with 8 channels
+// a group runs only on 8) is a reorder on 16: the pass takes 8.
+TEST(PropagateLayout, ConvOnlyOnTheNarrowBlockDecides) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %c1 = Conv(%x, %w1) : f32[1,16,6,6]
+  %r = Relu(%c1) : f32[1,16,6,6]
+  %g = Conv(%r, %w2) {group=2, pads=[1, 1, 1, 1]} : f32[1,16,6,6]
+  %s = Sigmoid(%g) : f32[1,16,6,6]
+  %y = Conv(%s, %w3) : f32[1,16,6,6]
+}
+)",
+                                            Const({16, 16, 1, 1}, 25), Const({16, 8, 3, 3}, 26),
+                                            Const({16, 16, 1, 1}, 27));
+  ConvLayoutOracle oracle = [](const LoweredProgram& lp,
+                               const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
+    const ir::loop::Buffer& w = lp.program.buffers[k.call.inputs[1]];
+    if (w.shape[1] == 8) return ConvLayout{8, 8, {}};  // the grouped conv
+    ConvLayout l{16, 16, {}};
+    l.also.push_back({8, 8, false});
+    return l;
+  };
+  LoweredProgram lp = CheckPass(text, oracle, true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %r: f32[1,2,6,6,8] intermediate
+    CHECK: buffer %g: f32[1,2,6,6,8] intermediate
+    CHECK: call "onnx.Conv"(%r, %w2) -> (%g)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0], kiln_blocked_outputs=[16], kiln_channel_block=8
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 0);
 }
 
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
