@@ -346,11 +346,11 @@ bool Converts(const Kernel& k, const LoopProgram& p, const std::vector<char>& bl
 }
 
 // Why a cost and not a vote: on AVX-512 hosts 1x1 convs run on nChw8c only
-// with jit_1x1:avx2, ~1.45x slower than avx512 on nChw16c (ResNet-50,
-// one thread), yet nChw8c removes all 124 reorders of a RegNet. One
+// with jit_1x1:avx2, yet nChw8c removes all 124 reorders of a RegNet. One
 // reordered element costs about as much as this many multiply-adds on the
-// slower kernel (fitted on regnet_y_400mf, which is faster on nChw8c, and
-// mobilenet_v3_large, which is faster on nChw16c; the fit allows 60..220).
+// slower kernel: fitted on CPU time per inference (one thread) where
+// regnet_y_400mf is a tie at ~50, mobilenet_v3_large wants nChw16c below
+// ~220 and shufflenet_v2_x1_0 is 15% faster on nChw8c (ARCHITECTURE.md).
 constexpr int64_t kSlowerMacsPerReorderedElement = 100;
 
 // What the program pays, in reordered elements, when `blocked` buffers are
