@@ -124,7 +124,9 @@ TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
       ASSERT_TRUE(b.ok()) << b.status();
       const std::string impl = (*b)->impl_name();
       EXPECT_EQ((*b)->reorders_per_call(), 0) << impl;
-      EXPECT_TRUE(impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0) << impl;
+      EXPECT_TRUE(impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0 ||
+                  impl.rfind("brdgmm", 0) == 0)
+          << impl;
       if (preferred_isa.empty()) {
         preferred_isa = IsaOf(impl);
       } else {

@@ -94,6 +94,15 @@ int64_t ChannelBlockOf(const memory::desc& md) {
   return like == md ? b.inner_blks[0] : 0;
 }
 
+// Whether oneDNN implementation `impl` is one of its optimized direct
+// kernels: "jit:...", "brgconv:..." / "brg:..." (brgemm) and
+// "brdgmm_dw:..." (the AVX-512 depthwise brgemm), not "gemm:..." / "x64:gemm"
+// (im2col + sgemm) or "ref:...".
+bool IsOptimizedImpl(absl::string_view impl) {
+  return absl::StartsWith(impl, "jit") || absl::StartsWith(impl, "brg") ||
+         absl::StartsWith(impl, "brdgmm");
+}
+
 // Whether `a` and `b` put every element at the same byte: equal dims, type,
 // inner blocks and padding, strides that differ only on dims of size 1 (NCHW
 // and NHWC of an N x C x 1 x 1 tensor). Then no reorder is needed between
@@ -725,7 +734,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       return absl::StartsWith(pd.impl_info_str(), prefix);
     };
     auto direct = [&](const dnnl::primitive_desc& pd) {
-      return starts(pd, "jit") || starts(pd, "brg");
+      return IsOptimizedImpl(pd.impl_info_str());
     };
     std::vector<dnnl::primitive_desc> candidates;
     // Activations the layout pass already keeps blocked (passes/loop/
@@ -931,7 +940,7 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     // Create takes this descriptor first only when it is an optimized kernel.
     auto optimized = [](const dnnl::primitive_desc& d) {
       const std::string impl = d.impl_info_str();
-      return absl::StartsWith(impl, "jit") || absl::StartsWith(impl, "brg");
+      return IsOptimizedImpl(impl);
     };
     // The ISA of a kernel: "avx512_core" of "jit_1x1:avx512_core".
     auto isa = [](const dnnl::primitive_desc& d) {
