@@ -345,6 +345,55 @@ TEST(Codegen, ReductionsOverContiguousAndStridedDims) {
   EXPECT_THAT(StatusOf(r[0], "rms_7x17").reason, HasSubstr("vectorized over r1"));
 }
 
+// Welford mean/variance vectorized along the last reduction variable (two
+// vector passes): one and two reduction variables, rows with a tail, a large
+// common offset (where a one-pass sum of squares would lose the variance),
+// a LayerNorm-style epilogue, and a row holding NaN.
+TEST(Codegen, WelfordReductionsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "welford";
+  // One float ulp of a mean near 1000 is 6e-5; times 1/std that is ~1e-4 of
+  // the normalized output, whichever of two correct sums rounds it: ONNX's
+  // own tolerances (rtol 1e-3, atol 1e-7) for the offset rows.
+  c.tol = testing::Tolerance{};
+  LoopProgram& p = c.program;
+  const int64_t rows = 6, cols = 45, inner = 3;
+  const int x = p.AddBuffer("x", DType::kF32, {rows, inner, cols}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kWelfordMean, ReduceKind::kWelfordVar}) {
+    const std::string rn(ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer("row_" + rn, DType::kF32, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "row_" + rn, {rows}, {inner, cols});
+    b.Store(y, b.i(0),
+            b.Reduce(rk, b.Load(x, b.i(0) * (inner * cols) + b.r(0) * cols + b.r(1))));
+  }
+  {
+    // LayerNorm over the last dim: (x - mean) * rsqrt(var + eps).
+    const int y = p.AddBuffer("ln", DType::kF32, {rows * inner, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "ln", {rows * inner, cols}, {cols});
+    const int mean = b.Reduce(ReduceKind::kWelfordMean, b.Load(x, b.i(0) * cols + b.r(0)));
+    const int var = b.Reduce(ReduceKind::kWelfordVar, b.Load(x, b.i(0) * cols + b.r(0)));
+    const int inv = b.Unary(OpCode::kRsqrt,
+                            b.Binary(OpCode::kAdd, var, b.Constant(DType::kF32, 1e-5)));
+    const auto at = b.i(0) * cols + b.i(1);
+    b.Store(y, at, b.Binary(OpCode::kMul, b.Binary(OpCode::kSub, b.Load(x, at), mean), inv));
+  }
+  Tensor xt = RandomTensor(DType::kF32, {rows, inner, cols}, 7, -1, 1);
+  for (int64_t i = 0; i < inner * cols; ++i) xt.data<float>()[2 * inner * cols + i] += 1000.0f;
+  xt.data<float>()[4 * inner * cols + 11] = std::numeric_limits<float>::quiet_NaN();
+  c.inputs["x"] = xt;
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const char* name : {"row_welford_mean", "row_welford_var", "ln"}) {
+    EXPECT_EQ(StatusOf(r[0], name).kind, VecStatus::Kind::kVectorized) << name;
+  }
+  EXPECT_THAT(StatusOf(r[0], "row_welford_var").reason,
+              HasSubstr("welford_var as vector passes (sum, then squared deviations"));
+}
+
 // Argmax/argmin (first and last), Welford mean/variance and f16 buffers: the
 // scalar path, with the reason recorded.
 TEST(Codegen, ScalarReductionsAndHalfBuffers) {

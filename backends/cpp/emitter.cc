@@ -496,7 +496,30 @@ VecCheck CheckInnerReduce(const LoopProgram& p, const Analysis& a, int i) {
     c.failure = absl::StrCat("reduction extent of ", k.VarName(rv), " below 2");
     return c;
   }
-  CheckVectorOp(p, a, i, rv, &c);
+  const Op& op = k.body[i];
+  if (op.reduce == ReduceKind::kWelfordMean || op.reduce == ReduceKind::kWelfordVar) {
+    // Two vector passes over the reduction space (EmitInnerVectorWelford):
+    // the sum gives the mean, then the squared deviations from that mean
+    // give the variance; lanes combine in double.
+    if (op.dtype != DType::kF32 || k.body[op.args[0]].dtype != DType::kF32) {
+      c.failure = absl::StrCat("op #", i, ": ", ir::loop::ReduceKindName(op.reduce),
+                               " over ", ir::DTypeName(k.body[op.args[0]].dtype));
+      return c;
+    }
+    for (int64_t e : k.reduction_ranges) {
+      if (e == 0) {
+        c.failure = absl::StrCat("op #", i, ": empty reduction");
+        return c;
+      }
+    }
+    c.notes.push_back(absl::StrCat("reduce #", i, " ", ir::loop::ReduceKindName(op.reduce),
+                                   " as vector passes (sum",
+                                   op.reduce == ReduceKind::kWelfordVar
+                                       ? ", then squared deviations from the mean)"
+                                       : ")"));
+  } else {
+    CheckVectorOp(p, a, i, rv, &c);
+  }
   for (int j : a.cone[i]) {
     if (a.deps[j] & Bit(rv)) CheckVectorOp(p, a, j, rv, &c);
   }
@@ -1622,8 +1645,60 @@ class KernelEmitter {
 
   // A reduce computed once per iteration point, vectorized along the last
   // reduction variable; lanes are combined at the end.
+  // welford_mean / welford_var vectorized along the last reduction
+  // variable: one vector pass summing the values (mean = sum / n) and, for
+  // the variance, a second one summing (x - mean)^2 (the two-pass form,
+  // as accurate as Welford's update for data held in memory, without its
+  // division per element). Tails are masked; lanes combine in double.
+  void EmitInnerVectorWelford(int i) {
+    const Op& op = k_.body[i];
+    const int rv = k_.num_vars() - 1;
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    int64_t count = 1;
+    for (int64_t e : k_.reduction_ranges) count *= e;
+    auto pass = [&](const std::string& sum, const std::string& center) {
+      w_.Line(absl::StrCat("auto ", sum, " = hn::Zero(df);"));
+      w_.Open("");
+      const int opened = OpenReductionLoops(true);
+      for (int j : a_.cone[i]) {
+        if (!(a_.deps[j] & Bit(rv))) EmitScalarOp(j);
+      }
+      EmitVectorLoop(rv, a_.extents[rv], false, [&](bool tail) {
+        for (int j : a_.cone[i]) {
+          if (a_.deps[j] & Bit(rv)) EmitVectorOp(j, rv, tail);
+        }
+        std::string x = VArg(op.args[0], rv);
+        if (!center.empty()) {
+          w_.Line(absl::StrCat("const auto ", sum, "_d = hn::Sub(", x, ", hn::Set(df, ", center,
+                               "));"));
+          x = absl::StrCat("hn::Mul(", sum, "_d, ", sum, "_d)");
+        }
+        if (tail) x = absl::StrCat("hn::IfThenElseZero(hn::FirstN(df, kiln_n), ", x, ")");
+        w_.Line(absl::StrCat(sum, " = hn::Add(", sum, ", ", x, ");"));
+      });
+      for (int c = 0; c < opened; ++c) w_.Close();
+      w_.Close();
+      w_.Line(absl::StrCat("alignas(64) float ", sum, "_l[kKilnMaxLanes];"));
+      w_.Line(absl::StrCat("hn::Store(", sum, ", df, ", sum, "_l);"));
+      w_.Line(absl::StrCat("double ", sum, "_h = 0;"));
+      w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", sum,
+                           "_h += static_cast<double>(", sum, "_l[l]);"));
+    };
+    pass(acc + "_s", "");
+    w_.Line(absl::StrCat("const double ", acc, "_mean = ", acc, "_s_h / ", count, ".0;"));
+    std::string result = absl::StrCat(acc, "_mean");
+    if (op.reduce == ReduceKind::kWelfordVar) {
+      pass(acc + "_q", absl::StrCat("static_cast<float>(", acc, "_mean)"));
+      result = absl::StrCat(acc, "_q_h / ", count, ".0");
+    }
+    w_.Line(absl::StrCat("const float ", S(i), " = static_cast<float>(", result, ");"));
+  }
+
   void EmitInnerVectorReduce(int i) {
     const Op& op = k_.body[i];
+    if (op.reduce == ReduceKind::kWelfordMean || op.reduce == ReduceKind::kWelfordVar) {
+      return EmitInnerVectorWelford(i);
+    }
     const int rv = k_.num_vars() - 1;
     const DType t = op.dtype;
     const std::string acc = absl::StrCat("kiln_acc", i);
