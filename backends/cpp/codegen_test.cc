@@ -355,10 +355,10 @@ TEST(Codegen, WelfordReductionsVectorized) {
   std::vector<ProgramCase> cases(1);
   ProgramCase& c = cases[0];
   c.name = "welford";
-  // One float ulp of a mean near 1000 is 6e-5; times 1/std that is ~1e-4 of
-  // the normalized output, whichever of two correct sums rounds it: ONNX's
-  // own tolerances (rtol 1e-3, atol 1e-7) for the offset rows.
-  c.tol = testing::Tolerance{};
+  // One float ulp of a mean near 1000 is 6e-5; times 1/std (~1.7) that is
+  // up to ~1.1e-4 absolute on the normalized output, whichever of two
+  // correct sums rounds it: rtol 1e-3 (ONNX's) and atol 2e-4 for that.
+  c.tol = testing::Tolerance{1e-3, 2e-4, {}};
   LoopProgram& p = c.program;
   const int64_t rows = 6, cols = 45, inner = 3;
   const int x = p.AddBuffer("x", DType::kF32, {rows, inner, cols}, BufferKind::kInput);
