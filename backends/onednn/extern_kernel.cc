@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/onednn/fused_call.h"
+#include "backends/onednn/kernel_reader.h"
 #include "backends/onednn/rnn_kernel.h"
 #include "ir/status_macros.h"
 
@@ -34,7 +35,6 @@ constexpr char kOnnxPrefix[] = "onnx.";
 constexpr char kKilnPrefix[] = "kiln.";
 constexpr char kAttrInputSlots[] = "kiln_input_slots";
 constexpr char kAttrOutputSlots[] = "kiln_output_slots";
-constexpr char kListSeparator[] = ",";
 // Activation layouts chosen by passes/loop/propagate_layout: one int per
 // call input / output, the logical channel count C when that buffer holds
 // N C spatial... blocked by kAttrChannelBlock channels ([N, ceil(C/b),
@@ -63,23 +63,10 @@ struct SumCopy {
 };
 
 // Reads the call's attributes and buffers; every error names the kernel.
-class Translator {
+class Translator : public internal::KernelReader {
  public:
-  Translator(const LoopProgram& program, const Kernel& kernel,
-             const std::map<int32_t, std::shared_ptr<const Tensor>>& constants)
-      : p_(program), k_(kernel), constants_(constants) {}
+  using KernelReader::KernelReader;
 
-  template <typename... Args>
-  absl::Status Unimplemented(const Args&... args) const {
-    return absl::UnimplementedError(absl::StrCat(Where(), ": ", args...));
-  }
-  template <typename... Args>
-  absl::Status Invalid(const Args&... args) const {
-    return absl::InvalidArgumentError(absl::StrCat(Where(), ": ", args...));
-  }
-  std::string Where() const {
-    return absl::StrCat("extern kernel '", k_.name, "' (", k_.call.op, ")");
-  }
   absl::Status Annotate(const absl::Status& s) const {
     return absl::Status(s.code(), absl::StrCat(Where(), ": ", s.message()));
   }
@@ -132,63 +119,10 @@ class Translator {
   const Tensor* Constant(int64_t slot) const {
     return ConstantOfInput(Input(slot));
   }
-  // The constant data of call input `j`, or nullptr.
-  const Tensor* ConstantOfInput(int j) const {
-    const int32_t index = k_.call.inputs[j];
-    auto it = constants_.find(index);
-    if (it == constants_.end() || it->second == nullptr) return nullptr;
-    const Tensor& t = *it->second;
-    const Buffer& b = p_.buffers[index];
-    if (t.dtype() != b.dtype || t.shape() != b.shape || !b.IsRowMajor()) return nullptr;
-    return &t;
-  }
-
   static TensorSpec Spec(const Buffer& b) {
     TensorSpec s{b.dtype, b.shape, {}};
     if (!b.IsRowMajor()) s.strides = b.strides;
     return s;
-  }
-
-  // ---- Attributes.
-  bool HasAttr(const char* name) const { return k_.call.attrs.count(name) > 0; }
-  absl::StatusOr<int64_t> Int(const char* name, int64_t fallback) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return fallback;
-    if (const auto* v = std::get_if<int64_t>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not an int");
-  }
-  absl::StatusOr<double> Float(const char* name, double fallback) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return fallback;
-    if (const auto* v = std::get_if<double>(&it->second)) return *v;
-    if (const auto* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
-    return Invalid("attribute '", name, "' is not a float");
-  }
-  absl::StatusOr<std::string> String(const char* name, std::string fallback) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return fallback;
-    if (const auto* v = std::get_if<std::string>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not a string");
-  }
-  absl::StatusOr<std::vector<std::string>> StringList(const char* name) const {
-    KILN_ASSIGN_OR_RETURN(std::string joined, String(name, ""));
-    if (joined.empty()) return std::vector<std::string>{};
-    return std::vector<std::string>(absl::StrSplit(joined, kListSeparator));
-  }
-  absl::StatusOr<std::vector<int64_t>> Ints(const char* name) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return std::vector<int64_t>{};
-    if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not a list of ints");
-  }
-  absl::StatusOr<std::vector<double>> Floats(const char* name) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return std::vector<double>{};
-    if (const auto* v = std::get_if<std::vector<double>>(&it->second)) return *v;
-    if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) {
-      return std::vector<double>(v->begin(), v->end());
-    }
-    return Invalid("attribute '", name, "' is not a list of floats");
   }
 
  private:
@@ -245,9 +179,6 @@ class Translator {
     return absl::OkStatus();
   }
 
-  const LoopProgram& p_;
-  const Kernel& k_;
-  const std::map<int32_t, std::shared_ptr<const Tensor>>& constants_;
   std::map<int64_t, int> slot_to_input_;
   int64_t num_slots_ = 0;
   std::map<int32_t, int64_t> blocked_channels_;  // buffer -> logical C

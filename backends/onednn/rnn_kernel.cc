@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/onednn/engine.h"
+#include "backends/onednn/kernel_reader.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -43,7 +44,6 @@ using ir::loop::LoopProgram;
 constexpr char kOnnxPrefix[] = "onnx.";
 constexpr char kAttrInputSlots[] = "kiln_input_slots";
 constexpr char kAttrOutputSlots[] = "kiln_output_slots";
-constexpr char kListSeparator[] = ",";
 
 // ONNX input / output positions.
 enum InputSlot { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kNumInputSlots };
@@ -74,57 +74,12 @@ struct Problem {
 };
 
 // Reads the call's attributes and buffers; every error names the kernel.
-class Reader {
+class Reader : public internal::KernelReader {
  public:
-  Reader(const LoopProgram& program, const Kernel& kernel,
-         const std::map<int32_t, std::shared_ptr<const Tensor>>& constants)
-      : p_(program), k_(kernel), constants_(constants) {}
-
-  template <typename... Args>
-  absl::Status Unimplemented(const Args&... args) const {
-    return absl::UnimplementedError(absl::StrCat(Where(), ": ", args...));
-  }
-  template <typename... Args>
-  absl::Status Invalid(const Args&... args) const {
-    return absl::InvalidArgumentError(absl::StrCat(Where(), ": ", args...));
-  }
-  std::string Where() const {
-    return absl::StrCat("extern kernel '", k_.name, "' (", k_.call.op, ")");
-  }
-
-  absl::StatusOr<int64_t> Int(const char* name, int64_t fallback) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return fallback;
-    if (const auto* v = std::get_if<int64_t>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not an int");
-  }
-  absl::StatusOr<std::string> String(const char* name, std::string fallback) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return fallback;
-    if (const auto* v = std::get_if<std::string>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not a string");
-  }
-  absl::StatusOr<std::vector<int64_t>> Ints(const char* name) const {
-    auto it = k_.call.attrs.find(name);
-    if (it == k_.call.attrs.end()) return std::vector<int64_t>{};
-    if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    return Invalid("attribute '", name, "' is not a list of ints");
-  }
-  bool Has(const char* name) const { return k_.call.attrs.count(name) > 0; }
+  using KernelReader::KernelReader;
 
   const Buffer& BufferOf(int32_t index) const { return p_.buffers[index]; }
   const Kernel& kernel() const { return k_; }
-
-  // The constant tensor of call input `j`, or nullptr.
-  const Tensor* ConstantOfInput(int j) const {
-    const int32_t index = k_.call.inputs[j];
-    auto it = constants_.find(index);
-    if (it == constants_.end() || it->second == nullptr) return nullptr;
-    const Tensor& t = *it->second;
-    const Buffer& b = p_.buffers[index];
-    if (t.dtype() != b.dtype || t.shape() != b.shape || !b.IsRowMajor()) return nullptr;
-    return &t;
-  }
 
   absl::Status CheckIndices() const {
     for (const std::vector<int32_t>* list : {&k_.call.inputs, &k_.call.outputs}) {
@@ -136,11 +91,6 @@ class Reader {
     }
     return absl::OkStatus();
   }
-
- private:
-  const LoopProgram& p_;
-  const Kernel& k_;
-  const std::map<int32_t, std::shared_ptr<const Tensor>>& constants_;
 };
 
 std::string Lower(absl::string_view s) {
@@ -152,12 +102,10 @@ std::string Lower(absl::string_view s) {
 // The activations attribute: absent, or the defaults in every direction
 // (RNN: one of tanh/relu/sigmoid, the same in every direction).
 absl::Status ReadActivations(const Reader& rd, Problem& pb) {
-  if (rd.Has("activation_alpha") || rd.Has("activation_beta")) {
+  if (rd.HasAttr("activation_alpha") || rd.HasAttr("activation_beta")) {
     return rd.Unimplemented("activation_alpha / activation_beta are not supported");
   }
-  KILN_ASSIGN_OR_RETURN(std::string joined, rd.String("activations", ""));
-  std::vector<std::string> names;
-  if (!joined.empty()) names = absl::StrSplit(joined, kListSeparator);
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> names, rd.StringList("activations"));
   std::vector<std::string> defaults;
   switch (pb.cell) {
     case Cell::kLstm: defaults = {"sigmoid", "tanh", "tanh"}; break;
@@ -252,19 +200,19 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
       if (c != 0) return rd.Unimplemented("a channel-blocked buffer");
     }
   }
-  if (rd.Has("clip")) return rd.Unimplemented("clip is not supported by oneDNN");
+  if (rd.HasAttr("clip")) return rd.Unimplemented("clip is not supported by oneDNN");
   KILN_ASSIGN_OR_RETURN(int64_t layout, rd.Int("layout", 0));
   if (layout != 0) return rd.Unimplemented("layout=", layout, " (batch-major)");
   if (pb.cell == Cell::kLstm) {
     KILN_ASSIGN_OR_RETURN(int64_t input_forget, rd.Int("input_forget", 0));
     if (input_forget != 0) return rd.Unimplemented("input_forget=", input_forget);
-  } else if (rd.Has("input_forget")) {
+  } else if (rd.HasAttr("input_forget")) {
     return rd.Unimplemented("attribute 'input_forget'");
   }
   if (pb.cell == Cell::kGru) {
     KILN_ASSIGN_OR_RETURN(int64_t lbr, rd.Int("linear_before_reset", 0));
     if (lbr != 0) pb.cell = Cell::kLbrGru;
-  } else if (rd.Has("linear_before_reset")) {
+  } else if (rd.HasAttr("linear_before_reset")) {
     return rd.Unimplemented("attribute 'linear_before_reset'");
   }
   KILN_ASSIGN_OR_RETURN(pb.direction, rd.String("direction", "forward"));
@@ -293,7 +241,7 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
   pb.batch = x[1];
   pb.input = x[2];
   pb.hidden = r[2];
-  if (rd.Has("hidden_size")) {
+  if (rd.HasAttr("hidden_size")) {
     KILN_ASSIGN_OR_RETURN(int64_t hs, rd.Int("hidden_size", 0));
     if (hs != pb.hidden) {
       return rd.Invalid("hidden_size is ", hs, " but R is ", ir::ShapeToString(r));
