@@ -1,0 +1,669 @@
+// The vectorization checker (see vec_checker.h): a dependence analysis of
+// the kernel body, a vector-form check of every op for each candidate
+// vector variable, and the plan (variable, tiling, inner reductions, loop
+// order, parallel loop).
+#include "backends/cpp/vec_checker.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::backends::cpp {
+namespace {
+
+using ir::DType;
+using ir::loop::Buffer;
+using ir::loop::IndexExpr;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+using ir::loop::Op;
+using ir::loop::OpCode;
+using ir::loop::ReduceKind;
+using ir::loop::SanitizeIdentifier;
+using ir::loop::VecStatus;
+
+// Buffer names in reasons: sanitized and cut as the emitter's identifiers.
+constexpr size_t kMaxNamePart = 48;
+
+std::string NamePart(absl::string_view raw) {
+  std::string s = SanitizeIdentifier(raw);
+  if (s.size() > kMaxNamePart) s.resize(kMaxNamePart);
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Analysis.
+
+bool IsVecDType(DType t) {
+  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool;
+}
+
+bool IsArgReduce(ReduceKind k) {
+  return k == ReduceKind::kArgMax || k == ReduceKind::kArgMin ||
+         k == ReduceKind::kArgMaxLast || k == ReduceKind::kArgMinLast;
+}
+
+uint64_t Bit(int var) { return VarBit(var); }
+
+VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
+  VecAnalysis a;
+  a.k = &k;
+  a.extents = k.VarExtents();
+  const size_t n = k.body.size();
+  a.index.resize(n);
+  a.deps.assign(n, 0);
+  a.rvarying.assign(n, false);
+  a.cone.resize(n);
+  a.in_cone.assign(n, false);
+  for (int64_t e : k.ranges) a.empty |= e == 0;
+  const int nv = k.num_vars();
+  const int first_r = static_cast<int>(k.ranges.size());
+  uint64_t rmask = 0;
+  for (int v = first_r; v < nv && v < 64; ++v) rmask |= Bit(v);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    const bool indexed = op.has_index();
+    if (indexed) a.index[i] = ir::loop::Simplify(op.index, a.extents);
+    if (op.code == OpCode::kReduce) {
+      a.deps[i] = a.deps[op.args[0]] & ~rmask;
+      continue;
+    }
+    for (int32_t arg : op.args) {
+      a.deps[i] |= a.deps[arg];
+      a.rvarying[i] = a.rvarying[i] || a.rvarying[arg];
+    }
+    for (int v = 0; indexed && v < nv && v < 64; ++v) {
+      if (a.index[i].UsesVar(v)) {
+        a.deps[i] |= Bit(v);
+        if (v >= first_r) a.rvarying[i] = true;
+      }
+    }
+  }
+  a.lane_index.assign(n, false);
+  a.lane_cast_src.assign(n, false);
+  std::vector<int> uses(n, 0), index_uses(n, 0), cast_uses(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    for (size_t j = 0; j < op.args.size(); ++j) {
+      ++uses[op.args[j]];
+      if (op.code == OpCode::kLoadIndirect && j == 0) ++index_uses[op.args[j]];
+      if (op.code == OpCode::kCast && IsVecDType(op.dtype)) ++cast_uses[op.args[j]];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    a.lane_cast_src[i] = op.code == OpCode::kLoad && !IsVecDType(op.dtype) &&
+                         uses[i] > 0 && uses[i] == cast_uses[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    a.lane_index[i] = op.code == OpCode::kLoad && ir::IsInteger(op.dtype) &&
+                      uses[i] > 0 && uses[i] == index_uses[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (k.body[i].code != OpCode::kReduce) continue;
+    std::vector<bool> mark(n, false);
+    std::vector<int32_t> stack = {k.body[i].args[0]};
+    while (!stack.empty()) {
+      const int32_t j = stack.back();
+      stack.pop_back();
+      if (!a.rvarying[j] || mark[j]) continue;
+      mark[j] = true;
+      for (int32_t arg : k.body[j].args) stack.push_back(arg);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (mark[j]) {
+        a.cone[i].push_back(static_cast<int>(j));
+        a.in_cone[j] = true;
+      }
+    }
+  }
+  // Hazards: reordering (hoisting, vector lanes) is only sound when no buffer
+  // is both read and written and no buffer is stored twice.
+  if (nv > 64) {
+    a.hazard = "more than 64 loop variables";
+    return a;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (k.body[i].code == OpCode::kStoreIndirect) {
+      a.hazard = absl::StrCat("store_indirect op #", i,
+                              ": data-dependent store computed point by point in "
+                              "iteration order");
+      return a;
+    }
+  }
+  std::vector<int> loads(p.buffers.size(), 0), stores(p.buffers.size(), 0);
+  for (const Op& op : k.body) {
+    if (op.is_load()) ++loads[op.buffer];
+    if (op.code == OpCode::kStore) ++stores[op.buffer];
+  }
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (stores[b] > 0 && loads[b] > 0) {
+      a.hazard = absl::StrCat("kernel reads buffer '", NamePart(p.buffers[b].name),
+                              "' that it writes");
+      break;
+    }
+    if (stores[b] > 1) {
+      a.hazard = absl::StrCat("kernel stores into buffer '", NamePart(p.buffers[b].name),
+                              "' more than once");
+      break;
+    }
+  }
+  return a;
+}
+
+struct VecCheck {
+  std::string failure;              // empty: vectorizable
+  // Contiguous loads 2, gathered -1; contiguous stores 4, scattered -3 (the
+  // store's contiguous variable wins over a few small contiguous loads, such
+  // as per-channel parameters); reduction-varying accesses count 4 times
+  // (they run at every point of the reduction space).
+  int score = 0;
+  std::vector<std::string> notes;   // gathered accesses
+};
+
+std::string VarLabel(const Kernel& k, int var) { return k.VarName(var); }
+
+// Vector steps over `var` start at multiples of the lane count, which
+// divides kBlock on every target (1, 4, 8 or 16 32-bit lanes).
+constexpr int64_t kBlock = 16;
+
+struct LaneForm {
+  bool ok = true;
+  int64_t step = 0;      // e(v + l) == e(v) + step * l for the lanes l of a step
+  bool aligned = false;  // e(v) is a lane-aligned offset modulo kBlock
+};
+
+// How `e` changes across the lanes of one vector step over `var` when it is
+// not affine in var: floor divisions and modulos by multiples of kBlock of
+// aligned arguments keep every lane in one chunk (the flattened heads of an
+// attention output: (i // 64) * 4096 + i % 64 is contiguous within steps).
+LaneForm LaneFormOf(const IndexExpr& e, int var) {
+  LaneForm r;
+  switch (e.kind()) {
+    case IndexExpr::Kind::kConst:
+      r.aligned = e.value() % kBlock == 0;
+      return r;
+    case IndexExpr::Kind::kVar:
+      r.step = e.var() == var ? 1 : 0;
+      r.aligned = e.var() == var;
+      return r;
+    case IndexExpr::Kind::kAdd:
+      r.aligned = true;
+      for (const IndexExpr& o : e.operands()) {
+        const LaneForm f = LaneFormOf(o, var);
+        if (!f.ok) return f;
+        r.step += f.step;
+        r.aligned = r.aligned && f.aligned;
+      }
+      return r;
+    case IndexExpr::Kind::kMul: {
+      int64_t k = 1;
+      std::optional<LaneForm> varying;
+      bool any_aligned = false;
+      for (const IndexExpr& o : e.operands()) {
+        if (o.is_const()) {
+          k *= o.value();
+          continue;
+        }
+        const LaneForm f = LaneFormOf(o, var);
+        if (!f.ok) return f;
+        any_aligned |= f.aligned;
+        if (f.step != 0) {
+          if (varying.has_value()) return LaneForm{false};
+          varying = f;
+        }
+      }
+      r.step = varying.has_value() ? varying->step * k : 0;
+      r.aligned = any_aligned || k % kBlock == 0;
+      return r;
+    }
+    case IndexExpr::Kind::kFloorDiv:
+    case IndexExpr::Kind::kMod: {
+      if (!e.UsesVar(var)) return r;
+      const IndexExpr& d = e.operand(1);
+      const LaneForm x = LaneFormOf(e.operand(0), var);
+      if (!x.ok || x.step != 1 || !x.aligned || !d.is_const() || d.value() <= 0 ||
+          d.value() % kBlock != 0) {
+        return LaneForm{false};
+      }
+      if (e.kind() == IndexExpr::Kind::kFloorDiv) return r;
+      r.step = 1;
+      r.aligned = true;
+      return r;
+    }
+    case IndexExpr::Kind::kMin:
+    case IndexExpr::Kind::kMax:
+      if (e.UsesVar(var)) return LaneForm{false};
+      return r;
+  }
+  return LaneForm{false};
+}
+
+// Contiguous in var over the lanes of every vector step, though not affine.
+bool BlockContiguous(const IndexExpr& e, int var) {
+  const LaneForm f = LaneFormOf(e, var);
+  return f.ok && f.step == 1;
+}
+
+}  // namespace
+
+std::optional<Access> AccessOf(const LoopProgram& p, const VecAnalysis& a, int op, int var) {
+  std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
+  if (s.has_value() && *s == 1) return Access::kContiguous;
+  if (!s.has_value() && BlockContiguous(a.index[op], var)) return Access::kContiguous;
+  return Access::kGathered;
+}
+
+namespace {
+
+// Whether op `i` (which depends on `var`) has a vector form with `var` as the
+// vector variable.
+void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, VecCheck* c) {
+  const Kernel& k = *a.k;
+  const Op& op = k.body[i];
+  auto fail = [&](std::string why) {
+    if (c->failure.empty()) c->failure = std::move(why);
+  };
+  auto dt = [&](int arg) { return k.body[op.args[arg]].dtype; };
+  const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
+  if (a.lane_index[i] || a.lane_cast_src[i]) return;  // read per lane by their users
+  if (op.code == OpCode::kCast && a.lane_cast_src[op.args[0]]) {
+    c->score -= 1;
+    c->notes.push_back(absl::StrCat("cast op #", i, " converts ", ir::DTypeName(dt(0)),
+                                    " buffer '", NamePart(p.buffers[k.body[op.args[0]].buffer].name),
+                                    "' lane by lane"));
+    return;
+  }
+  if (op.code == OpCode::kLoadIndirect) {
+    const Buffer& b = p.buffers[op.buffer];
+    if (!IsVecDType(b.dtype)) {
+      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+                               " is not vectorized"));
+    }
+    const int n = op.args[0];
+    if (a.deps[n] & Bit(var)) {
+      if (!a.lane_index[n] && dt(0) != DType::kI32) {
+        return fail(absl::StrCat(where, ": index operand dtype ", ir::DTypeName(dt(0)),
+                                 " is not vectorized"));
+      }
+    } else if (b.dtype != DType::kBool && AccessOf(p, a, i, var) == Access::kContiguous) {
+      c->score += 2;
+      c->notes.push_back(absl::StrCat("load_indirect op #", i, " contiguous in ",
+                                      VarLabel(k, var), " (index checked once per row)"));
+      return;
+    }
+    c->score -= 1;
+    c->notes.push_back(absl::StrCat("load_indirect op #", i,
+                                    " computed per lane (data-dependent index in ",
+                                    VarLabel(k, var), ")"));
+    return;
+  }
+  if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
+    const Buffer& b = p.buffers[op.buffer];
+    if (!IsVecDType(b.dtype)) {
+      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+                               " is not vectorized"));
+    }
+    const bool store = op.code == OpCode::kStore;
+    const int weight = a.rvarying[i] ? 4 : 1;
+    if (AccessOf(p, a, i, var) == Access::kContiguous) {
+      c->score += (store ? 4 : 2) * weight;
+      if (!ir::loop::StrideOf(a.index[i], var).has_value()) {
+        c->notes.push_back(absl::StrCat(op.code == OpCode::kLoad ? "load of '" : "store to '",
+                                        NamePart(b.name), "' contiguous within vector steps of ",
+                                        VarLabel(k, var), " (not affine)"));
+      }
+    } else {
+      c->score -= (store ? 3 : 1) * weight;
+      std::optional<int64_t> s = ir::loop::StrideOf(a.index[i], var);
+      c->notes.push_back(absl::StrCat(
+          op.code == OpCode::kLoad ? "gathered load of '" : "scattered store to '",
+          NamePart(b.name), "' (",
+          s.has_value() ? absl::StrCat("stride ", *s, " in ", VarLabel(k, var))
+                        : absl::StrCat("not affine in ", VarLabel(k, var)),
+          ")"));
+    }
+    return;
+  }
+  if (!IsVecDType(op.dtype)) {
+    return fail(absl::StrCat(where, ": dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
+  }
+  for (size_t j = 0; j < op.args.size(); ++j) {
+    if (!IsVecDType(dt(static_cast<int>(j)))) {
+      return fail(absl::StrCat(where, ": operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
+                               " is not vectorized"));
+    }
+  }
+  switch (op.code) {
+    case OpCode::kReduce:
+      if (IsArgReduce(op.reduce) || op.reduce == ReduceKind::kWelfordMean ||
+          op.reduce == ReduceKind::kWelfordVar) {
+        return fail(absl::StrCat(where, ": ", ir::loop::ReduceKindName(op.reduce),
+                                 " reductions are not vectorized yet"));
+      }
+      if (op.dtype == DType::kBool) return fail(absl::StrCat(where, ": bool reduction"));
+      for (int64_t e : k.reduction_ranges) {
+        if (e == 0) return fail(absl::StrCat(where, ": empty reduction"));
+      }
+      return;
+    case OpCode::kIndex:
+      c->notes.push_back(absl::StrCat("index op #", i, " computed per lane"));
+      return;
+    default:
+      return;
+  }
+}
+
+// Tries to vectorize reduce `i` along the last reduction variable.
+VecCheck CheckInnerReduce(const LoopProgram& p, const VecAnalysis& a, int i) {
+  VecCheck c;
+  const Kernel& k = *a.k;
+  if (k.reduction_ranges.empty()) {
+    c.failure = "no reduction variable";
+    return c;
+  }
+  const int rv = k.num_vars() - 1;
+  if (a.extents[rv] < 2) {
+    c.failure = absl::StrCat("reduction extent of ", k.VarName(rv), " below 2");
+    return c;
+  }
+  const Op& op = k.body[i];
+  if (op.reduce == ReduceKind::kWelfordMean || op.reduce == ReduceKind::kWelfordVar) {
+    // Two vector passes over the reduction space (EmitInnerVectorWelford):
+    // the sum gives the mean, then the squared deviations from that mean
+    // give the variance; lanes combine in double.
+    if (op.dtype != DType::kF32 || k.body[op.args[0]].dtype != DType::kF32) {
+      c.failure = absl::StrCat("op #", i, ": ", ir::loop::ReduceKindName(op.reduce),
+                               " over ", ir::DTypeName(k.body[op.args[0]].dtype));
+      return c;
+    }
+    for (int64_t e : k.reduction_ranges) {
+      if (e == 0) {
+        c.failure = absl::StrCat("op #", i, ": empty reduction");
+        return c;
+      }
+    }
+    c.notes.push_back(absl::StrCat("reduce #", i, " ", ir::loop::ReduceKindName(op.reduce),
+                                   " as vector passes (sum",
+                                   op.reduce == ReduceKind::kWelfordVar
+                                       ? ", then squared deviations from the mean)"
+                                       : ")"));
+  } else {
+    CheckVectorOp(p, a, i, rv, &c);
+  }
+  for (int j : a.cone[i]) {
+    if (a.deps[j] & Bit(rv)) CheckVectorOp(p, a, j, rv, &c);
+  }
+  return c;
+}
+
+// Loads of op i strided (affine) in the vector variable and contiguous in
+// another iteration variable `tile`: candidates for transposed tiles.
+bool TileableLoad(const LoopProgram& p, const VecAnalysis& a, int i, int var, int tile) {
+  const Op& op = a.k->body[i];
+  if (op.code != OpCode::kLoad || a.lane_index[i]) return false;
+  const DType t = p.buffers[op.buffer].dtype;
+  if (t != DType::kF32 && t != DType::kI32) return false;
+  const std::optional<int64_t> sv = ir::loop::StrideOf(a.index[i], var);
+  const std::optional<int64_t> st = ir::loop::StrideOf(a.index[i], tile);
+  return sv.has_value() && *sv != 0 && *sv != 1 && st.has_value() && *st == 1;
+}
+
+// Picks the variable to tile with (the one the most strided loads are
+// contiguous in) for a kernel vectorized over plan->vec_var without
+// reductions; records the transposed loads and the status.
+void TryTile(const LoopProgram& p, const VecAnalysis& a, VecPlan* plan) {
+  const Kernel& k = *a.k;
+  const int var = plan->vec_var;
+  if (!plan->hoist || !k.reduction_ranges.empty()) return;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if (k.body[i].code == OpCode::kStore && (a.deps[i] & Bit(var)) &&
+        AccessOf(p, a, static_cast<int>(i), var) != Access::kContiguous) {
+      return;
+    }
+  }
+  int best = -1, best_count = 0;
+  for (int t = 0; t < static_cast<int>(k.ranges.size()); ++t) {
+    if (t == var || k.ranges[t] < 2) continue;
+    int count = 0;
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      if ((a.deps[i] & Bit(var)) && TileableLoad(p, a, static_cast<int>(i), var, t)) ++count;
+    }
+    if (count > best_count) {
+      best = t;
+      best_count = count;
+    }
+  }
+  if (best < 0) return;
+  plan->tile_var = best;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if ((a.deps[i] & Bit(var)) && TileableLoad(p, a, static_cast<int>(i), var, best)) {
+      plan->tiled_load[i] = true;
+      names.push_back(absl::StrCat("'", NamePart(p.buffers[k.body[i].buffer].name), "'"));
+    }
+  }
+  plan->status.kind = VecStatus::Kind::kTiled;
+  // The gathered-load notes of the tiled loads no longer apply.
+  std::vector<std::string> kept;
+  for (absl::string_view part : absl::StrSplit(plan->status.reason, "; ")) {
+    bool drop = false;
+    for (const std::string& n : names) {
+      drop |= absl::StartsWith(part, absl::StrCat("gathered load of ", n));
+    }
+    if (!drop) kept.emplace_back(part);
+  }
+  plan->status.reason = absl::StrCat(
+      "tiled: ", absl::StrJoin(kept, "; "), "; load of ", absl::StrJoin(names, ", "),
+      " transposed in lanes x lanes tiles over ", k.VarName(best), " x ", k.VarName(var));
+}
+
+// Whether iterations of loop variable `v` touch disjoint elements of every
+// buffer the kernel both reads and writes or updates with store_indirect
+// (a scatter's duplicate indices, a scan reading its previous element), so
+// running them in parallel cannot reorder two accesses to one element. Rule:
+// every access to such a buffer is affine in v with one common coefficient
+// c > 0, and with v fixed the offsets of all of them (the store_indirect's
+// data-dependent part over its whole [0, extent) * stride) span fewer than
+// c elements. Kernels without such buffers always qualify.
+bool PartitionsSharedBuffers(const LoopProgram& p, const VecAnalysis& a, int v) {
+  const Kernel& k = *a.k;
+  std::vector<bool> read(p.buffers.size(), false), shared(p.buffers.size(), false);
+  std::vector<bool> written(p.buffers.size(), false);
+  for (const Op& op : k.body) {
+    if (op.is_load() || op.code == OpCode::kStoreIndirect) read[op.buffer] = true;
+    if (op.is_store()) written[op.buffer] = true;
+  }
+  bool any = false;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    shared[b] = read[b] && written[b];
+    any = any || shared[b];
+  }
+  if (!any) return true;
+  std::vector<int64_t> fixed = a.extents;
+  fixed[v] = 1;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (!shared[b]) continue;
+    std::optional<int64_t> coef;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      const Op& op = k.body[i];
+      if (op.buffer != static_cast<int32_t>(b) || !op.has_index()) continue;
+      const std::optional<int64_t> c = ir::loop::StrideOf(a.index[i], v);
+      if (!c.has_value() || *c <= 0 || (coef.has_value() && *coef != *c)) return false;
+      coef = c;
+      ir::loop::Interval r = ir::loop::ValueRange(a.index[i], fixed);
+      if (op.code == OpCode::kLoadIndirect || op.code == OpCode::kStoreIndirect) {
+        int64_t span;
+        if (__builtin_mul_overflow(op.extent - 1, op.stride, &span)) return false;
+        if (__builtin_add_overflow(r.lo, std::min<int64_t>(span, 0), &r.lo) ||
+            __builtin_add_overflow(r.hi, std::max<int64_t>(span, 0), &r.hi)) {
+          return false;
+        }
+      }
+      lo = std::min(lo, r.lo);
+      hi = std::max(hi, r.hi);
+    }
+    if (!coef.has_value()) continue;
+    int64_t width;
+    if (__builtin_sub_overflow(hi, lo, &width) || width >= *coef) return false;
+  }
+  return true;
+}
+
+VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptions& options) {
+  const Kernel& k = *a.k;
+  VecPlan plan;
+  plan.inner_reduce.assign(k.body.size(), false);
+  plan.hoist = a.hazard.empty();
+  const int ni = static_cast<int>(k.ranges.size());
+  auto scalar = [&](std::string reason) {
+    plan.status.kind = VecStatus::Kind::kScalar;
+    plan.status.reason = std::move(reason);
+  };
+  std::string reason;
+  if (!options.vectorize) {
+    reason = "vectorization disabled";
+  } else if (!a.hazard.empty()) {
+    reason = a.hazard;
+  } else if (a.empty) {
+    reason = "empty iteration space";
+  }
+  struct Choice {
+    int var = -1;
+    int score = 0;
+    bool any_vector = false;
+    std::vector<bool> inner;
+    std::vector<std::string> notes;
+    std::string failure;
+  };
+  std::vector<Choice> choices;
+  if (reason.empty()) {
+    // Candidates: each iteration variable with extent >= 2 (innermost first),
+    // then none (only reductions vectorized along their own variable).
+    std::vector<int> cands;
+    for (int v = ni - 1; v >= 0; --v) {
+      if (k.ranges[v] >= 2) cands.push_back(v);
+    }
+    cands.push_back(-1);
+    for (int v : cands) {
+      Choice ch;
+      ch.var = v;
+      ch.inner.assign(k.body.size(), false);
+      VecCheck c;
+      for (size_t i = 0; v >= 0 && i < k.body.size(); ++i) {
+        if (a.deps[i] & Bit(v)) CheckVectorOp(p, a, static_cast<int>(i), v, &c);
+      }
+      if (!c.failure.empty()) {
+        ch.failure = absl::StrCat("vectorizing ", k.VarName(v), ": ", c.failure);
+        choices.push_back(std::move(ch));
+        continue;
+      }
+      for (size_t i = 0; v >= 0 && i < k.body.size(); ++i) {
+        if (a.deps[i] & Bit(v)) ch.any_vector = true;
+      }
+      ch.score = c.score;
+      ch.notes = c.notes;
+      for (size_t i = 0; i < k.body.size(); ++i) {
+        if (k.body[i].code != OpCode::kReduce) continue;
+        if (v >= 0 && (a.deps[i] & Bit(v))) {
+          ch.notes.push_back(absl::StrCat("reduce #", i, " per lane over ", k.VarName(v)));
+          continue;
+        }
+        VecCheck rc = CheckInnerReduce(p, a, static_cast<int>(i));
+        if (rc.failure.empty()) {
+          ch.inner[i] = true;
+          ch.any_vector = true;
+          ch.score += rc.score;
+          ch.notes.push_back(absl::StrCat("reduce #", i, " vectorized over ",
+                                          k.VarName(k.num_vars() - 1)));
+          for (std::string& note : rc.notes) ch.notes.push_back(std::move(note));
+        } else {
+          ch.notes.push_back(absl::StrCat("reduce #", i, " scalar: ", rc.failure));
+        }
+      }
+      choices.push_back(std::move(ch));
+    }
+    const Choice* best = nullptr;
+    for (const Choice& ch : choices) {
+      if (!ch.failure.empty() || !ch.any_vector) continue;
+      if (best == nullptr || ch.score > best->score) best = &ch;
+    }
+    if (best != nullptr) {
+      plan.vec_var = best->var;
+      plan.inner_reduce = best->inner;
+      plan.status.kind = VecStatus::Kind::kVectorized;
+      std::string head = best->var >= 0
+                             ? absl::StrCat("vectorized over ", k.VarName(best->var))
+                             : std::string("reductions vectorized");
+      plan.status.reason = best->notes.empty()
+                               ? head
+                               : absl::StrCat(head, "; ", absl::StrJoin(best->notes, "; "));
+    } else {
+      for (const Choice& ch : choices) {
+        if (!ch.failure.empty()) {
+          reason = ch.failure;
+          break;
+        }
+      }
+      if (reason.empty()) {
+        reason = choices.back().notes.empty() ? "no loop with extent >= 2 to vectorize"
+                                              : absl::StrJoin(choices.back().notes, "; ");
+      }
+    }
+  }
+  if (plan.status.kind != VecStatus::Kind::kVectorized) scalar(reason);
+  plan.tiled_load.assign(k.body.size(), false);
+  if (plan.vec_var >= 0) TryTile(p, a, &plan);
+  for (int v = 0; v < ni; ++v) {
+    if (v != plan.vec_var && v != plan.tile_var) plan.loop_order.push_back(v);
+  }
+  if (plan.tile_var >= 0) plan.loop_order.push_back(plan.tile_var);
+  if (plan.vec_var >= 0) plan.loop_order.push_back(plan.vec_var);
+  int64_t work = 1;
+  for (int64_t e : a.extents) {
+    work = (e != 0 && work > std::numeric_limits<int64_t>::max() / e) ? std::numeric_limits<int64_t>::max() : work * e;
+  }
+  if (work > options.parallel_grain && !a.empty) {
+    for (size_t pos = 0; pos < plan.loop_order.size(); ++pos) {
+      const int v = plan.loop_order[pos];
+      if (k.ranges[v] <= 1) continue;
+      // Only the first candidate loop; a shared buffer it cannot split
+      // keeps the kernel sequential.
+      if (PartitionsSharedBuffers(p, a, v)) plan.parallel_pos = static_cast<int>(pos);
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+VecPlan CheckVectorization(const LoopProgram& program, int kernel_index,
+                           const VecCheckOptions& options) {
+  const Kernel& k = program.kernels[kernel_index];
+  VecAnalysis a = Analyze(program, k);
+  VecPlan plan = MakePlan(program, a, options);
+  plan.analysis = std::move(a);
+  return plan;
+}
+
+bool VecPlan::HasVectorCode() const {
+  if (vec_var >= 0) return true;
+  for (bool b : inner_reduce) {
+    if (b) return true;
+  }
+  return false;
+}
+
+}  // namespace kiln::backends::cpp
