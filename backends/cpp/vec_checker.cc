@@ -163,6 +163,8 @@ VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
 
 struct VecCheck {
   std::string failure;              // empty: vectorizable
+  int failure_op = -1;              // the op `failure` names
+  std::string failure_why;          // `failure` without the op's name
   // Contiguous loads 2, gathered -1; contiguous stores 4, scattered -3 (the
   // store's contiguous variable wins over a few small contiguous loads, such
   // as per-channel parameters); reduction-varying accesses count 4 times
@@ -271,11 +273,14 @@ namespace {
 void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, VecCheck* c) {
   const Kernel& k = *a.k;
   const Op& op = k.body[i];
+  const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
   auto fail = [&](std::string why) {
-    if (c->failure.empty()) c->failure = std::move(why);
+    if (!c->failure.empty()) return;
+    c->failure = absl::StrCat(where, ": ", why);
+    c->failure_op = i;
+    c->failure_why = std::move(why);
   };
   auto dt = [&](int arg) { return k.body[op.args[arg]].dtype; };
-  const std::string where = absl::StrCat("op #", i, " (", ir::loop::OpCodeName(op.code), ")");
   if (a.lane_index[i] || a.lane_cast_src[i]) return;  // read per lane by their users
   if (op.code == OpCode::kCast && a.lane_cast_src[op.args[0]]) {
     c->score -= 1;
@@ -287,13 +292,13 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
   if (op.code == OpCode::kLoadIndirect) {
     const Buffer& b = p.buffers[op.buffer];
     if (!IsVecDType(b.dtype)) {
-      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+      return fail(absl::StrCat("buffer dtype ", ir::DTypeName(b.dtype),
                                " is not vectorized"));
     }
     const int n = op.args[0];
     if (a.deps[n] & Bit(var)) {
       if (!a.lane_index[n] && dt(0) != DType::kI32) {
-        return fail(absl::StrCat(where, ": index operand dtype ", ir::DTypeName(dt(0)),
+        return fail(absl::StrCat("index operand dtype ", ir::DTypeName(dt(0)),
                                  " is not vectorized"));
       }
     } else if (b.dtype != DType::kBool && AccessOf(p, a, i, var) == Access::kContiguous) {
@@ -311,7 +316,7 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
   if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
     const Buffer& b = p.buffers[op.buffer];
     if (!IsVecDType(b.dtype)) {
-      return fail(absl::StrCat(where, ": buffer dtype ", ir::DTypeName(b.dtype),
+      return fail(absl::StrCat("buffer dtype ", ir::DTypeName(b.dtype),
                                " is not vectorized"));
     }
     const bool store = op.code == OpCode::kStore;
@@ -336,11 +341,11 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
     return;
   }
   if (!IsVecDType(op.dtype)) {
-    return fail(absl::StrCat(where, ": dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
+    return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
   }
   for (size_t j = 0; j < op.args.size(); ++j) {
     if (!IsVecDType(dt(static_cast<int>(j)))) {
-      return fail(absl::StrCat(where, ": operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
+      return fail(absl::StrCat("operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
                                " is not vectorized"));
     }
   }
@@ -348,12 +353,12 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
     case OpCode::kReduce:
       if (IsArgReduce(op.reduce) || op.reduce == ReduceKind::kWelfordMean ||
           op.reduce == ReduceKind::kWelfordVar) {
-        return fail(absl::StrCat(where, ": ", ir::loop::ReduceKindName(op.reduce),
+        return fail(absl::StrCat(ir::loop::ReduceKindName(op.reduce),
                                  " reductions are not vectorized yet"));
       }
-      if (op.dtype == DType::kBool) return fail(absl::StrCat(where, ": bool reduction"));
+      if (op.dtype == DType::kBool) return fail("bool reduction");
       for (int64_t e : k.reduction_ranges) {
-        if (e == 0) return fail(absl::StrCat(where, ": empty reduction"));
+        if (e == 0) return fail("empty reduction");
       }
       return;
     case OpCode::kIndex:
@@ -521,6 +526,172 @@ bool PartitionsSharedBuffers(const LoopProgram& p, const VecAnalysis& a, int v) 
   return true;
 }
 
+// ---------------------------------------------------------------------------
+// Per-op decisions: how the plan's code computes each op (the emitter's
+// EmitVectorOp / VectorExpr cases, in the same order).
+
+constexpr char kKernelScalar[] = "kernel is scalar";
+
+// f32 / i32 ops whose vector form calls the scalar function lane by lane
+// (VectorExpr's Lanewise cases): no vector instruction.
+bool LanewiseMath(OpCode code, DType in) {
+  if (in == DType::kF32) {
+    return code == OpCode::kTan || code == OpCode::kCosh || code == OpCode::kPow ||
+           code == OpCode::kFmod || code == OpCode::kMod;
+  }
+  if (in == DType::kI32) {
+    return code == OpCode::kPow || code == OpCode::kDiv || code == OpCode::kMod ||
+           code == OpCode::kFmod;
+  }
+  return false;
+}
+
+std::string StrideText(const VecAnalysis& a, int i, int var) {
+  const std::optional<int64_t> s = ir::loop::StrideOf(a.index[i], var);
+  return s.has_value() ? absl::StrCat("stride ", *s, " in ", a.k->VarName(var))
+                       : absl::StrCat("not affine in ", a.k->VarName(var));
+}
+
+// Op i (not a reduce) where the vector variable is `var` (-1: none).
+OpDecision DecideInContext(const LoopProgram& p, const VecAnalysis& a, const VecPlan& plan,
+                           int i, int var) {
+  const Kernel& k = *a.k;
+  const Op& op = k.body[i];
+  if (var < 0 || !(a.deps[i] & Bit(var))) return {OpVec::kBroadcast, ""};
+  if (a.lane_index[i]) return {OpVec::kPerLane, "read lane by lane as a load_indirect index"};
+  if (a.lane_cast_src[i]) {
+    return {OpVec::kPerLane,
+            absl::StrCat(ir::DTypeName(p.buffers[op.buffer].dtype), " read lane by lane by its cast")};
+  }
+  if (plan.tiled_load[i]) {
+    return {OpVec::kVector, absl::StrCat("transposed tiles over ", k.VarName(plan.tile_var), " x ",
+                                         k.VarName(var))};
+  }
+  switch (op.code) {
+    case OpCode::kCast:
+      if (a.lane_cast_src[op.args[0]]) {
+        return {OpVec::kPerLane,
+                absl::StrCat("converts ", ir::DTypeName(k.body[op.args[0]].dtype), " lane by lane")};
+      }
+      break;
+    case OpCode::kLoadIndirect: {
+      if (a.deps[op.args[0]] & Bit(var)) {
+        return {OpVec::kPerLane, absl::StrCat("data-dependent index in ", k.VarName(var))};
+      }
+      if (p.buffers[op.buffer].dtype == DType::kBool) {
+        return {OpVec::kPerLane, "bool elements read lane by lane"};
+      }
+      if (AccessOf(p, a, i, var) == Access::kContiguous) {
+        return {OpVec::kVector, "index checked once per row"};
+      }
+      return {OpVec::kPerLane, absl::StrCat("gathered (", StrideText(a, i, var), ")")};
+    }
+    case OpCode::kLoad:
+    case OpCode::kStore:
+      if (AccessOf(p, a, i, var) == Access::kContiguous) {
+        if (ir::loop::StrideOf(a.index[i], var).has_value()) return {OpVec::kVector, ""};
+        return {OpVec::kVector, "contiguous within vector steps (not affine)"};
+      }
+      return {OpVec::kPerLane, absl::StrCat(op.code == OpCode::kLoad ? "gathered (" : "scattered (",
+                                            StrideText(a, i, var), ")")};
+    case OpCode::kIndex:
+      return {OpVec::kPerLane, "index computed lane by lane"};
+    default:
+      break;
+  }
+  const DType in = op.args.empty() ? op.dtype : k.body[op.args[0]].dtype;
+  if (LanewiseMath(op.code, in)) {
+    return {OpVec::kPerLane, absl::StrCat("no vector instruction for ", ir::DTypeName(in), " ",
+                                          ir::loop::OpCodeName(op.code))};
+  }
+  return {OpVec::kVector, ""};
+}
+
+// Keeps the less vectorized of two decisions (an op in the cones of two
+// reduces is computed in each).
+void Merge(OpDecision d, OpDecision* into) {
+  if (static_cast<int>(d.kind) > static_cast<int>(into->kind)) *into = std::move(d);
+}
+
+void DecideOps(const LoopProgram& p, const VecAnalysis& a, VecPlan* plan) {
+  const Kernel& k = *a.k;
+  const int n = static_cast<int>(k.body.size());
+  plan->ops.assign(n, OpDecision{OpVec::kScalar, kKernelScalar});
+  if (plan->status.kind == VecStatus::Kind::kScalar) {
+    // Name what stops each op where the kernel's reason comes from one.
+    for (int i = 0; i < n; ++i) {
+      if (k.body[i].code == OpCode::kStoreIndirect) {
+        plan->ops[i].reason = "data-dependent store computed point by point in iteration order";
+      }
+    }
+    if (!a.hazard.empty() || a.empty || plan->status.reason == "vectorization disabled") return;
+    if (plan->failed_var >= 0) {
+      for (int i = 0; i < n; ++i) {
+        if (!(a.deps[i] & Bit(plan->failed_var))) continue;
+        VecCheck c;
+        CheckVectorOp(p, a, i, plan->failed_var, &c);
+        if (!c.failure.empty()) plan->ops[i].reason = c.failure_why;
+      }
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (k.body[i].code != OpCode::kReduce) continue;
+      const VecCheck rc = CheckInnerReduce(p, a, i);
+      if (!rc.failure.empty()) plan->ops[i].reason = rc.failure;
+    }
+    return;
+  }
+  const int rv = k.num_vars() - 1;
+  for (int i = 0; i < n; ++i) {
+    if (!a.in_cone[i] && k.body[i].code != OpCode::kReduce) {
+      plan->ops[i] = DecideInContext(p, a, *plan, i, plan->vec_var);
+    }
+  }
+  // Cone ops: the context of their reduce (lane accumulators over the
+  // kernel's vector variable, vector accumulators over the last reduction
+  // variable, or a scalar reduction).
+  std::vector<bool> seen(n, false);
+  for (int i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    if (op.code != OpCode::kReduce) continue;
+    int var = -1;
+    std::string scalar_why;
+    if (plan->vec_var >= 0 && (a.deps[i] & Bit(plan->vec_var))) {
+      var = plan->vec_var;
+      plan->ops[i] = {OpVec::kVector,
+                      absl::StrCat("one accumulator per lane of ", k.VarName(var))};
+    } else if (plan->inner_reduce[i]) {
+      var = rv;
+      const bool welford =
+          op.reduce == ReduceKind::kWelfordMean || op.reduce == ReduceKind::kWelfordVar;
+      plan->ops[i] = {OpVec::kVector,
+                      absl::StrCat("vectorized over ", k.VarName(rv),
+                                   welford ? (op.reduce == ReduceKind::kWelfordVar
+                                                  ? " in two passes (sum, squared deviations)"
+                                                  : " as a vector sum")
+                                           : "")};
+    } else {
+      const VecCheck rc = CheckInnerReduce(p, a, i);
+      plan->ops[i] = {OpVec::kScalar, rc.failure};
+      scalar_why = absl::StrCat("in scalar reduce #", i);
+      if (rc.failure_op >= 0 && rc.failure_op != i && !seen[rc.failure_op]) {
+        seen[rc.failure_op] = true;
+        plan->ops[rc.failure_op] = {OpVec::kScalar, rc.failure_why};
+      }
+    }
+    for (int j : a.cone[i]) {
+      OpDecision d = var >= 0 ? DecideInContext(p, a, *plan, j, var)
+                              : OpDecision{OpVec::kScalar, scalar_why};
+      if (!seen[j]) {
+        seen[j] = true;
+        plan->ops[j] = std::move(d);
+      } else {
+        Merge(std::move(d), &plan->ops[j]);
+      }
+    }
+  }
+}
+
 VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptions& options) {
   const Kernel& k = *a.k;
   VecPlan plan;
@@ -613,6 +784,7 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
       for (const Choice& ch : choices) {
         if (!ch.failure.empty()) {
           reason = ch.failure;
+          plan.failed_var = ch.var;
           break;
         }
       }
@@ -644,6 +816,7 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
       break;
     }
   }
+  DecideOps(p, a, &plan);
   return plan;
 }
 
@@ -656,6 +829,43 @@ VecPlan CheckVectorization(const LoopProgram& program, int kernel_index,
   VecPlan plan = MakePlan(program, a, options);
   plan.analysis = std::move(a);
   return plan;
+}
+
+absl::string_view OpVecName(OpVec kind) {
+  switch (kind) {
+    case OpVec::kVector: return "vector";
+    case OpVec::kBroadcast: return "broadcast";
+    case OpVec::kPerLane: return "per-lane";
+    case OpVec::kScalar: return "scalar";
+  }
+  return "?";
+}
+
+std::string PrintVecPlan(const LoopProgram& program, int kernel_index, const VecPlan& plan) {
+  const Kernel& k = program.kernels[kernel_index];
+  std::string s = absl::StrCat("kernel ", kernel_index, " ", NamePart(k.name), ": ",
+                               ir::loop::VecKindName(plan.status.kind));
+  if (plan.vec_var >= 0) absl::StrAppend(&s, ", vector ", k.VarName(plan.vec_var));
+  if (plan.tile_var >= 0) absl::StrAppend(&s, ", tile ", k.VarName(plan.tile_var));
+  std::vector<std::string> loops;
+  for (int v : plan.loop_order) loops.push_back(k.VarName(v));
+  absl::StrAppend(&s, ", loops (", absl::StrJoin(loops, ", "), ")");
+  if (plan.parallel_pos >= 0) {
+    absl::StrAppend(&s, ", parallel ", k.VarName(plan.loop_order[plan.parallel_pos]));
+  }
+  if (!plan.status.reason.empty()) absl::StrAppend(&s, " -- ", plan.status.reason);
+  s += "\n";
+  for (size_t i = 0; i < k.body.size() && i < plan.ops.size(); ++i) {
+    const Op& op = k.body[i];
+    std::string what(ir::loop::OpCodeName(op.code));
+    if (op.is_load() || op.is_store()) absl::StrAppend(&what, " ", NamePart(program.buffers[op.buffer].name));
+    if (op.code == OpCode::kReduce) absl::StrAppend(&what, " ", ir::loop::ReduceKindName(op.reduce));
+    if (op.code == OpCode::kCast) absl::StrAppend(&what, " ", ir::DTypeName(op.dtype));
+    absl::StrAppend(&s, "  #", i, " ", what, ": ", OpVecName(plan.ops[i].kind));
+    if (!plan.ops[i].reason.empty()) absl::StrAppend(&s, " -- ", plan.ops[i].reason);
+    s += "\n";
+  }
+  return s;
 }
 
 bool VecPlan::HasVectorCode() const {

@@ -1,12 +1,27 @@
 // File: backends/cpp/vec_checker.h — the vectorization checker: for one loop
-// kernel, which variable (if any) becomes the vector variable, the loop
-// order, tiling and parallel loop, and why. The emitter (emitter.h) writes
-// the code this plan describes.
+// kernel, which variable (if any) becomes the vector variable, how every op
+// of the body is then computed, and why. The emitter (emitter.h) writes the
+// code this plan describes; the compile report shows its per-op decisions.
 //
 //   VecPlan plan = CheckVectorization(program, kernel_index, {});
-//   plan.status;   // kernel: vectorized / tiled / scalar + reason
+//   plan.status;        // kernel: vectorized / tiled / scalar + reason
+//   plan.ops[i].kind;   // op i: vector, broadcast, per-lane or scalar
+//   std::cout << PrintVecPlan(program, kernel_index, plan);
 //
-// The rules are the emitter's (see emitter.h, "Vectorization").
+// The rules are the emitter's (see emitter.h, "Vectorization"). Per op, in
+// the context of the vector variable that op runs under (the kernel's, or
+// for the cone of a reduce vectorized along its last reduction variable,
+// that variable):
+//  - vector: one vector instruction sequence per step (contiguous loads and
+//    stores, transposed tiles, arithmetic with a vector form, a reduce with
+//    vector accumulators);
+//  - broadcast: does not depend on the vector variable: computed once per
+//    enclosing iteration as a scalar (and splat where a vector op reads it);
+//  - per-lane: computed lane by lane inside a vector step (strided or
+//    data-dependent loads and stores, index ops, casts from a dtype without
+//    a vector form, math with no vector instruction);
+//  - scalar: the kernel is scalar, or the op is part of a reduction that is.
+// Every decision other than vector/broadcast has a short reason.
 #ifndef KILN_BACKENDS_CPP_VEC_CHECKER_H_
 #define KILN_BACKENDS_CPP_VEC_CHECKER_H_
 
@@ -44,6 +59,17 @@ struct VecAnalysis {
   bool empty = false;             // an iteration extent is 0
 };
 
+// How op `i` is computed (see the file comment).
+enum class OpVec : uint8_t { kVector, kBroadcast, kPerLane, kScalar };
+absl::string_view OpVecName(OpVec kind);  // "vector", "broadcast", ...
+
+struct OpDecision {
+  OpVec kind = OpVec::kScalar;
+  // Why per-lane or scalar; a note for some vector ops (tiles, non-affine
+  // contiguous access, per-lane accumulators).
+  std::string reason;
+};
+
 struct VecPlan {
   VecAnalysis analysis;
   bool hoist = false;              // ops may leave body order (no hazard)
@@ -57,6 +83,10 @@ struct VecPlan {
   std::vector<int> loop_order;     // iteration variables, outermost first
   int parallel_pos = -1;           // index into loop_order
   ir::loop::VecStatus status;      // the kernel's kind and reason
+  // Scalar kernels: the candidate vector variable whose check failed (the
+  // one the reason names), or -1.
+  int failed_var = -1;
+  std::vector<OpDecision> ops;     // per op of the body
 
   // Whether the kernel has any vector code (a vector variable or a
   // reduction vectorized along its own variable).
@@ -81,6 +111,15 @@ VecPlan CheckVectorization(const ir::loop::LoopProgram& program, int kernel_inde
 enum class Access { kContiguous, kGathered };
 std::optional<Access> AccessOf(const ir::loop::LoopProgram& p, const VecAnalysis& a, int op,
                                int var);
+
+// One header line for the kernel (kind, vector and tile variables, loop
+// order outermost first, parallel loop, the status reason), then one line
+// per op of the body (#<body index>, as reasons name ops):
+//   kernel 0 exp_add: vectorized, vector i1, loops (i0, i1) -- vectorized over i1
+//     #0 load x: vector
+//     #1 index: per-lane -- index computed lane by lane
+std::string PrintVecPlan(const ir::loop::LoopProgram& program, int kernel_index,
+                         const VecPlan& plan);
 
 }  // namespace kiln::backends::cpp
 

@@ -1,9 +1,11 @@
 // vec_report: imports ONNX models, runs the default graph pipeline, lowers
 // and emits them for AVX2, and lists every loop kernel with its
-// vectorization status and reason, plus totals per model and overall.
+// vectorization status and reason, plus totals per model and overall;
+// --ops prints every kernel's vectorization plan instead (one line per op,
+// vec_checker.h).
 //
 //   bazel run //backends/cpp:vec_report -- [--disable-pass=NAME]
-//       [--scalar-only] ~/.cache/kiln/zoo/resnet50 ...
+//       [--scalar-only] [--ops] ~/.cache/kiln/zoo/resnet50 ...
 #include <cstdio>
 #include <map>
 #include <string>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/cpp/emitter.h"
+#include "backends/cpp/vec_checker.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/status_macros.h"
@@ -39,7 +42,7 @@ std::string ReasonKey(const std::string& reason) {
 }
 
 absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts,
-                    bool scalar_only, Totals* all,
+                    bool scalar_only, bool ops, Totals* all,
                     std::map<std::string, int>* scalar_reasons) {
   const std::string path =
       absl::EndsWith(dir, ".onnx") ? dir : absl::StrCat(dir, "/model.onnx");
@@ -62,6 +65,14 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
     t.tiled += ek.vec.kind == ir::loop::VecStatus::Kind::kTiled ? 1 : 0;
     if (!vec) ++(*scalar_reasons)[ReasonKey(ek.vec.reason)];
     if (scalar_only && vec) continue;
+    if (ops) {
+      VecCheckOptions check;
+      check.parallel_grain = opts.parallel_grain;
+      std::printf("%s", PrintVecPlan(lowered.program, ek.kernel_index,
+                                     CheckVectorization(lowered.program, ek.kernel_index, check))
+                            .c_str());
+      continue;
+    }
     std::printf("  %-28s %-28s %-16s %-10s %s\n", ek.name.c_str(),
                 absl::StrJoin(k.ops, ",").substr(0, 28).c_str(),
                 absl::StrCat("(", absl::StrJoin(k.ranges, ","), ")").c_str(),
@@ -78,6 +89,7 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
 int Main(int argc, char** argv) {
   passes::PipelineOptions popts;
   bool scalar_only = false;
+  bool ops = false;
   std::vector<std::string> dirs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -85,19 +97,21 @@ int Main(int argc, char** argv) {
       popts.disabled.insert(a.substr(15));
     } else if (a == "--scalar-only") {
       scalar_only = true;
+    } else if (a == "--ops") {
+      ops = true;
     } else {
       dirs.push_back(a);
     }
   }
   if (dirs.empty()) {
-    std::fprintf(stderr, "usage: vec_report [--disable-pass=NAME] [--scalar-only] MODEL_DIR...\n");
+    std::fprintf(stderr, "usage: vec_report [--disable-pass=NAME] [--scalar-only] [--ops] MODEL_DIR...\n");
     return 2;
   }
   Totals all;
   std::map<std::string, int> reasons;
   int failed = 0;
   for (const std::string& d : dirs) {
-    absl::Status st = Report(d, popts, scalar_only, &all, &reasons);
+    absl::Status st = Report(d, popts, scalar_only, ops, &all, &reasons);
     if (!st.ok()) {
       ++failed;
       std::printf("== %s\n  FAILED: %s\n", d.c_str(), std::string(st.message()).c_str());
