@@ -386,6 +386,15 @@ KernelReport LoopKernelReport(const Kernel& k, const backends::cpp::EmittedKerne
                  e.vec.kind == ir::loop::VecStatus::Kind::kTiled;
   r.reason = e.vec.reason;
   r.parallel = e.parallel;
+  for (size_t i = 0; i < e.ops.size() && i < k.body.size(); ++i) {
+    const backends::cpp::OpDecision& d = e.ops[i];
+    if (d.kind != backends::cpp::OpVec::kPerLane && d.kind != backends::cpp::OpVec::kScalar) {
+      continue;
+    }
+    r.unvectorized_ops.push_back({static_cast<int>(i),
+                                  std::string(ir::loop::OpCodeName(k.body[i].code)),
+                                  std::string(backends::cpp::OpVecName(d.kind)), d.reason});
+  }
   return r;
 }
 

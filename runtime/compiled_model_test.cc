@@ -480,6 +480,56 @@ graph g(%x: f32[5,3], %i: i64[4]) -> (%y) opset 13 {
   }
 }
 
+// A Gather along the last axis reads one index per output column: the
+// column loop is the vector variable, so the load_indirect (and the index
+// load feeding it) is computed lane by lane, which the report lists per op;
+// a Relu on another input has no such op.
+constexpr char kColumnGather[] = R"(
+graph g(%x: f32[4,37], %i: i64[16], %z: f32[8,24]) -> (%y, %r) opset 13 {
+  %y = Gather(%x, %i) {axis=1} name="cols" : f32[4,16]
+  %r = Relu(%z) name="relu" : f32[8,24]
+}
+)";
+
+TEST(CompiledModel, ReportListsOpsWithoutVectorForm) {
+  std::vector<int64_t> idx;
+  for (int c = 0; c < 16; ++c) idx.push_back((c * 7) % 37 - (c % 3 == 0 ? 37 : 0));
+  ExpectMatchesReference(kColumnGather, {Random({4, 37}, 5), ir::Tensor::FromVector<int64_t>({16}, idx),
+                                         Random({8, 24}, 6)});
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kColumnGather));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  int gathers = 0, relus = 0;
+  for (const auto& k : j["kernels"]) {
+    ASSERT_EQ(k["backend"], "loop") << k.dump();
+    ASSERT_TRUE(k["unvectorized_ops"].is_array()) << k.dump();
+    const std::vector<std::string> ops = k["ops"];
+    if (ops == std::vector<std::string>{"cols"}) {
+      ++gathers;
+      EXPECT_TRUE(k["vectorized"].get<bool>()) << k.dump();
+      bool per_lane_gather = false;
+      for (const auto& n : k["unvectorized_ops"]) {
+        EXPECT_EQ(n["decision"], "per-lane") << n.dump();
+        EXPECT_TRUE(n["op"].is_number_integer()) << n.dump();
+        if (n["opcode"] == "load_indirect") {
+          per_lane_gather = true;
+          EXPECT_TRUE(absl::StrContains(n["reason"].get<std::string>(), "data-dependent index"))
+              << n.dump();
+        }
+      }
+      EXPECT_TRUE(per_lane_gather) << k.dump();
+    } else if (ops == std::vector<std::string>{"relu"}) {
+      ++relus;
+      EXPECT_TRUE(k["vectorized"].get<bool>()) << k.dump();
+      EXPECT_TRUE(k["unvectorized_ops"].empty()) << k.dump();
+    }
+  }
+  EXPECT_EQ(gathers, 1) << r.ToText();
+  EXPECT_EQ(relus, 1) << r.ToText();
+}
+
 // ---- Reference fallback calls and outputs of data-dependent shape.
 
 // Det has no lowering; the If's branches capture values loop kernels

@@ -100,6 +100,16 @@ struct KernelReport {
   bool vectorized = false;  // loop kernels fully vectorized (or tiled)
   std::string reason;       // why not vectorized / why not on oneDNN / notes
   bool parallel = false;    // an OpenMP loop
+  // Loop kernels: the ops of the body the vectorization checker
+  // (backends/cpp/vec_checker.h) did not give a vector form, in body order;
+  // empty when every op is vector or broadcast.
+  struct OpNote {
+    int op = -1;           // index in the kernel body ("op #N" in `reason`)
+    std::string opcode;    // "load_indirect"
+    std::string decision;  // "per-lane" (lane by lane in a vector step) or "scalar"
+    std::string reason;
+  };
+  std::vector<OpNote> unvectorized_ops;
   // Library calls.
   std::string call;  // "conv[3x3 s1 g1 p1]+bias+relu"
   std::vector<std::string> post_ops;
@@ -146,7 +156,8 @@ struct CompileReport {
   // A human summary with one line per kernel.
   std::string ToText() const;
   // One JSON object: the fields above, `kernels` (name, ops, vectorized,
-  // reason, status, backend, parallel) and `extern_calls` (op, call,
+  // reason, status, backend, parallel; loop kernels also unvectorized_ops:
+  // [{op, opcode, decision, reason}]) and `extern_calls` (op, call,
   // post_ops, weight_layout, prepacked_bytes, reorders_per_call).
   std::string ToJson(int indent = -1) const;
 };

@@ -98,6 +98,16 @@ std::string CompileReport::ToJson(int indent) const {
     json e = {{"name", k.name},   {"backend", k.backend},       {"ops", k.ops},
               {"status", k.status}, {"vectorized", k.vectorized}, {"reason", k.reason},
               {"parallel", k.parallel}};
+    if (k.backend == "loop") {
+      json un = json::array();
+      for (const KernelReport::OpNote& n : k.unvectorized_ops) {
+        un.push_back({{"op", n.op},
+                      {"opcode", n.opcode},
+                      {"decision", n.decision},
+                      {"reason", n.reason}});
+      }
+      e["unvectorized_ops"] = std::move(un);
+    }
     if (k.backend != "loop") {
       e["call"] = k.call;
       json x = {{"name", k.name},

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -570,6 +572,31 @@ int CountFiles(const std::string& dir) {
   return n;
 }
 
+// A loop kernel's ops without a vector form, grouped by decision and
+// reason in body order: "#0 load, #1 load_indirect per-lane (data-dependent
+// index in i1)"; at most 8 ops named per group ("..., and 3 more").
+std::string UnvectorizedOpsText(const KernelReport& k) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const KernelReport::OpNote& n : k.unvectorized_ops) {
+    std::string key = n.decision;
+    if (!n.reason.empty()) absl::StrAppend(&key, " (", n.reason, ")");
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});
+    it->second.push_back(absl::StrCat("#", n.op, " ", n.opcode));
+  }
+  std::vector<std::string> parts;
+  for (auto& [key, ops] : groups) {
+    const size_t n = ops.size();
+    if (n > 8) {
+      ops.resize(8);
+      ops.push_back(absl::StrCat("and ", n - 8, " more"));
+    }
+    parts.push_back(absl::StrCat(absl::StrJoin(ops, ", "), " ", key));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
 std::string KernelTable(const CompileReport& r) {
   std::string s = absl::StrFormat("%4s  %-9s  %-10s  %-3s  %-28s  %s\n", "#", "backend",
                                   "status", "par", "kernel", "ops / library call");
@@ -639,6 +666,9 @@ int RunExplain(const Command& cmd) {
       std::cout << "    vectorized: " << (k.vectorized ? "yes" : "no");
       if (!k.reason.empty()) std::cout << " -- " << k.reason;
       std::cout << "\n";
+      if (!k.unvectorized_ops.empty()) {
+        std::cout << "    not vector: " << UnvectorizedOpsText(k) << "\n";
+      }
       continue;
     }
     std::cout << "    post-ops: "

@@ -981,6 +981,9 @@ TEST(KilncEndToEnd, ExplainJsonListsKernels) {
     EXPECT_TRUE(k["ops"].is_array()) << k;
     EXPECT_TRUE(k["vectorized"].is_boolean()) << k;
     EXPECT_TRUE(k["reason"].is_string()) << k;
+    // Loop kernels list their ops without a vector form (maybe none).
+    EXPECT_EQ(k.contains("unvectorized_ops"), k["backend"] == "loop") << k;
+    if (k["backend"] == "loop") EXPECT_TRUE(k["unvectorized_ops"].is_array()) << k;
   }
   // The tiny CNN's convolutions and its Gemm are library calls.
   ASSERT_TRUE(j["extern_calls"].is_array());

@@ -1199,6 +1199,7 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
     ek.name = k.name;
     ek.unit = u.name;
     ek.vec = plan.status;
+    ek.ops = plan.ops;
     ek.parallel = plan.parallel_pos >= 0;
     const std::string fn = absl::StrCat("k", ki, "_", NamePart(k.name));
     ek.symbol = absl::StrCat(prefix, fn);

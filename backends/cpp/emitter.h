@@ -30,9 +30,12 @@
 // `b<index>_<SanitizeIdentifier(buffer name)>`, value numbers and loop
 // variables; descriptions and ONNX node names never reach it.
 //
-// Vectorization (per kernel; the decision is in EmittedKernel::vec: kind
-// vectorized, tiled or scalar, and a reason listing the choice and every
-// per-op compromise, or why the kernel is scalar):
+// Vectorization is decided by the vectorization checker (vec_checker.h,
+// CheckVectorization); the emitter writes the code of its plan. Per kernel
+// EmittedKernel::vec has the kind (vectorized, tiled or scalar) and a reason
+// listing the choice and every per-op compromise, or why the kernel is
+// scalar; EmittedKernel::ops has every op's decision (vector, broadcast,
+// per-lane or scalar) with its reason. The rules:
 //  - One iteration variable may become the vector variable (its loop moves
 //    innermost; the kernel must not read a buffer it writes nor store twice
 //    into one buffer). Ops that do not depend on it are computed as scalars
@@ -62,8 +65,11 @@
 //    lane (reducing over a non-contiguous dim: "accumulate columns"). A
 //    reduce that does not is vectorized along its innermost reduction
 //    variable with vector accumulators and a horizontal combine.
-//  - f32, i32 and bool values vectorize; other dtypes, argmax and Welford
-//    reductions are scalar (the reason is recorded).
+//  - f32, i32 and bool values vectorize (tan, cosh, pow, fmod and mod, and
+//    i32 div/mod/pow, call the scalar function lane by lane); other dtypes,
+//    argmax reductions and Welford reductions that would need per-lane
+//    accumulators are scalar (the reason is recorded); Welford along the
+//    last reduction variable is two vector passes (sum, squared deviations).
 //  - store_indirect (ScatterND, ScatterElements, MaxUnpool) makes its kernel
 //    scalar (the reason names the op): points run in row-major order, the
 //    interpreter's, so duplicate indices combine in the same order and the
@@ -85,6 +91,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/cpp/vec_checker.h"
 #include "ir/loop/loop_ir.h"
 #include "isa/isa.h"
 #include "runtime/jit/jit_compiler.h"
@@ -128,6 +135,7 @@ struct EmittedKernel {
   std::vector<int32_t> buffer_args;        // buffer indices, argument order
   std::vector<std::string> buffer_names;   // their names, same order
   ir::loop::VecStatus vec;  // vectorized (with notes) or scalar (with reason)
+  std::vector<OpDecision> ops;  // per op of the body: how it is computed
   bool parallel = false;    // got an OpenMP loop
 };
 
