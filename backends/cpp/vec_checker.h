@@ -22,6 +22,12 @@
 //    a vector form, math with no vector instruction);
 //  - scalar: the kernel is scalar, or the op is part of a reduction that is.
 // Every decision other than vector/broadcast has a short reason.
+//
+// A component of its own (not inside the emitter) so that the decisions are
+// tested on loop IR text (vec_checker_test: PrintVecPlan with CHECK lines)
+// and reported per op (KernelReport::unvectorized_ops) without reading
+// generated code. The emitter must write what the plan says: the tests check
+// that emitted code has a lane loop exactly for the ops decided per-lane.
 #ifndef KILN_BACKENDS_CPP_VEC_CHECKER_H_
 #define KILN_BACKENDS_CPP_VEC_CHECKER_H_
 
