@@ -11,6 +11,7 @@
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
+#include "passes/loop/demote_index.h"
 #include "passes/loop/eliminate_dead_buffers.h"
 #include "passes/loop/fuse_horizontal.h"
 #include "passes/loop/fuse_vertical.h"
@@ -104,6 +105,9 @@ LoopPipeline DefaultLoopPipeline() {
   // Layouts after fusion: it decides per buffer from every kernel that
   // touches it, and fusion must not see physical (blocked) indexing.
   p.Add(std::make_unique<PropagateLayout>());
+  // Index demotion last: value ranges come from the final (blocked)
+  // indices, and no later pass may widen what it proved fits int32.
+  p.Add(std::make_unique<DemoteIndex>());
   return p;
 }
 

@@ -325,7 +325,7 @@ TEST(LoopPipeline, UnknownDisabledPassIsAnError) {
 TEST(LoopPipeline, PassOrder) {
   const std::vector<std::string> want = {
       "eliminate-dead-buffers", "fuse-vertical", "fuse-horizontal",
-      "fuse-vertical", "eliminate-dead-buffers", "propagate-layout"};
+      "fuse-vertical", "eliminate-dead-buffers", "propagate-layout", "demote-index"};
   EXPECT_EQ(DefaultLoopPipeline().PassNames(), want);
 }
 
