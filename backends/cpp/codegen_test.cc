@@ -394,6 +394,81 @@ TEST(Codegen, WelfordReductionsVectorized) {
               HasSubstr("welford_var as vector passes (sum, then squared deviations"));
 }
 
+// Index arithmetic as demote-index leaves it (i32): a pooling padding mask
+// with a valid-position count along a 3-tap reduction (the form pool
+// lowering used before its counts became closed forms) and along 45 taps,
+// an iota with stride 3 cast to f32, an f32 iota, an index cast to a bool
+// mask and one past int32 range (kept per lane). The in-range ones are Iota
+// vectors, nothing per lane.
+TEST(Codegen, DemotedIndexArithmeticVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "demoted index";
+  LoopProgram& p = c.program;
+  // 1-D max pool, kernel 3, stride 2, pad 1, over 5 channels-last lanes
+  // (the vector variable) and 37 positions: a tail on every ISA.
+  const int64_t w = 37, ch = 19, ow = 19;
+  const int x = p.AddBuffer("x", DType::kF32, {w, ch}, BufferKind::kInput);
+  {
+    const int y = p.AddBuffer("pool", DType::kF32, {ow, ch}, BufferKind::kOutput);
+    KernelBuilder b(&p, "pool", {ow, ch}, {3});
+    const auto pos = b.i(0) * 2 + b.r(0) - 1;
+    const int at = b.Index(pos, DType::kI32);
+    const int valid = b.Binary(OpCode::kAnd,
+                               b.Binary(OpCode::kGe, at, b.Constant(DType::kI32, 0)),
+                               b.Binary(OpCode::kLt, at, b.Constant(DType::kI32, w)));
+    const int v = b.Load(x, ir::loop::Max(ir::loop::Min(pos, w - 1), 0) * ch + b.i(1));
+    const int count = b.Reduce(ReduceKind::kSum,
+                               b.Select(valid, b.Constant(DType::kF32, 1), b.Constant(DType::kF32, 0)));
+    const int m = b.Reduce(ReduceKind::kMax,
+                           b.Select(valid, v, b.Constant(DType::kF32, -1e30)));
+    b.Store(y, b.i(0) * ch + b.i(1), b.Binary(OpCode::kAdd, m, count));
+  }
+  {
+    // The count alone over a reduction of 45 (vectorized along r0).
+    const int y = p.AddBuffer("count", DType::kF32, {ow}, BufferKind::kOutput);
+    KernelBuilder b(&p, "count", {ow}, {45});
+    const int at = b.Index(b.i(0) * 3 + b.r(0) - 20, DType::kI32);
+    const int valid = b.Binary(OpCode::kAnd,
+                               b.Binary(OpCode::kGe, at, b.Constant(DType::kI32, 0)),
+                               b.Binary(OpCode::kLt, at, b.Constant(DType::kI32, 50)));
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kSum, b.Select(valid, b.Constant(DType::kF32, 1),
+                                                            b.Constant(DType::kF32, 0))));
+  }
+  {
+    const int64_t n = 101;
+    const int y = p.AddBuffer("iota3", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "iota3", {n});
+    b.Store(y, b.i(0), b.Cast(b.Index(b.i(0) * 3 - 150, DType::kI32), DType::kF32));
+    const int z = p.AddBuffer("iota_f", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder bf(&p, "iota_f", {n});
+    bf.Store(z, bf.i(0), bf.Index(bf.i(0) * -7 + 5, DType::kF32));
+    const int m = p.AddBuffer("iota_mask", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder bm(&p, "iota_mask", {n});
+    bm.Store(m, bm.i(0), bm.Select(bm.Cast(bm.Index(bm.i(0) - 50, DType::kI32), DType::kBool), bm.Constant(DType::kF32, 2),
+                                   bm.Constant(DType::kF32, 3)));
+    const int big = p.AddBuffer("iota_big", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder bb(&p, "iota_big", {n});
+    bb.Store(big, bb.i(0), bb.Index(bb.i(0) * 100000000, DType::kF32));
+  }
+  c.inputs["x"] = RandomTensor(DType::kF32, {w, ch}, 5, -3, 3);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const char* name : {"pool", "count", "iota3", "iota_f", "iota_mask"}) {
+    const VecStatus s = StatusOf(r[0], name);
+    EXPECT_EQ(s.kind, VecStatus::Kind::kVectorized) << name << ": " << s.reason;
+    EXPECT_THAT(s.reason, Not(HasSubstr("computed per lane"))) << name;
+    if (std::string(name) != "pool") EXPECT_THAT(s.reason, Not(HasSubstr("scalar"))) << name;
+  }
+  // The 3-tap count does not depend on the vector variable: one scalar loop
+  // per row beats a masked 3-lane vector step and a horizontal combine.
+  EXPECT_THAT(StatusOf(r[0], "pool").reason,
+              HasSubstr("scalar: does not depend on i1, computed once per row"));
+  EXPECT_THAT(StatusOf(r[0], "iota_big").reason, HasSubstr("index op #0 computed per lane"));
+}
+
 // Argmax/argmin (first and last), Welford mean/variance and f16 buffers: the
 // scalar path, with the reason recorded.
 TEST(Codegen, ScalarReductionsAndHalfBuffers) {

@@ -741,6 +741,24 @@ class KernelEmitter {
                         scalar_fn, "; })");
   }
 
+  // An index op affine in the vector variable whose values over every lane
+  // a vector step may compute (tail lanes included) fit int32: the first
+  // lane's value plus Iota times the stride, in integer lanes. nullopt: the
+  // lane-by-lane form.
+  std::optional<std::string> IotaIndex(int i, int var) const {
+    const DType t = Dt(i);
+    const std::optional<int64_t> stride = IotaIndexStride(a_, i, var);
+    if (!stride.has_value()) return std::nullopt;
+    const std::string first = absl::StrCat("static_cast<int32_t>(", Idx(i), ")");
+    const std::string v =
+        *stride == 1 ? absl::StrCat("hn::Iota(di, ", first, ")")
+                     : absl::StrCat("hn::Add(hn::Set(di, ", first, "), hn::Mul(hn::Iota(di, 0), hn::Set(di, ",
+                                    IntLiteral(*stride), ")))");
+    if (t == DType::kI32) return v;
+    if (t == DType::kF32) return absl::StrCat("hn::ConvertTo(df, ", v, ")");
+    return std::nullopt;
+  }
+
   std::string VectorExpr(int i, int var, bool tail) {
     const Op& op = k_.body[i];
     const DType t = op.dtype;
@@ -766,6 +784,7 @@ class KernelEmitter {
       }
       case OpCode::kLoadIndirect: return IndirectVectorExpr(i, var, tail);
       case OpCode::kIndex: {
+        if (std::optional<std::string> iota = IotaIndex(i, var)) return *iota;
         const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
         const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
         const std::string conv =

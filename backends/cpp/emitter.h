@@ -70,6 +70,10 @@
 //    argmax reductions and Welford reductions that would need per-lane
 //    accumulators are scalar (the reason is recorded); Welford along the
 //    last reduction variable is two vector passes (sum, squared deviations).
+//    An index op affine in the vector variable is `first + Iota * stride`
+//    in i32 lanes when all its lane values fit int32 (passes/loop's
+//    demote-index makes i64 index arithmetic i32 where ranges allow);
+//    otherwise it is filled per lane.
 //  - store_indirect (ScatterND, ScatterElements, MaxUnpool) makes its kernel
 //    scalar (the reason names the op): points run in row-major order, the
 //    interpreter's, so duplicate indices combine in the same order and the

@@ -111,6 +111,12 @@ struct VecCheckOptions {
 VecPlan CheckVectorization(const ir::loop::LoopProgram& program, int kernel_index,
                            const VecCheckOptions& options = {});
 
+// The stride in `var` of index op `op` when its vector form is Iota-based
+// (first lane's value + Iota * stride in i32 lanes): affine in var, and
+// every value a vector step computes (up to 64 lanes past the last point)
+// and the stride fit int32. nullopt: computed lane by lane.
+std::optional<int64_t> IotaIndexStride(const VecAnalysis& a, int op, int var);
+
 // How a vectorized load or store of op `op` reaches memory over `var`:
 // contiguous (stride 1, or not affine but contiguous within every vector
 // step) or gathered lane by lane.

@@ -322,18 +322,21 @@ CHECK-NEXT:   #6 store y: vector
 )");
 }
 
-// Inside a vectorized kernel: an index op, math without a vector
-// instruction (tan) and a strided load are computed lane by lane.
+// Inside a vectorized kernel: an index op that is not affine in the vector
+// variable, math without a vector instruction (tan) and a strided load are
+// computed lane by lane; an affine index op is an Iota vector.
 TEST(VecChecker, PerLaneOpsInAVectorKernel) {
   ExpectPlans(R"(
 buffer %x: f32[16,3] input
 buffer %y: f32[16] output
 kernel lanes over (i0: 16) {
-  %0 = index [i0] : f32
+  %0 = index [i0 // 3] : f32
   %1 = tan %0
   %2 = load %x[i0*3]
   %3 = add %1, %2
-  store %y[i0], %3
+  %4 = index [i0*2 + 1] : f32
+  %5 = add %3, %4
+  store %y[i0], %5
 }
 )", R"(
 CHECK: kernel 0 lanes: vectorized, vector i0, loops (i0) -- vectorized over i0; index op #0 computed per lane; gathered load of 'x' (stride 3 in i0)
@@ -341,7 +344,9 @@ CHECK-NEXT:   #0 index: per-lane -- index computed lane by lane
 CHECK-NEXT:   #1 tan: per-lane -- no vector instruction for f32 tan
 CHECK-NEXT:   #2 load x: per-lane -- gathered (stride 3 in i0)
 CHECK-NEXT:   #3 add: vector
-CHECK-NEXT:   #4 store y: vector
+CHECK-NEXT:   #4 index: vector -- iota
+CHECK-NEXT:   #5 add: vector
+CHECK-NEXT:   #6 store y: vector
 )");
 }
 
