@@ -227,6 +227,23 @@ graph g(%x: f32[2,3,7,9]) -> (%a, %b, %c, %d, %e, %f) opset 18 {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Window counts are closed forms of the output position: windows entirely
+// in the padding (the output is 0), dilation with padding, the padded count
+// with dilation, ceil_mode's partial last window, 1-D and 3-D.
+TEST(LowerReduction, PoolWindowCounts) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[2,3,7,9], %z: f32[1,2,8], %w: f32[1,1,5,4,6]) -> (%a, %b, %c, %d, %e, %f) opset 19 {
+  %a = MaxPool(%x) {kernel_shape=[2, 2], pads=[3, 3, 3, 3], strides=[2, 2]} : f32[2,3,6,7]
+  %b = AveragePool(%x) {kernel_shape=[2, 2], pads=[3, 3, 3, 3], strides=[2, 2]} : f32[2,3,6,7]
+  %c = AveragePool(%x) {kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 1, 2, 3], count_include_pad=1} : f32[2,3,7,9]
+  %d = AveragePool(%x) {kernel_shape=[3, 3], dilations=[2, 3], pads=[2, 4, 2, 1]} : f32[2,3,7,8]
+  %e = AveragePool(%z) {kernel_shape=[3], strides=[2], ceil_mode=1} : f32[1,2,4]
+  %f = MaxPool(%w) {kernel_shape=[2, 3, 2], pads=[1, 0, 1, 1, 2, 1], strides=[2, 1, 3]} : f32[1,1,3,4,3]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(LowerReduction, IntegerMaxPool) {
   absl::Status s = CheckLowering(R"(
 graph g(%x: i32[1,2,5,5], %y: u8[1,1,4,4]) -> (%a, %b) opset 18 {

@@ -480,7 +480,7 @@ LowerFn MakePool(bool is_max) {
     const Coords it = k->IterCoords();
     const DType dt = x.dtype;
     Coords in = {it[0], it[1]};
-    int32_t valid = -1, padded_valid = -1;
+    int32_t valid = -1;
     auto conj = [&](int32_t acc, int32_t c) {
       return acc < 0 ? c : k->Bin(OpCode::kAnd, acc, c);
     };
@@ -493,29 +493,47 @@ LowerFn MakePool(bool is_max) {
       valid = conj(valid, k->Bin(OpCode::kAnd,
                                  k->Bin(OpCode::kGe, hv, k->Const(DType::kI64, 0)),
                                  k->Bin(OpCode::kLt, hv, k->Const(DType::kI64, size))));
-      if (!is_max && include_pad != 0) {
-        padded_valid = conj(
-            padded_valid,
-            k->Bin(OpCode::kLt, hv, k->Const(DType::kI64, size + pad_end[d])));
-      }
     }
     KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(x, in));
-    const int32_t one = k->Const(dt, 1), zero = k->Const(dt, 0);
-    const int32_t count = b.Reduce(ReduceKind::kSum, k->Sel(valid, one, zero));
-    const int32_t any = k->Bin(OpCode::kGt, count, zero);
+    // How many window positions fall inside the input (and, for
+    // count_include_pad, inside input + end padding) is a closed form of
+    // the output position, not a reduction: per spatial dim, the taps j in
+    // [0, K) with 0 <= o*s - pb + j*dil < limit are those from
+    // max(0, ceil((pb - o*s) / dil)) to min(K - 1, floor((limit - 1 + pb -
+    // o*s) / dil)); the count is the product over dims. It depends on the
+    // output position only, so the emitter computes it once per row.
+    auto window_count = [&](bool include_pad) {
+      IndexExpr total = ir::loop::Const(1);
+      for (size_t d = 0; d < nsp; ++d) {
+        const int64_t limit = x.shape[d + 2] + (include_pad ? pad_end[d] : 0);
+        const IndexExpr start = it[d + 2] * strides[d] - pad_begin[d];  // tap 0
+        const IndexExpr first =
+            include_pad ? ir::loop::Const(0)
+                        : ir::loop::Max(ir::loop::FloorDiv(ir::loop::Const(dil[d] - 1) - start, dil[d]), 0);
+        const IndexExpr last = ir::loop::Min(
+            ir::loop::FloorDiv(ir::loop::Const(limit - 1) - start, dil[d]), kernel[d] - 1);
+        total = total * ir::loop::Max(last - first + 1, 0);
+      }
+      return k->Simplify(total);
+    };
+    const int32_t zero = k->Const(dt, 0);
+    const IndexExpr count = window_count(false);
+    const bool always_valid = ir::loop::ValueRange(count, b.kernel().VarExtents()).lo >= 1;
     int32_t r;
     if (is_max) {
-      const int32_t m = b.Reduce(
-          ReduceKind::kMax,
-          k->Sel(valid, v, Lowest(*k, dt)));
-      r = k->Sel(any, m, zero);
+      r = b.Reduce(ReduceKind::kMax, k->Sel(valid, v, Lowest(*k, dt)));
+      // A window entirely in the padding gives 0.
+      if (!always_valid) {
+        r = k->Sel(k->Bin(OpCode::kGt, b.Index(count), k->Const(DType::kI64, 0)), r, zero);
+      }
     } else {
       const int32_t s = b.Reduce(ReduceKind::kSum, k->Sel(valid, v, zero));
-      int32_t div = count;
-      if (include_pad != 0) {
-        div = b.Reduce(ReduceKind::kSum, k->Sel(padded_valid, one, zero));
+      const IndexExpr div = include_pad != 0 ? window_count(true) : count;
+      const int32_t divv = b.Index(div, dt);
+      r = k->Bin(OpCode::kDiv, s, divv);
+      if (ir::loop::ValueRange(div, b.kernel().VarExtents()).lo < 1) {
+        r = k->Sel(k->Bin(OpCode::kGt, divv, zero), r, zero);
       }
-      r = k->Sel(k->Bin(OpCode::kGt, div, zero), k->Bin(OpCode::kDiv, s, div), zero);
     }
     k->Store(buffer, out.shape, it, r);
     return absl::OkStatus();
