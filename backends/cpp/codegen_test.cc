@@ -578,6 +578,59 @@ TEST(Codegen, TransposeAndGatherLikeLoads) {
   EXPECT_THAT(StatusOf(r[0], "in_place").reason, HasSubstr("reads buffer 'acc' that it writes"));
 }
 
+// Loads and stores with a constant stride in the vector variable are
+// hardware gathers / scatters (GatherIndex / ScatterIndex): strides 3, -2
+// (a reversal) and 3136 (NCHW channel stride), an i32 buffer, extents with
+// tails, a strided load inside a reduction along its own variable, and a
+// strided store with a tail.
+TEST(Codegen, StridedGathersAndScatters) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "strided";
+  LoopProgram& p = c.program;
+  const int64_t n = 37;
+  const int x = p.AddBuffer("x", DType::kF32, {n, 3}, BufferKind::kInput);
+  const int xi = p.AddBuffer("xi", DType::kI32, {n, 3}, BufferKind::kInput);
+  const int big = p.AddBuffer("big", DType::kF32, {19, 3136}, BufferKind::kInput);
+  {
+    const int y = p.AddBuffer("stride3", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "stride3", {n});
+    b.Store(y, b.i(0), b.Unary(OpCode::kExp, b.Load(x, b.i(0) * 3 + 1)));
+  }
+  {
+    const int y = p.AddBuffer("reverse", DType::kF32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "reverse", {n});
+    b.Store(y, b.i(0), b.Load(x, b.i(0) * -3 + ((n - 1) * 3 + 2)));
+  }
+  {
+    const int y = p.AddBuffer("int_stride", DType::kI32, {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, "int_stride", {n});
+    b.Store(y, b.i(0), b.Binary(OpCode::kAdd, b.Load(xi, b.i(0) * 3), b.Load(xi, b.i(0) * 3 + 2)));
+  }
+  {
+    // Channel sum of an NCHW-like buffer along the strided dim, 3 columns.
+    const int y = p.AddBuffer("channel_sum", DType::kF32, {3}, BufferKind::kOutput);
+    KernelBuilder b(&p, "channel_sum", {3}, {19});
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kSum, b.Load(big, b.r(0) * 3136 + b.i(0) * 7)));
+  }
+  {
+    const int y = p.AddBuffer("scatter", DType::kF32, {n, 3}, BufferKind::kOutput);
+    KernelBuilder b(&p, "scatter", {3, n});
+    b.Store(y, b.i(1) * 3 + b.i(0), b.Unary(OpCode::kNeg, b.Load(x, b.i(1) * 3 + b.i(0))));
+  }
+  c.inputs["x"] = RandomTensor(DType::kF32, {n, 3}, 8, -2, 2);
+  c.inputs["xi"] = RandomTensor(DType::kI32, {n, 3}, 9, -1000, 1000);
+  c.inputs["big"] = RandomTensor(DType::kF32, {19, 3136}, 10, -1, 1);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const char* name : {"stride3", "reverse", "int_stride", "channel_sum", "scatter"}) {
+    EXPECT_EQ(StatusOf(r[0], name).kind, VecStatus::Kind::kVectorized)
+        << name << ": " << StatusOf(r[0], name).reason;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Integers, bools, casts, selects.
 

@@ -773,6 +773,14 @@ class KernelEmitter {
           return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
                       : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
         }
+        if (std::optional<int64_t> st = HardwareGatherStride(p_, a_, i, var)) {
+          // Tail lanes past kiln_n read the first lane's element (offset 0).
+          std::string offsets = absl::StrCat("hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(",
+                                             IntLiteral(*st), ")))");
+          if (tail) offsets = absl::StrCat("hn::IfThenElseZero(hn::FirstN(di, kiln_n), ", offsets, ")");
+          return absl::StrCat("hn::GatherIndex(", Tag(bt), ", ", Param(i), " + ", Idx(i), ", ",
+                              offsets, ")");
+        }
         const char* lane_t = bt == DType::kF32 ? "float" : "int32_t";
         const std::string elem = absl::StrCat(Param(i), "[", LaneIdx(i, var), "]");
         std::string load = absl::StrCat(
@@ -929,6 +937,13 @@ class KernelEmitter {
       w_.Line(tail ? absl::StrCat("KilnStoreN(", v, ", ", Tag(bt), ", ", ptr, ", kiln_n);")
                    : absl::StrCat("hn::StoreU(", v, ", ", Tag(bt), ", ", ptr, ");"));
       return;
+    }
+    if (!tail) {
+      if (std::optional<int64_t> st = HardwareGatherStride(p_, a_, i, var)) {
+        w_.Line(absl::StrCat("hn::ScatterIndex(", v, ", ", Tag(bt), ", ", Param(i), " + ", Idx(i),
+                             ", hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(", IntLiteral(*st), "))));"));
+        return;
+      }
     }
     w_.Open("");
     if (bt == DType::kBool) {

@@ -43,8 +43,10 @@
 //    LoadU (bool buffers: bytes widened to a mask), and so are non-affine
 //    indices that stay contiguous within every vector step (floor divisions
 //    and modulos by multiples of 16 of an aligned argument, as flattened
-//    attention heads); other strides and indices are gathered lane by lane
-//    into a vector. The variable is chosen by a score: contiguous stores
+//    attention heads); f32/i32 accesses with another constant stride are
+//    hardware gathers and scatters (GatherIndex/ScatterIndex over Iota *
+//    stride; a scatter's tail lane by lane); other indices are gathered
+//    lane by lane into a vector. The variable is chosen by a score: contiguous stores
 //    weigh most, then contiguous loads; gathers and scatters count against.
 //    Loads of dtypes without a vector form (i64, u8, f16, ...) that only
 //    feed casts to f32/i32/bool are converted lane by lane inside the cast

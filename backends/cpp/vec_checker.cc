@@ -280,6 +280,20 @@ std::optional<int64_t> IotaIndexStride(const VecAnalysis& a, int op, int var) {
   return stride;
 }
 
+std::optional<int64_t> HardwareGatherStride(const LoopProgram& p, const VecAnalysis& a, int op,
+                                            int var) {
+  const Op& o = a.k->body[op];
+  if (o.code != OpCode::kLoad && o.code != OpCode::kStore) return std::nullopt;
+  if (a.lane_index[op] || a.lane_cast_src[op]) return std::nullopt;
+  const DType t = p.buffers[o.buffer].dtype;
+  if (t != DType::kF32 && t != DType::kI32) return std::nullopt;
+  const std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
+  if (!s.has_value() || *s == 0 || *s == 1) return std::nullopt;
+  constexpr int64_t kLimit = std::numeric_limits<int32_t>::max() / kMaxVectorLanes;
+  if (*s > kLimit || *s < -kLimit) return std::nullopt;
+  return s;
+}
+
 std::optional<Access> AccessOf(const LoopProgram& p, const VecAnalysis& a, int op, int var) {
   std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (s.has_value() && *s == 1) return Access::kContiguous;
@@ -627,6 +641,12 @@ OpDecision DecideInContext(const LoopProgram& p, const VecAnalysis& a, const Vec
       if (AccessOf(p, a, i, var) == Access::kContiguous) {
         if (ir::loop::StrideOf(a.index[i], var).has_value()) return {OpVec::kVector, ""};
         return {OpVec::kVector, "contiguous within vector steps (not affine)"};
+      }
+      if (HardwareGatherStride(p, a, i, var).has_value()) {
+        return {OpVec::kVector,
+                absl::StrCat(op.code == OpCode::kLoad ? "hardware gather (" : "hardware scatter (",
+                             StrideText(a, i, var),
+                             op.code == OpCode::kLoad ? ")" : "; tail lane by lane)")};
       }
       return {OpVec::kPerLane, absl::StrCat(op.code == OpCode::kLoad ? "gathered (" : "scattered (",
                                             StrideText(a, i, var), ")")};

@@ -117,9 +117,20 @@ VecPlan CheckVectorization(const ir::loop::LoopProgram& program, int kernel_inde
 // and the stride fit int32. nullopt: computed lane by lane.
 std::optional<int64_t> IotaIndexStride(const VecAnalysis& a, int op, int var);
 
+// The stride in `var` of load/store op `op` when its full vector steps use
+// a hardware gather/scatter (Highway GatherIndex / ScatterIndex with lane
+// offsets Iota * stride): an f32/i32 buffer accessed affinely with a
+// stride other than 0 and 1 whose lane offsets fit int32. In a tail step a
+// gather's lanes past the end read the first lane's element (offset 0); a
+// scatter's tail stays lane by lane (Highway 1.0 has no masked scatter).
+// nullopt otherwise.
+std::optional<int64_t> HardwareGatherStride(const ir::loop::LoopProgram& p, const VecAnalysis& a,
+                                            int op, int var);
+
 // How a vectorized load or store of op `op` reaches memory over `var`:
 // contiguous (stride 1, or not affine but contiguous within every vector
-// step) or gathered lane by lane.
+// step) or gathered (a hardware gather/scatter when HardwareGatherStride
+// holds, else lane by lane).
 enum class Access { kContiguous, kGathered };
 std::optional<Access> AccessOf(const ir::loop::LoopProgram& p, const VecAnalysis& a, int op,
                                int var);

@@ -323,11 +323,13 @@ CHECK-NEXT:   #6 store y: vector
 }
 
 // Inside a vectorized kernel: an index op that is not affine in the vector
-// variable, math without a vector instruction (tan) and a strided load are
-// computed lane by lane; an affine index op is an Iota vector.
+// variable, math without a vector instruction (tan) and a load that is not
+// affine are computed lane by lane; an affine index op is an Iota vector
+// and a load with a constant stride a hardware gather.
 TEST(VecChecker, PerLaneOpsInAVectorKernel) {
   ExpectPlans(R"(
 buffer %x: f32[16,3] input
+buffer %w: f32[256] input
 buffer %y: f32[16] output
 kernel lanes over (i0: 16) {
   %0 = index [i0 // 3] : f32
@@ -336,17 +338,40 @@ kernel lanes over (i0: 16) {
   %3 = add %1, %2
   %4 = index [i0*2 + 1] : f32
   %5 = add %3, %4
-  store %y[i0], %5
+  %6 = load %w[i0*i0]
+  %7 = add %5, %6
+  store %y[i0], %7
 }
 )", R"(
-CHECK: kernel 0 lanes: vectorized, vector i0, loops (i0) -- vectorized over i0; index op #0 computed per lane; gathered load of 'x' (stride 3 in i0)
+CHECK: kernel 0 lanes: vectorized, vector i0, loops (i0) -- vectorized over i0; index op #0 computed per lane; gathered load of 'x' (stride 3 in i0); gathered load of 'w' (not affine in i0)
 CHECK-NEXT:   #0 index: per-lane -- index computed lane by lane
 CHECK-NEXT:   #1 tan: per-lane -- no vector instruction for f32 tan
-CHECK-NEXT:   #2 load x: per-lane -- gathered (stride 3 in i0)
+CHECK-NEXT:   #2 load x: vector -- hardware gather (stride 3 in i0)
 CHECK-NEXT:   #3 add: vector
 CHECK-NEXT:   #4 index: vector -- iota
 CHECK-NEXT:   #5 add: vector
-CHECK-NEXT:   #6 store y: vector
+CHECK-NEXT:   #6 load w: per-lane -- gathered (not affine in i0)
+CHECK-NEXT:   #7 add: vector
+CHECK-NEXT:   #8 store y: vector
+)");
+}
+
+// A store with a constant stride in the vector variable is a hardware
+// scatter in full steps (its tail stays lane by lane).
+TEST(VecChecker, StridedStoreIsAHardwareScatter) {
+  ExpectPlans(R"(
+buffer %x: f32[37] input
+buffer %y: f32[37,3] output
+kernel scatter over (i0: 37) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %y[i0*3], %1
+}
+)", R"(
+CHECK: kernel 0 scatter: vectorized, vector i0, loops (i0) -- vectorized over i0; scattered store to 'y' (stride 3 in i0)
+CHECK-NEXT:   #0 load x: vector
+CHECK-NEXT:   #1 exp: vector
+CHECK-NEXT:   #2 store y: vector -- hardware scatter (stride 3 in i0; tail lane by lane)
 )");
 }
 
