@@ -13,8 +13,8 @@ std::string DescribeTolerance(const Tolerance& tol) {
   if (tol.max_rel.has_value()) {
     return absl::StrCat("max|got-ref| <= ", *tol.max_rel, " * max|ref| per output");
   }
-  return absl::StrCat("|got-ref| <= ", tol.atol, " + ", tol.rtol,
-                      "*|ref| per element");
+  return absl::StrCat("|got-ref| <= ", tol.atol, tol.atol_scaled ? "*max(1,max|ref|)" : "", " + ",
+                      tol.rtol, "*|ref| per element");
 }
 
 CompareResult CompareTensors(const ir::Tensor& actual,
@@ -34,6 +34,9 @@ CompareResult CompareTensors(const ir::Tensor& actual,
     const double e = expected.GetAsDouble(i);
     if (std::isfinite(e)) r.max_abs_ref = std::max(r.max_abs_ref, std::abs(e));
   }
+  const double atol = tol.atol_scaled ? tol.atol * std::max(1.0, r.max_abs_ref) : tol.atol;
+  r.atol_used = atol;
+  double worst_excess = 0;
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
     const double a = actual.GetAsDouble(i);
     const double e = expected.GetAsDouble(i);
@@ -50,17 +53,23 @@ CompareResult CompareTensors(const ir::Tensor& actual,
       err = good ? 0 : kInf;
     } else {
       err = std::abs(a - e);
-      good = err <= tol.atol + tol.rtol * std::abs(e);
+      good = err <= atol + tol.rtol * std::abs(e);
     }
     if (!good) {
       if (r.mismatches == 0) r.first_mismatch = i;
       ++r.mismatches;
+      const double allowed = exact ? 0 : atol + tol.rtol * std::abs(e);
+      const double excess = allowed > 0 ? err / allowed : kInf;
+      if (r.worst_mismatch < 0 || excess > worst_excess) {
+        r.worst_mismatch = i;
+        worst_excess = excess;
+      }
     }
     if (err > r.max_abs_error) {
       r.max_abs_error = err;
       r.max_abs_index = i;
     }
-    if (std::isfinite(e) && std::abs(e) > tol.atol) {
+    if (std::isfinite(e) && std::abs(e) > atol) {
       const double rel = err / std::abs(e);
       if (!r.max_elementwise_rel || rel > *r.max_elementwise_rel) {
         r.max_elementwise_rel = rel;

@@ -24,6 +24,39 @@ TEST(CompareTensors, WithinAndOutsideTolerance) {
   EXPECT_NEAR(r.rel_to_max, 0.002 / 100.0, 1e-8);
 }
 
+// Logits-like output (max|ref| 500): an error of 6e-4 near zero is 1.2e-6
+// of the output's scale. The plain rule (atol 1e-5) fails it; atol scaled
+// by max(1, max|ref|) = 500 allows 5e-3 there. A unit-scale output keeps
+// the plain rule.
+TEST(CompareTensors, AtolScaledByOutputMagnitude) {
+  Tolerance plain;
+  plain.rtol = 1e-3;
+  plain.atol = 1e-5;
+  Tolerance scaled = plain;
+  scaled.atol_scaled = true;
+  Tensor e = Tensor::FromVector<float>({4}, {500.0f, 0.001f, -300.0f, 0.0f});
+  Tensor a = Tensor::FromVector<float>({4}, {500.0f, 0.0016f, -300.0f, -0.0002f});
+  CompareResult r = CompareTensors(a, e, plain);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.mismatches, 2);
+  EXPECT_EQ(r.first_mismatch, 1);
+  EXPECT_EQ(r.worst_mismatch, 1);  // 6e-4 / 1.1e-5 beats 2e-4 / 1e-5
+  EXPECT_DOUBLE_EQ(r.atol_used, 1e-5);
+  r = CompareTensors(a, e, scaled);
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_DOUBLE_EQ(r.atol_used, 1e-5 * 500.0);
+  // 0.01 near zero is 2e-5 of the scale: outside 5e-3 + 1e-3 * 0.
+  Tensor far = Tensor::FromVector<float>({4}, {500.0f, 0.001f, -300.0f, 0.01f});
+  r = CompareTensors(far, e, scaled);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.worst_mismatch, 3);
+  // Probabilities: max|ref| < 1, so atol stays 1e-5.
+  Tensor pe = Tensor::FromVector<float>({2}, {0.5f, 0.001f});
+  Tensor pa = Tensor::FromVector<float>({2}, {0.5f, 0.0011f});
+  EXPECT_FALSE(CompareTensors(pa, pe, scaled).ok);
+  EXPECT_DOUBLE_EQ(CompareTensors(pa, pe, scaled).atol_used, 1e-5);
+}
+
 TEST(CompareTensors, NanAndInf) {
   Tensor e = Tensor::FromVector<float>({2}, {NAN, INFINITY});
   EXPECT_TRUE(CompareTensors(Tensor::FromVector<float>({2}, {NAN, INFINITY}), e).ok);

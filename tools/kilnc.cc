@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -441,7 +442,13 @@ int RunCheck(const Command& cmd) {
                         "  max_elem_rel ",
                         m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
                         "  mismatches ", m.mismatches, "/", m.num_elements);
-        if (!m.ok && m.max_abs_index >= 0) {
+        if (!m.ok && m.worst_mismatch >= 0 && !opts.tol.max_rel.has_value()) {
+          const int64_t w = m.worst_mismatch;
+          const double e = ref.GetAsDouble(w);
+          absl::StrAppend(&line, "\n        worst mismatch at flat index ", w, ": got ",
+                          Sci(out.GetAsDouble(w)), ", expected ", Sci(e), " (allowed |error| ",
+                          Sci(m.atol_used + opts.tol.rtol * std::abs(e)), ")");
+        } else if (!m.ok && m.max_abs_index >= 0) {
           absl::StrAppend(&line, "\n        worst at flat index ", m.max_abs_index,
                           ": got ", Sci(out.GetAsDouble(m.max_abs_index)),
                           ", expected ", Sci(ref.GetAsDouble(m.max_abs_index)));

@@ -83,7 +83,8 @@ Input flags:
 
 constexpr absl::string_view kCheckUsage =
     R"(usage: kilnc check DIR [--engine=compiled|eager|reference] [--rtol=X]
-                  [--atol=X] [--max-rel=X] [--verbose] [compile flags]
+                  [--atol=X] [--atol-absolute] [--max-rel=X] [--verbose]
+                  [compile flags]
 
 Compiles DIR/model.onnx, runs it on the inputs of every
 DIR/test_data_set_*/ folder and compares each output with output_K.pb: max
@@ -97,8 +98,14 @@ Flags:
                 baseline, the same as --mode=eager) or reference (kiln's
                 reference interpreter, no compilation)
   --rtol=X      relative tolerance per element (default 1e-3)
-  --atol=X      absolute tolerance per element (default 1e-5); an element
-                passes when |got-ref| <= atol + rtol*|ref| (NaN equals NaN)
+  --atol=X      absolute tolerance per element (default 1e-5) in units of
+                the output's scale: an element passes when
+                |got-ref| <= atol*max(1, max|ref|) + rtol*|ref| (NaN equals
+                NaN). A whole fp32 model's rounding error grows with the
+                magnitude of what it computes (logits of ~500 have an ulp
+                of 3e-5), so outputs beyond [-1, 1] scale atol with them
+  --atol-absolute
+                numpy.allclose's rule instead: |got-ref| <= atol + rtol*|ref|
   --max-rel=X   norm-wise criterion instead: pass when
                 max|got-ref| <= X * max|ref| over each output
   --verbose     also print compile warnings and statistics of each output
@@ -478,13 +485,17 @@ absl::StatusOr<Command> ParseCheck(const std::vector<std::string>& args) {
   cmd.kind = Command::Kind::kCheck;
   CheckOptions& o = cmd.check;
   FlagSpec spec{{{"rtol", true}, {"atol", true}, {"max-rel", true},
-                 {"verbose", false}, {"v", false}},
+                 {"atol-absolute", false}, {"verbose", false}, {"v", false}},
                 /*engine=*/true,
                 /*inputs=*/false};
   auto on_own = [&](const std::string& name,
                     const std::string& value) -> absl::Status {
     if (name == "verbose" || name == "v") {
       o.verbose = true;
+      return absl::OkStatus();
+    }
+    if (name == "atol-absolute") {
+      o.tol.atol_scaled = false;
       return absl::OkStatus();
     }
     absl::StatusOr<double> v = ParseNonNegative("check", name, value);

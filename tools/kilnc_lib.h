@@ -69,8 +69,9 @@ struct InputFlags {
 struct CheckOptions {
   std::string dir;  // as given; resolve with ResolvePath
   // kilnc's default atol is 1e-5 (whole models accumulate more rounding
-  // than ONNX's single-op cases, judged at 1e-7).
-  testing::Tolerance tol{1e-3, 1e-5, std::nullopt};
+  // than ONNX's single-op cases, judged at 1e-7), in units of the output's
+  // scale (Tolerance::atol_scaled; --atol-absolute turns that off).
+  testing::Tolerance tol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
   bool verbose = false;  // also print importer warnings and per-output stats
 };
 

@@ -101,8 +101,12 @@ TEST(ParseCommandLine, CheckDefaultsMatchOnnxBackendTests) {
   EXPECT_EQ(cmd->check.dir, "models/tiny_cnn");
   EXPECT_EQ(cmd->check.tol.rtol, 1e-3);
   EXPECT_EQ(cmd->check.tol.atol, 1e-5);
+  EXPECT_TRUE(cmd->check.tol.atol_scaled);
   EXPECT_FALSE(cmd->check.tol.max_rel.has_value());
   EXPECT_FALSE(cmd->check.verbose);
+  auto plain = ParseCommandLine({"check", "d", "--atol-absolute"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->check.tol.atol_scaled);
 }
 
 TEST(ParseCommandLine, CheckFlagsInBothForms) {
@@ -467,6 +471,8 @@ TEST(CompareOutput, ShapeOrDtypeMismatchFails) {
 
 TEST(DescribeTolerance, BothForms) {
   EXPECT_EQ(testing::DescribeTolerance(KilncDefault()),
+            "|got-ref| <= 1e-05*max(1,max|ref|) + 0.001*|ref| per element");
+  EXPECT_EQ(testing::DescribeTolerance(Tol(1e-3, 1e-5)),
             "|got-ref| <= 1e-05 + 0.001*|ref| per element");
   testing::Tolerance t;
   t.max_rel = 1e-4;
@@ -815,7 +821,7 @@ TEST(KilncEndToEnd, AlteredExpectedOutputFails) {
   const Result r = Kilnc({"check", dir});
   EXPECT_EQ(r.exit_code, kExitWrongResult) << r.output;
   EXPECT_THAT(r.output, HasSubstr("FAIL  output 0 'probs'"));
-  EXPECT_THAT(r.output, HasSubstr("worst at flat index 3"));
+  EXPECT_THAT(r.output, HasSubstr("worst mismatch at flat index 3"));
   EXPECT_THAT(r.output, HasSubstr("result: FAIL"));
   // A loose enough tolerance accepts it.
   EXPECT_EQ(Kilnc({"check", dir, "--atol=0.1"}).exit_code, kExitOk);
