@@ -36,13 +36,6 @@ using ir::loop::ReduceKind;
 using ir::loop::SanitizeIdentifier;
 using ir::loop::VecStatus;
 
-constexpr size_t kMaxNamePart = 48;
-
-std::string NamePart(absl::string_view raw) {
-  std::string s = SanitizeIdentifier(raw);
-  if (s.size() > kMaxNamePart) s.resize(kMaxNamePart);
-  return s;
-}
 
 // ---------------------------------------------------------------------------
 // Types and literals.

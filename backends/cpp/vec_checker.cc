@@ -31,14 +31,6 @@ using ir::loop::ReduceKind;
 using ir::loop::SanitizeIdentifier;
 using ir::loop::VecStatus;
 
-// Buffer names in reasons: sanitized and cut as the emitter's identifiers.
-constexpr size_t kMaxNamePart = 48;
-
-std::string NamePart(absl::string_view raw) {
-  std::string s = SanitizeIdentifier(raw);
-  if (s.size() > kMaxNamePart) s.resize(kMaxNamePart);
-  return s;
-}
 
 // ---------------------------------------------------------------------------
 // Analysis.
@@ -267,6 +259,13 @@ bool BlockContiguous(const IndexExpr& e, int var) {
 }
 
 }  // namespace
+
+std::string NamePart(absl::string_view raw) {
+  constexpr size_t kMaxNamePart = 48;
+  std::string s = SanitizeIdentifier(raw);
+  if (s.size() > kMaxNamePart) s.resize(kMaxNamePart);
+  return s;
+}
 
 std::optional<int64_t> IotaIndexStride(const VecAnalysis& a, int op, int var) {
   const std::optional<int64_t> stride = ir::loop::StrideOf(a.index[op], var);

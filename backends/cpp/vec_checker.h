@@ -111,6 +111,10 @@ struct VecCheckOptions {
 VecPlan CheckVectorization(const ir::loop::LoopProgram& program, int kernel_index,
                            const VecCheckOptions& options = {});
 
+// A model's buffer name as it may appear in generated identifiers and
+// reasons: SanitizeIdentifier, cut to 48 characters.
+std::string NamePart(absl::string_view raw);
+
 // The stride in `var` of index op `op` when its vector form is Iota-based
 // (first lane's value + Iota * stride in i32 lanes): affine in var, and
 // every value a vector step computes (up to 64 lanes past the last point)
