@@ -3,8 +3,10 @@
 // the division rules with the help of value ranges, and rebuilds a canonical
 // tree (rules listed at Simplify in index_expr.h).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -268,6 +270,9 @@ class Simplifier {
         const IndexExpr inner = DivModConst(kind, FromPoly(reduced), c / g);
         return div ? inner : Run(inner * Const(g));
       }
+      if (std::optional<IndexExpr> split = SplitDivisor(kind, p, c)) {
+        return *split;
+      }
     }
     if (x.kind() == Kind::kFloorDiv && x.operand(1).is_const() &&
         x.operand(1).value() > 0 && div) {
@@ -285,6 +290,46 @@ class Simplifier {
                          DivModConst(Kind::kFloorDiv, x.operand(0), c), m / c);
     }
     return IndexExpr::Binary(kind, x, Const(c));
+  }
+
+  // x = d*y + rest with d dividing c (1 < d < c) and rest in [0, d) by range:
+  // x // c -> y // (c/d) and x % c -> (y % (c/d))*d + rest. A reshape's
+  // flattened offset divided by a multiple of one of its strides, e.g. the
+  // channel shuffle's (i1*784 + i2*28 + i3) // 1568 -> i1 // 2 over a 28x28
+  // plane. The largest d that fits is taken; nullopt when none does.
+  std::optional<IndexExpr> SplitDivisor(Kind kind, const Poly& p, int64_t c) {
+    std::vector<int64_t> candidates;
+    for (const auto& [m, coef] : p.terms) {
+      if (m.empty()) continue;
+      const int64_t d = Gcd(coef, c);
+      if (d > 1 && d < c) candidates.push_back(d);
+    }
+    std::sort(candidates.begin(), candidates.end(), std::greater<int64_t>());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                     candidates.end());
+    for (const int64_t d : candidates) {
+      Poly y, rest;
+      for (const auto& [m, coef] : p.terms) {
+        if (m.empty()) {
+          y.Add(m, FloorDivInt(coef, d));
+          rest.Add(m, FloorModInt(coef, d));
+        } else if (coef % d == 0) {
+          y.Add(m, coef / d);
+        } else {
+          rest.Add(m, coef);
+        }
+      }
+      if (y.failed || rest.failed) continue;
+      const IndexExpr rest_e = FromPoly(rest);
+      const Interval r = ValueRange(rest_e, extents_);
+      if (r.lo < 0 || r.hi >= d) continue;
+      const IndexExpr y_e = FromPoly(y);
+      if (kind == Kind::kFloorDiv) {
+        return DivModConst(Kind::kFloorDiv, y_e, c / d);
+      }
+      return Run(DivModConst(Kind::kMod, y_e, c / d) * Const(d) + rest_e);
+    }
+    return std::nullopt;
   }
 
   IndexExpr DivMod(Kind kind, const IndexExpr& a, const IndexExpr& b) {
