@@ -350,43 +350,41 @@ bool Converts(const Kernel& k, const LoopProgram& p, const std::vector<char>& bl
 // reordered element costs about as much as this many multiply-adds on the
 // slower kernel: fitted on CPU time per inference (one thread) where
 // regnet_y_400mf is a tie at ~50, mobilenet_v3_large wants nChw16c below
-// ~220 and shufflenet_v2_x1_0 is 15% faster on nChw8c (ARCHITECTURE.md).
+// ~220 and shufflenet_v2_x1_0 was 15% faster on nChw8c than on nChw16c
+// when one block served the whole program (ARCHITECTURE.md).
 constexpr int64_t kSlowerMacsPerReorderedElement = 100;
 
-// What the program pays, in reordered elements, when `blocked` buffers are
-// blocked by `b`: both activations of every conv the library runs behind
-// reorders (no optimized kernel on that layout pair), the plain activations
-// of every converting loop kernel, and the multiply-adds of the convs that
-// run on a slower kernel.
-int64_t LayoutCost(const LoopProgram& p, const std::vector<std::optional<ConvLayout>>& wants,
-                   const std::vector<char>& blocked, int64_t b) {
+// What kernel `k` of `p` pays, in reordered elements, when `blocked`
+// buffers are blocked by `b`: both activations of a conv the library runs
+// behind reorders (no optimized kernel on that layout pair), the plain
+// activations of a converting loop kernel, and the multiply-adds of a conv
+// that runs on a slower kernel.
+int64_t KernelLayoutCost(const LoopProgram& p,
+                         const std::vector<std::optional<ConvLayout>>& wants, size_t k,
+                         const std::vector<char>& blocked, int64_t b) {
+  const Kernel& kernel = p.kernels[k];
   int64_t cost = 0;
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    const Kernel& kernel = p.kernels[k];
-    if (kernel.kind == Kernel::Kind::kLoop) {
-      if (!Converts(kernel, p, blocked)) continue;
-      for (int32_t t : Touched(kernel)) {
-        const Buffer& buf = p.buffers[t];
-        if (!blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3) {
-          cost += ir::NumElements(buf.shape);
-        }
+  if (kernel.kind == Kernel::Kind::kLoop) {
+    if (!Converts(kernel, p, blocked)) return 0;
+    for (int32_t t : Touched(kernel)) {
+      const Buffer& buf = p.buffers[t];
+      if (!blocked[t] && buf.kind != BufferKind::kConstant && buf.shape.size() >= 3) {
+        cost += ir::NumElements(buf.shape);
       }
-      continue;
     }
-    if (!wants[k].has_value() || wants[k]->dst_block == 0 || kernel.call.inputs.empty() ||
-        kernel.call.outputs.size() != 1) {
-      continue;  // the same whatever the block
-    }
-    const int32_t src = kernel.call.inputs[0], dst = kernel.call.outputs[0];
-    const std::optional<bool> slower =
-        KernelFor(*wants[k], blocked[src] ? b : 0, blocked[dst] ? b : 0);
-    if (!slower.has_value()) {
-      cost += ir::NumElements(p.buffers[src].shape) + ir::NumElements(p.buffers[dst].shape);
-    } else if (*slower) {
-      cost += ConvMacs(kernel, p) / kSlowerMacsPerReorderedElement;
-    }
+    return cost;
   }
-  return cost;
+  if (!wants[k].has_value() || wants[k]->dst_block == 0 || kernel.call.inputs.empty() ||
+      kernel.call.outputs.size() != 1) {
+    return 0;  // the same whatever the block
+  }
+  const int32_t src = kernel.call.inputs[0], dst = kernel.call.outputs[0];
+  const std::optional<bool> slower =
+      KernelFor(*wants[k], blocked[src] ? b : 0, blocked[dst] ? b : 0);
+  if (!slower.has_value()) {
+    return ir::NumElements(p.buffers[src].shape) + ir::NumElements(p.buffers[dst].shape);
+  }
+  return *slower ? ConvMacs(kernel, p) / kSlowerMacsPerReorderedElement : 0;
 }
 
 }  // namespace
@@ -412,31 +410,71 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
     }
   }
   if (votes.empty()) return false;
-  // One block for the whole program: the cheapest (LayoutCost); on a tie,
-  // the one most convs prefer, then the widest. E.g. on AVX-512 hosts convs prefer nChw16c, but a RegNet's
-  // grouped convs (8 channels a group) run optimized only on nChw8c and its
-  // 104- and 440-channel activations cannot be blocked by 16 in loop
-  // kernels: there nChw8c keeps every activation blocked.
+  // Candidate blocks in order of preference: the one most convs prefer,
+  // then the widest. E.g. on AVX-512 hosts convs prefer nChw16c, but a
+  // RegNet's grouped convs (8 channels a group) run optimized only on
+  // nChw8c and its 104- and 440-channel activations cannot be blocked by 16
+  // in loop kernels: there nChw8c keeps every activation blocked.
   std::vector<int64_t> order;
   for (const auto& [block, n] : votes) order.push_back(block);
   std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
     return votes[x] != votes[y] ? votes[x] > votes[y] : x > y;
   });
-  int64_t b = 0;
-  int64_t best = 0;
-  std::vector<char> blocked;
-  for (const int64_t candidate : order) {
-    std::vector<char> chosen = ChooseBlocked(*lp, wants, candidate);
-    const int64_t moved = LayoutCost(p, wants, chosen, candidate);
-    if (b == 0 || moved < best) {
-      b = candidate;
-      best = moved;
-      blocked = std::move(chosen);
+  std::vector<std::vector<char>> chosen;
+  for (const int64_t candidate : order) chosen.push_back(ChooseBlocked(*lp, wants, candidate));
+
+  // Regions: buffers some block can keep blocked, linked by every kernel
+  // that touches several. No kernel touches two regions, so each takes its
+  // own block: the cheapest (KernelLayoutCost over the kernels touching
+  // it), on a tie the earlier in `order`. Most CNNs are one region; in a
+  // ShuffleNet the channel shuffle keeps its activations plain, which cuts
+  // the program into regions that want different blocks (the 24-channel
+  // stem takes 8, the 464 -> 1024 conv before the classifier 16).
+  std::vector<char> candidate(nb, 0);
+  for (const std::vector<char>& c : chosen) {
+    for (int32_t i = 0; i < nb; ++i) candidate[i] |= c[i];
+  }
+  std::vector<int32_t> parent(nb);
+  std::iota(parent.begin(), parent.end(), 0);
+  std::vector<int32_t> region_of_kernel(p.kernels.size(), -1);
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    for (int32_t t : Touched(p.kernels[k])) {
+      if (!candidate[t]) continue;
+      if (region_of_kernel[k] < 0) {
+        region_of_kernel[k] = t;
+      } else {
+        parent[Find(parent, t)] = Find(parent, region_of_kernel[k]);
+      }
     }
   }
+  std::map<int32_t, std::vector<int64_t>> region_cost;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    if (region_of_kernel[k] < 0) continue;  // pays the same whatever the blocks
+    std::vector<int64_t>& cost = region_cost[Find(parent, region_of_kernel[k])];
+    cost.resize(order.size(), 0);
+    for (size_t c = 0; c < order.size(); ++c) {
+      cost[c] += KernelLayoutCost(p, wants, k, chosen[c], order[c]);
+    }
+  }
+  std::vector<int64_t> block_of(nb, 0);
+  for (int32_t i = 0; i < nb; ++i) {
+    if (!candidate[i]) continue;
+    const std::vector<int64_t>& cost = region_cost[Find(parent, i)];
+    const size_t best = std::min_element(cost.begin(), cost.end()) - cost.begin();
+    if (chosen[best][i]) block_of[i] = order[best];
+  }
+  std::vector<char> blocked(nb, 0);
+  for (int32_t i = 0; i < nb; ++i) blocked[i] = block_of[i] != 0;
   if (std::none_of(blocked.begin(), blocked.end(), [](char c) { return c != 0; })) {
     return false;
   }
+  // The block of the blocked buffers a kernel touches (one region's).
+  auto kernel_block = [&](const std::vector<int32_t>& touched) {
+    for (int32_t t : touched) {
+      if (block_of[t] != 0) return block_of[t];
+    }
+    return int64_t{0};
+  };
 
   // Rewrite: loop kernels (while buffers still have logical shapes), then
   // extern attributes, then buffer shapes.
@@ -448,6 +486,7 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
                      [&](int32_t t) { return blocked[t] != 0; })) {
       continue;
     }
+    const int64_t b = kernel_block(touched);
     if (kernel.kind == Kernel::Kind::kExtern) {
       std::vector<int64_t> in, out;
       for (int32_t t : kernel.call.inputs) in.push_back(blocked[t] ? logical[t][1] : 0);
@@ -470,6 +509,7 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
   }
   for (int32_t i = 0; i < nb; ++i) {
     if (!blocked[i]) continue;
+    const int64_t b = block_of[i];
     Buffer& buf = p.buffers[i];
     Shape physical = buf.shape;
     physical[1] = (physical[1] + b - 1) / b;

@@ -73,10 +73,11 @@ void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle);
 // multiple of b) whose extent is a multiple of b (the buffer's C too);
 // components with no conv stay plain. Loop kernels that also touch plain
 // activations convert layouts inside themselves: they are the boundary
-// reorders (description gets kReorderTag). One block b for the program:
+// reorders (description gets kReorderTag). One block b per region (the
+// buffers some block keeps blocked, linked by the kernels touching several):
 // of the blocks the oracle reports, the one whose solution reorders the
-// fewest elements, counting a conv on a `slower` kernel as its
-// multiply-adds / 100 elements; ties go to the block most convs want.
+// fewest elements in that region, counting a conv on a `slower` kernel as
+// its multiply-adds / 100 elements; ties go to the block most convs want.
 class PropagateLayout : public LoopPass {
  public:
   PropagateLayout();

@@ -345,6 +345,63 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
   EXPECT_EQ(CountLayoutReorderKernels(lp.program), 0);
 }
 
+// Two regions the channel shuffle (Reshape, Transpose, Reshape: its
+// channel index is no single loop variable) keeps apart, each taking its own
+// block: the 24-channel one 8 (a loop kernel touches it and 24 is no
+// multiple of 16), the heavy 3x3 conv after the shuffle 16 (8 is a slower
+// kernel there). One block for the program would leave one of them plain.
+TEST(PropagateLayout, RegionsSeparatedByAChannelShuffleTakeTheirOwnBlocks) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %w4 = constant $3
+  %s5 = constant i64[5] [1, 2, 16, 6, 6]
+  %s4 = constant i64[4] [1, 32, 6, 6]
+  %c1 = Conv(%x, %w1) : f32[1,24,6,6]
+  %s1 = Sigmoid(%c1) : f32[1,24,6,6]
+  %c2 = Conv(%s1, %w2) : f32[1,32,6,6]
+  %v = Reshape(%c2, %s5) : f32[1,2,16,6,6]
+  %t = Transpose(%v) {perm=[0, 2, 1, 3, 4]} : f32[1,16,2,6,6]
+  %sh = Reshape(%t, %s4) : f32[1,32,6,6]
+  %c3 = Conv(%sh, %w3) {pads=[1, 1, 1, 1]} : f32[1,32,6,6]
+  %r = Relu(%c3) : f32[1,32,6,6]
+  %y = Conv(%r, %w4) : f32[1,32,6,6]
+}
+)",
+                                            Const({24, 16, 1, 1}, 31), Const({32, 24, 1, 1}, 32),
+                                            Const({32, 32, 3, 3}, 33), Const({32, 32, 1, 1}, 34));
+  // An AVX-512-like library: 16 wanted, 8 on a slower kernel, a plain src
+  // taken on either.
+  ConvLayoutOracle oracle = [](const LoweredProgram&,
+                               const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+    ConvLayout w{16, 16, {}};
+    w.also.push_back({0, 16, false});
+    w.also.push_back({8, 8, true});
+    w.also.push_back({0, 8, true});
+    return w;
+  };
+  LoweredProgram lp = CheckPass(text, oracle, true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %c1: f32[1,3,6,6,8] intermediate
+    CHECK: buffer %s1: f32[1,3,6,6,8] intermediate
+    CHECK: buffer %c2: f32[1,32,6,6] intermediate
+    CHECK: buffer %c3: f32[1,2,6,6,16] intermediate
+    CHECK: buffer %r: f32[1,2,6,6,16] intermediate
+    CHECK: call "onnx.Conv"(%x, %w1) -> (%c1)
+    CHECK-SAME: kiln_blocked_inputs=[0, 0], kiln_blocked_outputs=[24], kiln_channel_block=8
+    CHECK: call "onnx.Conv"(%s1, %w2) -> (%c2)
+    CHECK-SAME: kiln_blocked_inputs=[24, 0], kiln_blocked_outputs=[0], kiln_channel_block=8
+    CHECK: call "onnx.Conv"({{.*}}, %w3) -> (%c3)
+    CHECK-SAME: kiln_blocked_outputs=[32], kiln_channel_block=16
+    CHECK: call "onnx.Conv"(%r, %w4) -> (%y)
+    CHECK-SAME: kiln_blocked_inputs=[32, 0], kiln_blocked_outputs=[0], kiln_channel_block=16
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+}
+
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
   CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
   CheckPass(PoolResidualNet(),
