@@ -168,6 +168,8 @@ Interval ValueRange(const IndexExpr& e, absl::Span<const int64_t> extents);
 // division cancelled; nested divisions by constants merged;
 // (x//c)*c + x%c -> x; x//c -> k and x%c -> x - k*c when the range of x
 // lies in [k*c, k*c + c) (so x//c -> 0 and x%c -> x for 0 <= x < c);
+// (d*y + r)//c -> y//(c/d) and (d*y + r)%c -> (y%(c/d))*d + r for d | c
+// and r in [0, d) (a reshape's flat offset over a multiple of a stride);
 // min/max decided by disjoint ranges. The value is preserved for every
 // assignment of the variables within their ranges (given no int64 overflow
 // in the original). Idempotent.
