@@ -264,8 +264,9 @@ HWY_INLINE void KilnTranspose4x4Blocks(D d, V& r0, V& r1, V& r2, V& r3) {
 
 // A 2-D tile transposed through registers: tile[c * L + r] = src[r *
 // row_stride + c] for r < nrows, c < ncols (L = Lanes(d); other entries 0).
-// Rows are contiguous loads, tile columns are aligned vectors; 4- and 8-lane
-// targets transpose in registers, others element by element.
+// Rows are contiguous loads, tile columns are aligned vectors; 4-, 8- and
+// (x86 AVX-512) 16-lane targets transpose in registers, others element by
+// element.
 template <class D, class T>
 HWY_INLINE void KilnTransposeTile(D d, const T* HWY_RESTRICT src, int64_t row_stride,
                                   size_t nrows, size_t ncols, T* HWY_RESTRICT tile) {
@@ -296,6 +297,34 @@ HWY_INLINE void KilnTransposeTile(D d, const T* HWY_RESTRICT src, int64_t row_st
     hn::Store(hn::ConcatUpperUpper(d, r5, r1), d, tile + 5 * L);
     hn::Store(hn::ConcatUpperUpper(d, r6, r2), d, tile + 6 * L);
     hn::Store(hn::ConcatUpperUpper(d, r7, r3), d, tile + 7 * L);
+    return;
+  }
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (L == 16) {
+    // 4x4 transposes inside each group of 4 rows leave column 4j+i, rows
+    // 4g..4g+3, in block j of row 4g+i; a 4x4 transpose of 128-bit blocks
+    // across rows i, 4+i, 8+i, 12+i gathers column 4j+i.
+    auto row = [&](size_t r) {
+      if (r >= nrows) return hn::Zero(d);
+      const T* p = src + static_cast<int64_t>(r) * row_stride;
+      return ncols == L ? hn::LoadU(d, p) : KilnLoadN(d, p, ncols);
+    };
+    hn::Vec<D> r[16];
+    for (size_t g = 0; g < 4; ++g) {
+      for (size_t i = 0; i < 4; ++i) r[4 * g + i] = row(4 * g + i);
+      KilnTranspose4x4Blocks(d, r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      const hn::Vec<D> x0 = hn::ConcatLowerLower(d, r[8 + i], r[i]);    // A0 A1 C0 C1
+      const hn::Vec<D> x1 = hn::ConcatUpperUpper(d, r[8 + i], r[i]);    // A2 A3 C2 C3
+      const hn::Vec<D> y0 = hn::ConcatLowerLower(d, r[12 + i], r[4 + i]);  // B0 B1 D0 D1
+      const hn::Vec<D> y1 = hn::ConcatUpperUpper(d, r[12 + i], r[4 + i]);  // B2 B3 D2 D3
+      hn::Store(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(y0), x0), d, tile + i * L);
+      hn::Store(hn::OddEvenBlocks(y0, hn::SwapAdjacentBlocks(x0)), d, tile + (4 + i) * L);
+      hn::Store(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(y1), x1), d, tile + (8 + i) * L);
+      hn::Store(hn::OddEvenBlocks(y1, hn::SwapAdjacentBlocks(x1)), d, tile + (12 + i) * L);
+    }
     return;
   }
 #endif
