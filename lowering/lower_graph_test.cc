@@ -254,6 +254,21 @@ graph g(%x: i32[1,2,5,5], %y: u8[1,1,4,4]) -> (%a, %b) opset 18 {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Max pools whose every window holds an input element load clamped taps
+// without masks (%a, %b, and %d with ceil_mode's partial last window); a
+// window wholly in the padding keeps the masks (%c's last column).
+TEST(LowerReduction, MaxPoolClampedAndMaskedWindows) {
+  absl::Status s = CheckLowering(R"(
+graph g(%x: f32[1,2,6,7]) -> (%a, %b, %c, %d) opset 18 {
+  %a = MaxPool(%x) {kernel_shape=[3, 2], pads=[2, 0, 0, 1], strides=[1, 2]} : f32[1,2,6,4]
+  %b = MaxPool(%x) {kernel_shape=[2, 3], pads=[1, 2, 1, 2], strides=[3, 3]} : f32[1,2,3,3]
+  %c = MaxPool(%x) {kernel_shape=[2, 2], pads=[0, 0, 0, 3], strides=[2, 2]} : f32[1,2,3,5]
+  %d = MaxPool(%x) {kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1} : f32[1,2,3,3]
+}
+)");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(LowerMovement, ViewsComposeWithoutKernels) {
   const char* text = R"(
 graph g(%x: f32[2,3,4]) -> (%y) opset 18 {

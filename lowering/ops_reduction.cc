@@ -474,12 +474,34 @@ LowerFn MakePool(bool is_max) {
       }
       if (pad_begin[d] < 0 || pad_end[d] < 0) return L.Error("negative pads");
     }
+    // A max pool whose every window holds an input element (dilation 1, so
+    // a window is a contiguous run) needs no validity masks: a tap in the
+    // padding, clamped to the border, reads an element of its own window,
+    // which cannot change the max. The masks are i64 index arithmetic per
+    // tap that keeps the kernel partly scalar (ResNet's stem maxpool).
+    bool clamped_max = is_max;
+    for (size_t d = 0; d < nsp && clamped_max; ++d) {
+      clamped_max = dil[d] == 1;
+      for (int64_t o = 0; o < out.shape[d + 2] && clamped_max; ++o) {
+        const int64_t first = o * strides[d] - pad_begin[d];
+        clamped_max = first + kernel[d] - 1 >= 0 && first <= x.shape[d + 2] - 1;
+      }
+    }
     const int32_t buffer = L.OutputBuffer(0);
     auto k = L.NewKernel(out.shape, kernel);
     auto& b = k->b();
     const Coords it = k->IterCoords();
     const DType dt = x.dtype;
     Coords in = {it[0], it[1]};
+    if (clamped_max) {
+      for (size_t d = 0; d < nsp; ++d) {
+        const IndexExpr h = k->Simplify(it[d + 2] * strides[d] - pad_begin[d] + k->r(d));
+        in.push_back(ir::loop::Min(ir::loop::Max(h, 0), x.shape[d + 2] - 1));
+      }
+      KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(x, in));
+      k->Store(buffer, out.shape, it, b.Reduce(ReduceKind::kMax, v));
+      return absl::OkStatus();
+    }
     int32_t valid = -1;
     auto conj = [&](int32_t acc, int32_t c) {
       return acc < 0 ? c : k->Bin(OpCode::kAnd, acc, c);
