@@ -102,24 +102,31 @@ std::optional<int> ChannelVar(const Kernel& k, const Op& op, const Shape& logica
     var = ch.operand(0);
   }
   if (!var.is_var() || var.var() >= static_cast<int>(k.ranges.size())) return std::nullopt;
-  if (k.ranges[var.var()] % b != 0) return std::nullopt;
   return var.var();
 }
 
 // The one channel variable of loop kernel `k` over its accesses to blocked
-// buffers; nullopt when an access does not fit.
+// buffers; nullopt when an access does not fit. Its extent is a multiple of
+// b, except in a kernel that only reads blocked buffers: there the last,
+// partial block of lanes runs in a tail kernel (SplitChannelTail), so a
+// concat can read a 58-channel conv output blocked by 16.
 std::optional<int> KernelChannelVar(const Kernel& k, const LoopProgram& p,
                                     const std::vector<char>& blocked, int64_t b) {
   std::optional<int> var;
+  bool stores = false;
   for (const Op& op : k.body) {
     if (op.buffer < 0 || !blocked[op.buffer]) continue;
     if (op.code != OpCode::kLoad && op.code != OpCode::kStore) return std::nullopt;
     const Shape& logical = p.buffers[op.buffer].shape;
-    if (logical[1] % b != 0) return std::nullopt;
+    if (op.code == OpCode::kStore) {
+      if (logical[1] % b != 0) return std::nullopt;
+      stores = true;
+    }
     std::optional<int> v = ChannelVar(k, op, logical, b);
     if (!v.has_value() || (var.has_value() && *var != *v)) return std::nullopt;
     var = v;
   }
+  if (var.has_value() && stores && k.ranges[*var] % b != 0) return std::nullopt;
   return var;
 }
 
@@ -169,6 +176,36 @@ void RewriteLoopKernel(Kernel* k, int var, int64_t b, const std::vector<char>& b
     if (op.buffer >= 0 && blocked[op.buffer]) e = PhysicalIndex(e, logical[op.buffer], b);
     op.index = ir::loop::Simplify(e, extents);
   }
+}
+
+
+// The last, partial block of channel variable `var` of `k` (extent not a
+// multiple of b) as a kernel of its own: `var` restricted to the tail
+// [extent - extent % b, extent), blocked buffers indexed physically. `k`
+// keeps the whole blocks. Only for kernels that read blocked buffers and
+// write plain ones, so no padding lane is ever written.
+Kernel SplitChannelTail(Kernel* k, int var, int64_t b, const std::vector<char>& blocked,
+                        const std::vector<Shape>& logical) {
+  const int64_t extent = k->ranges[var];
+  const int64_t base = extent - extent % b;
+  Kernel tail = *k;
+  tail.name = absl::StrCat(k->name, "_tail");
+  tail.ranges[var] = extent % b;
+  const int n = static_cast<int>(tail.ranges.size()) +
+                static_cast<int>(tail.reduction_ranges.size());
+  std::vector<IndexExpr> subs;
+  for (int j = 0; j < n; ++j) {
+    subs.push_back(j == var ? ir::loop::Var(var) + base : ir::loop::Var(j));
+  }
+  const std::vector<int64_t> extents = tail.VarExtents();
+  for (Op& op : tail.body) {
+    if (!op.has_index()) continue;
+    IndexExpr e = loop_util::SubstituteVars(op.index, subs);
+    if (op.buffer >= 0 && blocked[op.buffer]) e = PhysicalIndex(e, logical[op.buffer], b);
+    op.index = ir::loop::Simplify(e, extents);
+  }
+  k->ranges[var] = base;
+  return tail;
 }
 
 }  // namespace
@@ -480,13 +517,17 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
   // extern attributes, then buffer shapes.
   std::vector<Shape> logical(nb);
   for (int32_t i = 0; i < nb; ++i) logical[i] = p.buffers[i].shape;
-  for (Kernel& kernel : p.kernels) {
-    const std::vector<int32_t> touched = Touched(kernel);
+  std::vector<Kernel> kernels;
+  kernels.reserve(p.kernels.size());
+  for (Kernel& original : p.kernels) {
+    kernels.push_back(std::move(original));
+    const std::vector<int32_t> touched = Touched(kernels.back());
     if (std::none_of(touched.begin(), touched.end(),
                      [&](int32_t t) { return blocked[t] != 0; })) {
       continue;
     }
     const int64_t b = kernel_block(touched);
+    Kernel& kernel = kernels.back();
     if (kernel.kind == Kernel::Kind::kExtern) {
       std::vector<int64_t> in, out;
       for (int32_t t : kernel.call.inputs) in.push_back(blocked[t] ? logical[t][1] : 0);
@@ -502,11 +543,25 @@ absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
                            "' no longer fits the blocked layout");
     }
     const bool converts = Converts(kernel, p, blocked);
-    RewriteLoopKernel(&kernel, *var, b, blocked, logical);
+    std::optional<Kernel> tail;
+    if (kernel.ranges[*var] % b != 0) {
+      tail = SplitChannelTail(&kernel, *var, b, blocked, logical);
+      if (kernel.ranges[*var] == 0) {  // fewer channels than one block
+        kernel = *std::move(tail);
+        tail.reset();
+      }
+    }
+    if (kernel.ranges[*var] % b == 0) RewriteLoopKernel(&kernel, *var, b, blocked, logical);
+    // A conversion counts once: the tail is part of its kernel's.
     if (converts && !absl::EndsWith(kernel.description, kReorderTag)) {
       kernel.description += kReorderTag;
     }
+    if (tail.has_value()) {
+      if (converts) tail->description += kReorderTailTag;
+      kernels.push_back(*std::move(tail));
+    }
   }
+  p.kernels = std::move(kernels);
   for (int32_t i = 0; i < nb; ++i) {
     if (!blocked[i]) continue;
     const int64_t b = block_of[i];

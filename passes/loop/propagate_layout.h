@@ -70,8 +70,10 @@ void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle);
 // kernel wants that layout there (a sum or full-size binary post-op operand
 // shares its dst's layout), and every loop kernel touching one reads and
 // writes it with its channel coordinate = one iteration variable (+ a
-// multiple of b) whose extent is a multiple of b (the buffer's C too);
-// components with no conv stay plain. Loop kernels that also touch plain
+// multiple of b) whose extent is a multiple of b (the buffer's C too) --
+// except a kernel that only reads blocked buffers: any C and extent, the
+// last partial block of lanes split off into a tail kernel (its name
+// + "_tail"); components with no conv stay plain. Loop kernels that also touch plain
 // activations convert layouts inside themselves: they are the boundary
 // reorders (description gets kReorderTag). One block b per region (the
 // buffers some block keeps blocked, linked by the kernels touching several):
@@ -92,6 +94,9 @@ class PropagateLayout : public LoopPass {
 // Appended to the description of a loop kernel that converts between a
 // blocked and a plain activation.
 inline constexpr char kReorderTag[] = " [layout reorder]";
+// Appended to the tail kernel of such a kernel: the last, partial channel
+// block it splits off (counted with the kernel, not on its own).
+inline constexpr char kReorderTailTag[] = " [layout reorder tail]";
 
 // Layout-converting loop kernels of `program` (kernels tagged kReorderTag).
 int CountLayoutReorderKernels(const ir::loop::LoopProgram& program);

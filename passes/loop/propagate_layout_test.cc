@@ -402,6 +402,44 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
 }
 
+// Loop kernels that only read a blocked buffer take channel counts that are
+// no multiple of the block: the last, partial block of lanes runs in a tail
+// kernel. Here the concat's copies read the 24-channel conv output (one
+// whole block of 16 and a tail of 8) and the 12-channel one (a tail only)
+// blocked, and write the plain graph output.
+TEST(PropagateLayout, ReadersOfPartialBlocksGetATailKernel) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,5,7]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %c1 = Conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,24,5,7]
+  %c2 = Conv(%x, %w2) : f32[1,12,5,7]
+  %y = Concat(%c1, %x, %c2) {axis=1} : f32[1,44,5,7]
+}
+)",
+                                            Const({24, 8, 3, 3}, 41), Const({12, 8, 1, 1}, 42));
+  ConvLayoutOracle oracle = [](const LoweredProgram&,
+                               const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+    ConvLayout w{16, 16, {}};
+    w.also.push_back({0, 16, false});
+    return w;
+  };
+  LoweredProgram lp = CheckPass(text, oracle, true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %c1: f32[1,2,5,7,16] intermediate
+    CHECK: buffer %c2: f32[1,1,5,7,16] intermediate
+    CHECK: kernel {{.*}} "{{.*}} [layout reorder]" over (i0: 1, i1: 1, i2: 5, i3: 7, i4: 16)
+    CHECK-NEXT: load %c1[
+    CHECK: kernel {{.*}}_tail "{{.*}} [layout reorder tail]" over (i0: 1, i1: 8, i2: 5, i3: 7)
+    CHECK-NEXT: load %c1[
+    CHECK: kernel {{.*}} "{{.*}} [layout reorder]" over (i0: 1, i1: 12, i2: 5, i3: 7)
+    CHECK-NEXT: load %c2[
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 2);
+}
+
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
   CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
   CheckPass(PoolResidualNet(),
