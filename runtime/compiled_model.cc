@@ -31,6 +31,7 @@
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
 #include "passes/loop/propagate_layout.h"
+#include "runtime/executable.h"
 #include "runtime/extern_step.h"
 #include "runtime/jit/jit_compiler.h"
 #include "runtime/kiln.h"
@@ -39,18 +40,6 @@
 namespace kiln {
 namespace internal {
 
-// A model through the graph passes and lowering, waiting for its code to be
-// built (alone or in a batch with others).
-struct PreparedModel {
-  ir::Graph graph{"prepared"};
-  lowering::LoweredProgram lowered;
-  CompileReport report;
-  const isa::VecIsa* isa = nullptr;
-  absl::Time start;
-};
-
-absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph graph,
-                                      CompileReport report);
 // One JIT build for every model of the batch (same options); one result per
 // model, in order.
 std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
@@ -352,7 +341,7 @@ class Executable final : public CompiledModel {
         ")"));
   }
 
-  // Filled by internal::Finish.
+  // Filled by internal::BuildExecutable.
   LoopProgram program_;
   std::map<int32_t, std::shared_ptr<const ir::Tensor>> constants_;
   std::vector<int32_t> input_buffers_, output_buffers_;
@@ -368,7 +357,7 @@ class Executable final : public CompiledModel {
   int64_t arena_bytes_ = 0;
   size_t max_args_ = 0;
   int threads_ = 0;
-  std::shared_ptr<runtime::LoadedLibrary> library_;
+  std::shared_ptr<const void> keep_alive_;  // what the loop entries live in
   std::vector<Step> steps_;
   CompileReport report_;
 
@@ -376,7 +365,7 @@ class Executable final : public CompiledModel {
   mutable std::vector<std::unique_ptr<Context>> pool_ ABSL_GUARDED_BY(pool_mu_);
 };
 
-KernelReport LoopKernelReport(const Kernel& k, const backends::cpp::EmittedKernel& e) {
+KernelReport LoopKernelReportImpl(const Kernel& k, const backends::cpp::EmittedKernel& e) {
   KernelReport r;
   r.name = k.name;
   r.backend = "loop";
@@ -468,8 +457,24 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGra
 
 namespace internal {
 
+KernelReport LoopKernelReport(const Kernel& k, const backends::cpp::EmittedKernel& e) {
+  return LoopKernelReportImpl(k, e);
+}
+
+void GraphInterface(const ir::Graph& graph, std::vector<TensorInfo>* inputs,
+                    std::vector<TensorInfo>* outputs) {
+  for (ir::ValueId id : graph.inputs()) {
+    const ir::Value& v = graph.value(id);
+    inputs->push_back({v.name, v.dtype, v.shape});
+  }
+  for (ir::ValueId id : graph.outputs()) {
+    const ir::Value& v = graph.value(id);
+    outputs->push_back({v.name, v.dtype, v.shape, v.shape_known});
+  }
+}
+
 absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph graph,
-                                      CompileReport report) {
+                                      CompileReport report, bool require_host_isa) {
   PreparedModel p;
   p.start = absl::Now();
   const bool eager = options.mode == CompileOptions::Mode::kEager;
@@ -477,8 +482,15 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be >= 0, got ", options.threads));
   }
-  KILN_ASSIGN_OR_RETURN(p.isa, isa::SelectIsa(options.isa));
-  if (!p.isa->emulator.empty()) {
+  if (require_host_isa) {
+    KILN_ASSIGN_OR_RETURN(p.isa, isa::SelectIsa(options.isa));
+  } else {
+    p.isa = options.isa.empty() ? isa::BestHostIsa() : isa::FindIsa(options.isa);
+    if (p.isa == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown ISA '", options.isa, "'"));
+    }
+  }
+  if (require_host_isa && !p.isa->emulator.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ISA '", p.isa->name, "' runs only under an emulator (", p.isa->emulator,
         ") on this host; a compiled model needs an ISA this CPU executes"));
@@ -677,11 +689,43 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     const CompileOptions& options, PreparedModel p,
     std::shared_ptr<runtime::LoadedLibrary> library,
     const std::map<int, const backends::cpp::EmittedKernel*>& emitted_of, int32_t buffer_base) {
+  runtime::LoadedLibrary* lib = library.get();
+  LoopEntryFn entry_of = [&](int k, const Kernel& kernel) -> absl::StatusOr<LoopEntry> {
+    auto it = emitted_of.find(k);
+    if (it == emitted_of.end() || lib == nullptr) {
+      return InternalError("loop kernel '", kernel.name, "' was not emitted");
+    }
+    LoopEntry entry;
+    KILN_ASSIGN_OR_RETURN(void* sym, lib->Symbol(it->second->symbol));
+    entry.fn = reinterpret_cast<backends::cpp::KernelFn>(sym);
+    entry.args = it->second->buffer_args;
+    if (entry.args.size() != it->second->buffer_names.size()) {
+      return InternalError("kernel '", kernel.name, "' argument lists disagree");
+    }
+    // Arguments of a merged program: back to this program's buffers.
+    for (int32_t& a : entry.args) a -= buffer_base;
+    entry.report = LoopKernelReport(kernel, *it->second);
+    return entry;
+  };
+  std::vector<TensorInfo> inputs, outputs;
+  GraphInterface(p.graph, &inputs, &outputs);
+  return BuildExecutable(options, std::move(p.lowered), std::move(inputs), std::move(outputs),
+                         std::move(p.report), p.start, std::move(library), entry_of);
+}
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
+    const CompileOptions& options, lowering::LoweredProgram lowered,
+    std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
+    absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of) {
   const bool eager = options.mode == CompileOptions::Mode::kEager;
   auto exe = std::make_unique<Executable>();
-  exe->library_ = std::move(library);
-  const LoopProgram& program = p.lowered.program;
-  CompileReport& report = p.report;
+  exe->keep_alive_ = std::move(keep_alive);
+  const LoopProgram& program = lowered.program;
+  if (inputs.size() != lowered.inputs.size() || outputs.size() != lowered.outputs.size()) {
+    return InternalError("the interface has ", inputs.size(), " inputs and ", outputs.size(),
+                         " outputs, the program ", lowered.inputs.size(), " and ",
+                         lowered.outputs.size());
+  }
 
   // Steps, in program order. oneDNN primitives fix their thread count when
   // they are created, so create them under the team size Run will use.
@@ -720,31 +764,23 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     Step step;
     step.kernel = static_cast<int>(k);
     if (kernel.kind == Kernel::Kind::kLoop) {
-      auto it = emitted_of.find(static_cast<int>(k));
-      if (it == emitted_of.end() || exe->library_ == nullptr) {
-        return InternalError("loop kernel '", kernel.name, "' was not emitted");
-      }
-      KILN_ASSIGN_OR_RETURN(void* sym, exe->library_->Symbol(it->second->symbol));
-      step.fn = reinterpret_cast<backends::cpp::KernelFn>(sym);
-      step.args = it->second->buffer_args;
-      if (step.args.size() != it->second->buffer_names.size()) {
-        return InternalError("kernel '", kernel.name, "' argument lists disagree");
-      }
-      // Arguments of a merged program: back to this program's buffers.
-      for (int32_t& a : step.args) {
-        a -= buffer_base;
+      KILN_ASSIGN_OR_RETURN(LoopEntry entry, entry_of(static_cast<int>(k), kernel));
+      if (entry.fn == nullptr) return InternalError("loop kernel '", kernel.name, "' has no entry");
+      step.fn = entry.fn;
+      step.args = std::move(entry.args);
+      for (int32_t a : step.args) {
         if (a < 0 || static_cast<size_t>(a) >= program.buffers.size()) {
           return InternalError("kernel '", kernel.name, "' argument out of its program");
         }
       }
       exe->max_args_ = std::max(exe->max_args_, step.args.size());
-      report.kernels.push_back(LoopKernelReport(kernel, *it->second));
+      report.kernels.push_back(std::move(entry.report));
       ++report.loop_kernels;
       if (report.kernels.back().vectorized) ++report.vectorized_kernels;
     } else {
       KernelReport kr;
       KILN_ASSIGN_OR_RETURN(step.library,
-                            runtime::CreateExternStep(program, kernel, p.lowered.constants, xo,
+                            runtime::CreateExternStep(program, kernel, lowered.constants, xo,
                                                       &kr));
       report.kernels.push_back(std::move(kr));
       ++report.library_calls;
@@ -768,27 +804,26 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
   exe->arena_bytes_ = plan.arena_bytes;
   report.arena_bytes = plan.arena_bytes;
   report.intermediate_bytes = plan.intermediate_bytes;
-  for (const auto& [b, tensor] : p.lowered.constants) {
+  for (const auto& [b, tensor] : lowered.constants) {
     report.constant_bytes += static_cast<int64_t>(tensor->byte_size());
   }
 
   // Interface.
-  const ir::Graph& graph = p.graph;
   absl::flat_hash_set<int32_t> seen_outputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const ir::Value& v = graph.value(graph.inputs()[i]);
-    const int32_t b = p.lowered.inputs.at(i);
-    if (!program.buffers[b].IsRowMajor()) {
-      return InternalError("input buffer '", program.buffers[b].name, "' is not row-major");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int32_t b = lowered.inputs[i];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size() ||
+        !program.buffers[b].IsRowMajor()) {
+      return InternalError("input ", i, " has no row-major buffer");
     }
-    exe->inputs_.push_back({v.name, v.dtype, v.shape});
     exe->input_buffers_.push_back(b);
   }
-  for (size_t o = 0; o < graph.outputs().size(); ++o) {
-    const ir::Value& v = graph.value(graph.outputs()[o]);
-    const int32_t b = p.lowered.outputs.at(o);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const int32_t b = lowered.outputs[o];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
+      return InternalError("output ", o, " has no buffer");
+    }
     const Buffer& buf = program.buffers[b];
-    exe->outputs_.push_back({v.name, v.dtype, v.shape, v.shape_known});
     exe->output_buffers_.push_back(b);
     const bool is_dynamic = dynamic[b];
     exe->output_dynamic_.push_back(is_dynamic);
@@ -802,10 +837,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
                            runtime::kArenaAlignment * runtime::kArenaAlignment;
     }
   }
-  exe->program_ = std::move(p.lowered.program);
-  exe->constants_ = std::move(p.lowered.constants);
+  exe->inputs_ = std::move(inputs);
+  exe->outputs_ = std::move(outputs);
+  exe->program_ = std::move(lowered.program);
+  exe->constants_ = std::move(lowered.constants);
   exe->threads_ = options.threads;
-  report.total_ms = Ms(p.start) + report.import_ms;
+  report.total_ms = Ms(start) + report.import_ms;
   exe->report_ = std::move(report);
   return std::unique_ptr<CompiledModel>(std::move(exe));
 }
