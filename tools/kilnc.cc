@@ -39,6 +39,7 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "nlohmann/json.hpp"
+#include "runtime/aot_writer.h"
 #include "runtime/kiln.h"
 #include "testing/reference/interpreter.h"
 #include "tools/kilnc_lib.h"
@@ -644,6 +645,38 @@ int RunCompile(const Command& cmd) {
   return kExitOk;
 }
 
+// ---------------------------------------------------------------- aot
+
+int RunAot(const Command& cmd) {
+  const AotCommandOptions& o = cmd.aot;
+  const CompileOptions options = ToCompileOptions(cmd.compile, WorkingDir());
+  aot::WriterOptions w;
+  w.name = o.name;
+  w.isas = o.isas;
+  w.shards = o.shards;
+  w.header_include = o.header_include;
+  w.data_dir = o.data_dir;
+  absl::StatusOr<std::vector<aot::GeneratedFile>> files =
+      aot::WriteAotLibrary(ResolvePath(o.model, WorkingDir()), options, w);
+  if (!files.ok()) {
+    std::cerr << "kilnc aot: " << files.status().message() << "\n";
+    return ExitCodeFor(files.status());
+  }
+  const std::string dir = ResolvePath(o.out_dir, WorkingDir());
+  for (const aot::GeneratedFile& f : *files) {
+    const std::string path = dir + "/" + f.name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << f.contents;
+    out.close();
+    if (!out) {
+      std::cerr << "kilnc aot: cannot write '" << path << "'\n";
+      return kExitBadInput;
+    }
+  }
+  std::cout << "wrote " << files->size() << " files to " << dir << "\n";
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------- explain
 
 int RunExplain(const Command& cmd) {
@@ -1001,6 +1034,8 @@ int Main(int argc, char** argv) {
       return RunBench(*cmd);
     case Command::Kind::kProfile:
       return RunProfile(*cmd);
+    case Command::Kind::kAot:
+      return RunAot(*cmd);
   }
   return kExitBadInput;
 }

@@ -41,6 +41,8 @@ Commands:
                   peak RSS and arena size (--json: one JSON line)
   profile MODEL   time every kernel, write a Chrome/Perfetto trace and print
                   the kernels that take the most time
+  aot MODEL       write the sources of an ahead-of-time compiled library
+                  (what tools/aot.bzl's kiln_aot_library builds)
 
 Run 'kilnc <command> --help' for the flags of a command.
 Models run compiled by default; check and run take --engine=reference for
@@ -220,6 +222,26 @@ Flags:
   --warmup=N          untimed runs first (default 1)
   --top=N             kernels in the table (default 15)
   --help              this text
+)";
+
+constexpr absl::string_view kAotUsage =
+    R"(usage: kilnc aot MODEL --out-dir=DIR --name=NAME [--isas=scalar,avx2,avx512]
+                 [--shards=N] [--header=PATH] [--data-dir=DIR] [compile flags]
+
+Compiles MODEL ahead of time and writes into DIR what a cc_library needs
+(runtime/aot_writer.h): NAME.h (NAME::Create), NAME_table.cc, NAME_data.S,
+NAME_program.inc (the compiled program), NAME_weights.inc and, per ISA, N
+translation units NAME_<isa>_<k>.cc of loop kernels. tools/aot.bzl runs it.
+
+Flags:
+  --out-dir=DIR    where the files go (must exist)
+  --name=NAME      C++ namespace and file stem ([A-Za-z_][A-Za-z0-9_]*)
+  --isas=LIST      VecISA modules to compile kernels for (any registered one,
+                   also one this CPU lacks)
+  --shards=N       translation units per ISA (default 1)
+  --header=PATH    how NAME_table.cc includes NAME.h (default DIR/NAME.h)
+  --data-dir=DIR   where the assembler finds the .inc files (default DIR)
+  --help           this text
 )";
 
 constexpr absl::string_view kToolExit =
@@ -573,6 +595,48 @@ absl::StatusOr<Command> ParseCompile(const std::vector<std::string>& args) {
   return cmd;
 }
 
+absl::StatusOr<Command> ParseAot(const std::vector<std::string>& args) {
+  Command cmd;
+  cmd.kind = Command::Kind::kAot;
+  AotCommandOptions& o = cmd.aot;
+  FlagSpec spec{{{"out-dir", true},
+                 {"name", true},
+                 {"isas", true},
+                 {"shards", true},
+                 {"header", true},
+                 {"data-dir", true}},
+                /*engine=*/false,
+                /*inputs=*/false};
+  auto on_own = [&](const std::string& name, const std::string& value) -> absl::Status {
+    if (value.empty()) return UsageError("aot", absl::StrCat("--", name, " needs a value"));
+    if (name == "out-dir") {
+      o.out_dir = value;
+    } else if (name == "name") {
+      o.name = value;
+    } else if (name == "isas") {
+      o.isas = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (name == "shards") {
+      if (!absl::SimpleAtoi(value, &o.shards) || o.shards < 1 || o.shards > 1024) {
+        return UsageError("aot", "--shards wants an integer in [1, 1024]");
+      }
+    } else if (name == "header") {
+      o.header_include = value;
+    } else {
+      o.data_dir = value;
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<std::string>> pos = ParseSubcommand(args, spec, &cmd, on_own);
+  if (!pos.ok()) return pos.status();
+  absl::Status s = OnePositional("aot", "a model file (MODEL)", *pos, &o.model);
+  if (!s.ok()) return s;
+  if (o.out_dir.empty()) return UsageError("aot", "aot needs --out-dir");
+  if (o.name.empty()) return UsageError("aot", "aot needs --name");
+  if (o.header_include.empty()) o.header_include = absl::StrCat(o.out_dir, "/", o.name, ".h");
+  if (o.data_dir.empty()) o.data_dir = o.out_dir;
+  return cmd;
+}
+
 absl::StatusOr<Command> ParseExplain(const std::vector<std::string>& args) {
   Command cmd;
   cmd.kind = Command::Kind::kExplain;
@@ -675,8 +739,8 @@ bool IsHelp(const std::string& arg) {
 
 std::string FormatDouble(double v) { return absl::StrFormat("%.6g", v); }
 
-constexpr absl::string_view kCommands[] = {"check", "run", "compile",
-                                           "explain", "bench", "profile"};
+constexpr absl::string_view kCommands[] = {"check", "run",   "compile", "explain",
+                                           "bench", "profile", "aot"};
 
 }  // namespace
 
@@ -720,6 +784,9 @@ std::string Usage(absl::string_view subcommand) {
   if (subcommand == "profile") {
     return absl::StrCat(kProfileUsage, kInputFlagsUsage, kCompileFlagsUsage, kToolExit);
   }
+  if (subcommand == "aot") {
+    return absl::StrCat(kAotUsage, kCompileFlagsUsage, kToolExit);
+  }
   return std::string(kMainUsage);
 }
 
@@ -753,6 +820,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& args) {
   if (sub == "compile") return ParseCompile(args);
   if (sub == "explain") return ParseExplain(args);
   if (sub == "bench") return ParseBench(args);
+  if (sub == "aot") return ParseAot(args);
   return ParseProfile(args);
 }
 

@@ -117,8 +117,19 @@ struct ProfileOptions {
   int top = 15;  // kernels in the table
 };
 
+// `kilnc aot`: the files of a kiln_aot_library (runtime/aot_writer.h).
+struct AotCommandOptions {
+  std::string model;
+  std::string out_dir;         // --out-dir (required)
+  std::string name;            // --name (required): a C++ identifier
+  std::vector<std::string> isas = {"scalar", "avx2", "avx512"};  // --isas=a,b
+  int shards = 1;              // --shards
+  std::string header_include;  // --header; default <out-dir>/<name>.h
+  std::string data_dir;        // --data-dir; default <out-dir>
+};
+
 struct Command {
-  enum class Kind { kHelp, kCheck, kRun, kCompile, kExplain, kBench, kProfile };
+  enum class Kind { kHelp, kCheck, kRun, kCompile, kExplain, kBench, kProfile, kAot };
   Kind kind = Kind::kHelp;
   std::string help_text;  // kHelp: what to print on stdout
   CompileFlags compile;   // every command
@@ -129,6 +140,7 @@ struct Command {
   ExplainOptions explain;
   BenchOptions bench;
   ProfileOptions profile;
+  AotCommandOptions aot;
 };
 
 // Parses kilnc's arguments (without argv[0]). `--help` anywhere gives kHelp

@@ -1,0 +1,251 @@
+// Loads an ahead-of-time compiled model (runtime/aot.h): picks the ISA,
+// rebuilds the lowered program and its constants from the linked-in
+// description and weights, and hands the chosen ISA's kernel table to the
+// step-list builder the JIT path uses (runtime/executable.h).
+#include "runtime/aot.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "ir/graph/dtype.h"
+#include "ir/loop/text.h"
+#include "ir/loop/verifier.h"
+#include "ir/status_macros.h"
+#include "isa/isa.h"
+#include "nlohmann/json.hpp"
+#include "runtime/executable.h"
+
+namespace kiln::aot {
+namespace {
+
+using nlohmann::json;
+
+bool RegistrySupports(absl::string_view name) {
+  const isa::VecIsa* isa = isa::FindIsa(name);
+  return isa != nullptr && isa->emulator.empty() && isa->host_supports != nullptr &&
+         isa->host_supports();
+}
+
+int IsaRank(absl::string_view name) {
+  const isa::VecIsa* isa = isa::FindIsa(name);
+  return isa != nullptr ? isa->rank : -1;
+}
+
+// The table of the ISA `options` asks for, or of the best one this CPU runs.
+absl::StatusOr<const IsaTable*> ChooseIsa(const Artifact& a, absl::string_view wanted,
+                                          const HostSupports& supports) {
+  std::vector<std::string> built;
+  for (int i = 0; i < a.num_isas; ++i) built.push_back(a.isas[i].isa);
+  if (!wanted.empty()) {
+    for (int i = 0; i < a.num_isas; ++i) {
+      if (a.isas[i].isa != wanted) continue;
+      if (!supports(wanted)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ISA '", wanted, "' is not supported by this CPU; AOT library '", a.name,
+            "' also has ", absl::StrJoin(built, ", "),
+            " (leave CompileOptions::isa empty to use the best this CPU runs)"));
+      }
+      return &a.isas[i];
+    }
+    return absl::InvalidArgumentError(absl::StrCat("ISA '", wanted,
+                                                   "' is not compiled into AOT library '",
+                                                   a.name, "' (it has ",
+                                                   absl::StrJoin(built, ", "), ")"));
+  }
+  const IsaTable* best = nullptr;
+  for (int i = 0; i < a.num_isas; ++i) {
+    if (!supports(a.isas[i].isa)) continue;
+    if (best == nullptr || IsaRank(a.isas[i].isa) > IsaRank(best->isa)) best = &a.isas[i];
+  }
+  if (best == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this CPU runs none of the ISAs compiled into AOT library '", a.name, "' (",
+        absl::StrJoin(built, ", "), ")"));
+  }
+  return best;
+}
+
+absl::StatusOr<ir::DType> ParseDType(const json& j) {
+  std::optional<ir::DType> d = ir::DTypeFromName(j.get<std::string>());
+  if (!d.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", j.get<std::string>(), "'"));
+  }
+  return *d;
+}
+
+absl::StatusOr<TensorInfo> ParseTensorInfo(const json& j, int32_t* buffer) {
+  TensorInfo t;
+  t.name = j.at("name").get<std::string>();
+  KILN_ASSIGN_OR_RETURN(t.dtype, ParseDType(j.at("dtype")));
+  t.shape = j.at("shape").get<ir::Shape>();
+  t.shape_known = j.at("shape_known").get<bool>();
+  *buffer = j.at("buffer").get<int32_t>();
+  return t;
+}
+
+KernelReport ParseKernelReport(const json& j, const ir::loop::Kernel& k) {
+  KernelReport r;
+  r.name = k.name;
+  r.backend = "loop";
+  r.ops = k.ops;
+  r.status = j.at("status").get<std::string>();
+  r.vectorized = j.at("vectorized").get<bool>();
+  r.reason = j.at("reason").get<std::string>();
+  r.parallel = j.at("parallel").get<bool>();
+  for (const json& n : j.at("unvectorized_ops")) {
+    r.unvectorized_ops.push_back({n.at("op").get<int>(), n.at("opcode").get<std::string>(),
+                                  n.at("decision").get<std::string>(),
+                                  n.at("reason").get<std::string>()});
+  }
+  return r;
+}
+
+// Everything but the ISA choice; `desc` is the parsed description.
+absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const json& desc,
+                                                      const CompileOptions& options,
+                                                      const IsaTable& table,
+                                                      absl::Time start) {
+  if (desc.at("format").get<std::string>() != "kiln-aot-1") {
+    return absl::InvalidArgumentError(absl::StrCat("AOT library '", a.name,
+                                                   "' has an unknown description format"));
+  }
+  // What was fixed when the library was built.
+  const json& built = desc.at("compile");
+  if (options.mode != CompileOptions::Mode::kCompiled) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AOT library '", a.name, "' is compiled mode; eager is JIT only"));
+  }
+  if (!options.input_shapes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AOT library '", a.name,
+        "' has its input shapes fixed at build time (kiln_aot_library's input_shapes); "
+        "CompileOptions::input_shapes must be empty"));
+  }
+  if (options.disabled_passes != built.at("disabled_passes").get<std::vector<std::string>>() ||
+      options.reference_fallback != built.at("reference_fallback").get<bool>()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AOT library '", a.name,
+        "': disabled_passes and reference_fallback are fixed at build time and differ"));
+  }
+
+  lowering::LoweredProgram lowered;
+  KILN_ASSIGN_OR_RETURN(lowered.program,
+                        ir::loop::ParseProgram(desc.at("program").get<std::string>()));
+  KILN_RETURN_IF_ERROR(ir::loop::VerifyProgram(lowered.program));
+  const ir::loop::LoopProgram& program = lowered.program;
+  auto valid_buffer = [&](int32_t b) {
+    return b >= 0 && static_cast<size_t>(b) < program.buffers.size();
+  };
+
+  std::vector<TensorInfo> inputs, outputs;
+  for (const json& j : desc.at("inputs")) {
+    int32_t b = -1;
+    KILN_ASSIGN_OR_RETURN(TensorInfo t, ParseTensorInfo(j, &b));
+    if (!valid_buffer(b)) return InternalError("input '", t.name, "' has no buffer");
+    inputs.push_back(std::move(t));
+    lowered.inputs.push_back(b);
+  }
+  for (const json& j : desc.at("outputs")) {
+    int32_t b = -1;
+    KILN_ASSIGN_OR_RETURN(TensorInfo t, ParseTensorInfo(j, &b));
+    if (!valid_buffer(b)) return InternalError("output '", t.name, "' has no buffer");
+    outputs.push_back(std::move(t));
+    lowered.outputs.push_back(b);
+  }
+
+  // Constants: copies out of the linked-in weights.
+  if (desc.at("weights_bytes").get<size_t>() != a.weights_size) {
+    return InternalError("AOT library '", a.name, "': the weights are ", a.weights_size,
+                         " bytes, the description expects ",
+                         desc.at("weights_bytes").get<size_t>());
+  }
+  for (const json& c : desc.at("constants")) {
+    const int32_t b = c.at("buffer").get<int32_t>();
+    KILN_ASSIGN_OR_RETURN(ir::DType dtype, ParseDType(c.at("dtype")));
+    const ir::Shape shape = c.at("shape").get<ir::Shape>();
+    const size_t offset = c.at("offset").get<size_t>();
+    const size_t bytes = c.at("bytes").get<size_t>();
+    int64_t elements = 1;
+    for (int64_t d : shape) {
+      if (d < 0) return InternalError("constant of buffer ", b, " has a negative dim");
+      elements *= d;
+    }
+    if (!valid_buffer(b) || bytes != static_cast<size_t>(elements) * ir::DTypeSize(dtype) ||
+        offset > a.weights_size || bytes > a.weights_size - offset) {
+      return InternalError("AOT library '", a.name, "': constant of buffer ", b,
+                           " lies outside the weights or disagrees with its shape");
+    }
+    lowered.constants[b] =
+        std::make_shared<const ir::Tensor>(ir::Tensor::FromBytes(dtype, shape, a.weights + offset));
+  }
+
+  // The chosen ISA's loop kernels: entries from the table, arguments and
+  // report lines from the description.
+  std::map<int, KernelFn> fn_of;
+  for (int i = 0; i < table.num_entries; ++i) fn_of[table.entries[i].kernel] = table.entries[i].fn;
+  std::map<int, const json*> kernel_desc;
+  const json& isa_kernels = desc.at("isas").at(table.isa);
+  for (const json& k : isa_kernels) kernel_desc[k.at("kernel").get<int>()] = &k;
+  internal::LoopEntryFn entry_of = [&](int k,
+                                       const ir::loop::Kernel& kernel) -> absl::StatusOr<internal::LoopEntry> {
+    auto f = fn_of.find(k);
+    auto d = kernel_desc.find(k);
+    if (f == fn_of.end() || d == kernel_desc.end()) {
+      return InternalError("AOT library '", a.name, "' has no ", table.isa,
+                           " entry for loop kernel '", kernel.name, "'");
+    }
+    internal::LoopEntry e;
+    e.fn = f->second;
+    e.args = d->second->at("args").get<std::vector<int32_t>>();
+    e.report = ParseKernelReport(d->second->at("report"), kernel);
+    return e;
+  };
+
+  CompileReport report;
+  report.model = desc.at("model").get<std::string>();
+  report.isa = table.isa;
+  report.mode = ModeName(options.mode);
+  report.threads = options.threads;
+  report.warnings = desc.at("warnings").get<std::vector<std::string>>();
+  for (const json& u : desc.at("unfused_elementwise")) {
+    report.unfused_elementwise.push_back(
+        {u.at("node").get<std::string>(), u.at("op").get<std::string>(),
+         u.at("after").get<std::string>(), u.at("reason").get<std::string>()});
+  }
+  return internal::BuildExecutable(options, std::move(lowered), std::move(inputs),
+                                   std::move(outputs), std::move(report), start,
+                                   /*keep_alive=*/nullptr, entry_of);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> CreateModel(const Artifact& artifact,
+                                                           const CompileOptions& options,
+                                                           const HostSupports& host_supports) {
+  const absl::Time start = absl::Now();
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads must be >= 0, got ", options.threads));
+  }
+  const HostSupports supports = host_supports ? host_supports : HostSupports(RegistrySupports);
+  KILN_ASSIGN_OR_RETURN(const IsaTable* table, ChooseIsa(artifact, options.isa, supports));
+  const json desc = json::parse(artifact.description,
+                                artifact.description + artifact.description_size,
+                                /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (desc.is_discarded() || !desc.is_object()) {
+    return InternalError("AOT library '", artifact.name, "': its description is not JSON");
+  }
+  try {
+    return Create(artifact, desc, options, *table, start);
+  } catch (const json::exception& e) {
+    return InternalError("AOT library '", artifact.name, "': malformed description: ", e.what());
+  }
+}
+
+}  // namespace kiln::aot

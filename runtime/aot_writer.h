@@ -1,0 +1,65 @@
+// File: runtime/aot_writer.h — the build-time half of kiln's ahead-of-time
+// path (`kilnc aot`, run by tools/aot.bzl's kiln_aot_library): one model
+// through import, graph passes, lowering and loop passes, then the loop
+// kernels emitted once per ISA, and the files a cc_library needs to carry
+// the result (runtime/aot.h loads it):
+//
+//   <name>.h              the factory: <name>::Create(options), <name>::Artifact()
+//   <name>_table.cc       per-ISA tables of kernel entries; the Artifact
+//   <name>_data.S         .incbin of the two data files below
+//   <name>_program.inc    the description (JSON): the loop program after the
+//                         pass pipeline (ir/loop/text.h), the interface, the
+//                         constants' places in the weights file, and per ISA
+//                         each loop kernel's arguments and report line
+//   <name>_weights.inc    the constants' bytes, each 64-byte aligned
+//   <name>_<isa>_<s>.cc   the loop kernels for <isa>, shard s of `shards`
+//
+// Only kiln-made identifiers (the emitter's sanitized symbols, the checked
+// `name`) and numbers reach the C++ and assembler files; model strings live
+// in the description, which is data.
+#ifndef KILN_RUNTIME_AOT_WRITER_H_
+#define KILN_RUNTIME_AOT_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/kiln.h"
+
+namespace kiln::aot {
+
+struct WriterOptions {
+  // A C++ identifier: the namespace, the symbol prefix and the file stem.
+  std::string name;
+  // VecISA modules to compile for (registered ones; the build host need not
+  // run them).
+  std::vector<std::string> isas = {"scalar", "avx2", "avx512"};
+  // Translation units per ISA (>= 1); every shard file is written, empty
+  // ones hold no kernels.
+  int shards = 1;
+  // How the table includes the header ("aot/tiny_cnn_aot.h").
+  std::string header_include;
+  // Where the assembler finds the data files (.incbin, relative to the
+  // assembler's working directory: Bazel's execroot).
+  std::string data_dir;
+};
+
+struct GeneratedFile {
+  std::string name;  // file name, no directory
+  std::string contents;
+};
+
+// `options` are the compile options the model is built with (input_shapes,
+// disabled_passes, reference_fallback; isa is ignored). InvalidArgument for
+// a bad name, ISA, path or shard count, and whatever compiling the model
+// returns.
+absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& model_path,
+                                                           const CompileOptions& options,
+                                                           const WriterOptions& writer);
+
+// The file names WriteAotLibrary produces (what the Bazel macro declares).
+std::vector<std::string> AotFileNames(const WriterOptions& writer);
+
+}  // namespace kiln::aot
+
+#endif  // KILN_RUNTIME_AOT_WRITER_H_
