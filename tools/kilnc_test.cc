@@ -258,6 +258,18 @@ TEST(ParseCommandLine, NewCommandsFlags) {
   EXPECT_EQ(pd->profile.iterations, 10);
   EXPECT_EQ(pd->profile.top, 15);
   EXPECT_EQ(pd->profile.trace, "");
+
+  auto a = ParseCommandLine({"aot", "m.onnx", "--out-dir=o", "--name=n", "--isas=avx2,scalar",
+                             "--shards=2", "--shape=x=1x3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->kind, Command::Kind::kAot);
+  EXPECT_EQ(a->aot.model, "m.onnx");
+  EXPECT_EQ(a->aot.name, "n");
+  EXPECT_EQ(a->aot.isas, (std::vector<std::string>{"avx2", "scalar"}));
+  EXPECT_EQ(a->aot.shards, 2);
+  EXPECT_EQ(a->aot.header_include, "o/n.h");
+  EXPECT_EQ(a->aot.data_dir, "o");
+  EXPECT_EQ(a->compile.shapes.size(), 1u);
 }
 
 TEST(ParseCommandLine, HelpForToolAndEachCommand) {
@@ -346,6 +358,10 @@ TEST(ParseCommandLine, ArgumentErrors) {
       {{"profile", "m", "--top=-1"}, "--top wants"},
       {{"profile", "m", "--trace="}, "--trace needs a file name"},
       {{"profile"}, "profile needs a model file"},
+      {{"aot", "m", "--name=n"}, "aot needs --out-dir"},
+      {{"aot", "m", "--out-dir=o"}, "aot needs --name"},
+      {{"aot", "m", "--out-dir=o", "--name=n", "--shards=0"}, "--shards wants an integer"},
+      {{"aot", "--out-dir=o", "--name=n"}, "aot needs a model file"},
   };
   for (const auto& [args, want] : cases) {
     absl::StatusOr<Command> cmd = ParseCommandLine(args);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# File: aot/isa_symbols_test.sh — a kiln_aot_library's per-ISA kernel
+# libraries must define no global symbol but their `extern "C"` entries.
+# Why: the ISA units are compiled with different -march flags and linked
+# into one binary; an inline function or template instance they define as a
+# weak (COMDAT) symbol would be merged with the other ISAs' copies, and the
+# linker could keep the AVX-512 one for the scalar path (SIGILL on a CPU
+# without AVX-512). The emitter keeps everything else internal.
+#   isa_symbols_test.sh PREFIX LIB...   (PREFIX: kiln_aot_<name>_)
+set -euo pipefail
+prefix=$1
+shift
+checked=0
+for lib in "$@"; do
+  [[ "$lib" == *.a ]] || continue
+  symbols=$(nm -g --defined-only "$lib")
+  bad=$(echo "$symbols" | awk 'NF == 3 {print $2, $3}' | grep -v " ${prefix}" || true)
+  if [[ -n "$bad" ]]; then
+    echo "FAIL: $lib defines global symbols other than its ${prefix}* entries:"
+    echo "$bad"
+    exit 1
+  fi
+  entries=$(echo "$symbols" | grep -c " T ${prefix}" || true)
+  echo "$lib: $entries entries, no other global symbol"
+  if [[ "$entries" -eq 0 ]]; then
+    echo "FAIL: $lib has no ${prefix}* entry"
+    exit 1
+  fi
+  checked=$((checked + 1))
+done
+if [[ $checked -eq 0 ]]; then
+  echo "FAIL: no static library among the arguments"
+  exit 1
+fi

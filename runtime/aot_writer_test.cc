@@ -1,0 +1,134 @@
+// runtime/aot_writer: the files `kilnc aot` writes for models/tiny_cnn
+// (names, shards, the per-ISA target guard, a description that reads back
+// as the program) and the refusal of names, ISAs and paths that must not
+// reach generated C++ or assembler text.
+#include "runtime/aot_writer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/loop/text.h"
+#include "isa/isa.h"
+#include "nlohmann/json.hpp"
+
+namespace kiln::aot {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TinyCnn() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/", ws ? ws : "kiln",
+                      "/models/tiny_cnn/model.onnx");
+}
+
+WriterOptions Options() {
+  WriterOptions w;
+  w.name = "tiny";
+  w.isas = {"scalar", "avx2", "avx512"};
+  w.shards = 3;
+  w.header_include = "pkg/tiny.h";
+  w.data_dir = "bazel-out/k8-opt/bin/pkg";
+  return w;
+}
+
+TEST(AotWriterTest, WritesEveryDeclaredFile) {
+  const WriterOptions w = Options();
+  absl::StatusOr<std::vector<GeneratedFile>> files = WriteAotLibrary(TinyCnn(), {}, w);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, std::string> by_name;
+  for (const GeneratedFile& f : *files) by_name[f.name] = f.contents;
+  std::vector<std::string> expected = AotFileNames(w);
+  ASSERT_EQ(by_name.size(), expected.size());
+  for (const std::string& name : expected) EXPECT_TRUE(by_name.count(name)) << name;
+
+  // Every shard, empty or not, fails to compile under another ISA's flags.
+  int shards_with_kernels = 0;
+  for (const std::string& isa : w.isas) {
+    for (int s = 0; s < w.shards; ++s) {
+      const std::string& text = by_name[absl::StrCat("tiny_", isa, "_", s, ".cc")];
+      EXPECT_THAT(text, HasSubstr(absl::StrCat("#if HWY_STATIC_TARGET != ",
+                                               isa::FindIsa(isa)->hwy_target, "LL")));
+      if (absl::StrContains(text, "extern \"C\" int kiln_aot_tiny_" + isa + "_k")) {
+        ++shards_with_kernels;
+      }
+    }
+  }
+  // tiny_cnn has 4 loop kernels: 2 per unit, so 2 of 3 shards per ISA.
+  EXPECT_EQ(shards_with_kernels, 6);
+
+  EXPECT_THAT(by_name["tiny.h"], HasSubstr("namespace tiny {"));
+  EXPECT_THAT(by_name["tiny.h"],
+              HasSubstr("absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> Create("));
+  EXPECT_THAT(by_name["tiny_table.cc"], HasSubstr("#include \"pkg/tiny.h\""));
+  EXPECT_THAT(by_name["tiny_data.S"],
+              HasSubstr(".incbin \"bazel-out/k8-opt/bin/pkg/tiny_weights.inc\""));
+
+  // The description reads back as the program, with one kernel list per ISA.
+  const nlohmann::json desc = nlohmann::json::parse(by_name["tiny_program.inc"]);
+  absl::StatusOr<ir::loop::LoopProgram> program =
+      ir::loop::ParseProgram(desc.at("program").get<std::string>());
+  ASSERT_TRUE(program.ok()) << program.status();
+  for (const std::string& isa : w.isas) EXPECT_EQ(desc.at("isas").at(isa).size(), 4u) << isa;
+  EXPECT_EQ(desc.at("weights_bytes").get<size_t>(), by_name["tiny_weights.inc"].size());
+  EXPECT_GT(by_name["tiny_weights.inc"].size(), 0u);
+}
+
+TEST(AotWriterTest, RefusesWhatMustNotReachGeneratedCode) {
+  struct Case {
+    WriterOptions w;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  for (const char* bad : {"", "9lives", "a-b", "x;y", "name space"}) {
+    WriterOptions w = Options();
+    w.name = bad;
+    cases.push_back({w, "is not a C++ identifier"});
+  }
+  WriterOptions w = Options();
+  w.isas = {"sse9"};
+  cases.push_back({w, "unknown ISA 'sse9'"});
+  w = Options();
+  w.isas = {"avx2", "avx2"};
+  cases.push_back({w, "listed twice"});
+  w = Options();
+  w.isas = {};
+  cases.push_back({w, "no ISA"});
+  w = Options();
+  w.shards = 0;
+  cases.push_back({w, "shards must be in [1, 1024]"});
+  w = Options();
+  w.header_include = "../../etc/x.h";
+  cases.push_back({w, "is not a plain relative path"});
+  w = Options();
+  w.data_dir = "out\"\n.byte 1";
+  cases.push_back({w, "is not a plain relative path"});
+  if (const isa::VecIsa* neon = isa::FindIsa("neon"); neon != nullptr && !neon->emulator.empty()) {
+    w = Options();
+    w.isas = {"neon"};
+    cases.push_back({w, "needs its own toolchain"});
+  }
+  for (const Case& c : cases) {
+    absl::StatusOr<std::vector<GeneratedFile>> files = WriteAotLibrary(TinyCnn(), {}, c.w);
+    ASSERT_FALSE(files.ok()) << c.message;
+    EXPECT_EQ(files.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(files.status().message(), HasSubstr(c.message));
+  }
+}
+
+TEST(AotWriterTest, MissingModelIsAnError) {
+  absl::StatusOr<std::vector<GeneratedFile>> files =
+      WriteAotLibrary("/nonexistent/model.onnx", {}, Options());
+  EXPECT_FALSE(files.ok());
+}
+
+}  // namespace
+}  // namespace kiln::aot
