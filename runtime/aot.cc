@@ -10,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "backends/onednn/extern_kernel.h"
 #include "ir/graph/dtype.h"
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
@@ -87,6 +89,14 @@ absl::StatusOr<TensorInfo> ParseTensorInfo(const json& j, int32_t* buffer) {
   t.shape_known = j.at("shape_known").get<bool>();
   *buffer = j.at("buffer").get<int32_t>();
   return t;
+}
+
+// oneDNN ISAs that pick the same activation layouts: "avx512*", "avx2*",
+// the rest.
+std::string LayoutClass(absl::string_view onednn_isa) {
+  if (absl::StartsWith(onednn_isa, "avx512")) return "avx512";
+  if (absl::StartsWith(onednn_isa, "avx2")) return "avx2";
+  return "sse41";
 }
 
 KernelReport ParseKernelReport(const json& j, const ir::loop::Kernel& k) {
@@ -213,6 +223,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
   report.mode = ModeName(options.mode);
   report.threads = options.threads;
   report.warnings = desc.at("warnings").get<std::vector<std::string>>();
+  const std::string built_onednn = desc.at("onednn_isa").get<std::string>();
+  const std::string here_onednn = onednn::OneDnnCpuIsa();
+  if (options.use_onednn && LayoutClass(built_onednn) != LayoutClass(here_onednn)) {
+    report.warnings.push_back(absl::StrCat(
+        "activation layouts were chosen at build time for oneDNN on ", built_onednn,
+        "; oneDNN here runs ", here_onednn,
+        ": convolutions may reorder activations inside the call (correct, slower); "
+        "build the library with isas matching this CPU"));
+  }
   for (const json& u : desc.at("unfused_elementwise")) {
     report.unfused_elementwise.push_back(
         {u.at("node").get<std::string>(), u.at("op").get<std::string>(),

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backends/cpp/emitter.h"
+#include "backends/onednn/extern_kernel.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/text.h"
 #include "ir/status_macros.h"
@@ -245,6 +246,8 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
   desc["name"] = writer.name;
   desc["model"] = p.report.model;
   desc["program"] = program_text;
+  // propagate-layout asked this process's oneDNN for its channel blocks.
+  desc["onednn_isa"] = onednn::OneDnnCpuIsa();
   json compile;
   compile["reference_fallback"] = options.reference_fallback;
   compile["disabled_passes"] = options.disabled_passes;

@@ -31,6 +31,17 @@ KILN_AOT_ISA_COPTS = {
     "avx512": ["-march=skylake-avx512", "-DHWY_COMPILE_ONLY_STATIC"],
 }
 
+# oneDNN's ISA (DNNL_MAX_CPU_ISA) while kilnc compiles for the best ISA
+# listed: the propagate-layout pass asks oneDNN which channel block its
+# convs want, and the answer must be for the CPUs the library targets, not
+# for a build host above them (runtime/aot.cc warns at Create when the
+# running CPU's oneDNN class differs).
+_ONEDNN_CAP = {
+    "avx512": "AVX512_CORE",
+    "avx2": "AVX2",
+    "scalar": "SSE41",
+}
+
 # runtime/jit's optimization flags (JitOptions::optimization_flags); -w:
 # warnings in generated code are not the user's to fix.
 _KERNEL_COPTS = ["-O3", "-fopenmp", "-w"]
@@ -74,6 +85,7 @@ def kiln_aot_library(
         if isa not in KILN_AOT_ISA_COPTS:
             fail("kiln_aot_library: unknown ISA '%s' (known: %s)" % (isa, ", ".join(KILN_AOT_ISA_COPTS.keys())))
     outs = _aot_file_names(name, isas, shards)
+    best = [isa for isa in ["avx512", "avx2", "scalar"] if isa in isas][0]
     pkg = native.package_name()
     header = (pkg + "/" if pkg else "") + name + ".h"
     kilnc = str(Label("//tools:kilnc"))
@@ -83,6 +95,7 @@ def kiln_aot_library(
         outs = outs,
         tools = [kilnc],
         cmd = " ".join([
+            "DNNL_MAX_CPU_ISA=%s" % _ONEDNN_CAP[best],
             "$(location %s) aot $(location %s)" % (kilnc, model),
             "--out-dir=$(RULEDIR) --data-dir=$(RULEDIR)",
             "--name=%s --isas=%s --shards=%d --header=%s" % (name, ",".join(isas), shards, header),

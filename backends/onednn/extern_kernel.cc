@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/onednn/fused_call.h"
+#include "oneapi/dnnl/dnnl.hpp"
 #include "backends/onednn/kernel_reader.h"
 #include "backends/onednn/rnn_kernel.h"
 #include "ir/status_macros.h"
@@ -916,6 +917,22 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());
   return *blocks;
+}
+
+std::string OneDnnCpuIsa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return absl::StrCat("isa_", static_cast<int>(dnnl::get_effective_cpu_isa()));
+  }
 }
 
 }  // namespace kiln::onednn

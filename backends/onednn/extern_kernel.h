@@ -85,6 +85,12 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
     const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
     const OneDnnCallOptions& options = {});
 
+// The CPU ISA oneDNN's kernels use in this process (dnnl's
+// get_effective_cpu_isa: the CPU's, capped by DNNL_MAX_CPU_ISA):
+// "avx512_core_amx", "avx2", "sse41", ... What PreferredActivationBlocks
+// answers depends on it.
+std::string OneDnnCpuIsa();
+
 }  // namespace kiln::onednn
 
 #endif  // KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_
