@@ -4,12 +4,15 @@
 #include "runtime/aot_writer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +38,32 @@ bool IsIdentifier(absl::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
+}
+
+// A library name becomes a namespace: no keyword, no reserved identifier,
+// no namespace the generated code or its includes already use.
+bool IsUsableNamespace(absl::string_view s) {
+  static const absl::flat_hash_set<absl::string_view>* const kTaken =
+      new absl::flat_hash_set<absl::string_view>{
+          "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool",
+          "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class",
+          "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast",
+          "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+          "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
+          "false", "float", "for", "friend", "goto", "if", "inline", "int", "long",
+          "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator",
+          "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+          "requires", "return", "short", "signed", "sizeof", "static", "static_assert",
+          "static_cast", "struct", "switch", "template", "this", "thread_local", "throw",
+          "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+          "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+          // Namespaces of the generated code and its headers.
+          "std", "absl", "hwy", "kiln", "kiln_gen", "kiln_rt", "nlohmann", "dnnl"};
+  if (absl::StartsWith(s, "__") ||
+      (s.size() > 1 && s[0] == '_' && std::isupper(static_cast<unsigned char>(s[1])))) {
+    return false;
+  }
+  return !kTaken->contains(s);
 }
 
 // Paths that go into a C++ #include or an assembler string as they are.
@@ -162,6 +191,12 @@ absl::Status CheckWriterOptions(const WriterOptions& w) {
   if (!IsIdentifier(w.name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "AOT library name '", w.name, "' is not a C++ identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+  }
+  if (!IsUsableNamespace(w.name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AOT library name '", w.name,
+        "' cannot be its namespace (a C++ keyword, a reserved identifier or a namespace "
+        "kiln's generated code uses)"));
   }
   if (w.isas.empty()) return absl::InvalidArgumentError("no ISA to compile for");
   for (size_t i = 0; i < w.isas.size(); ++i) {

@@ -93,6 +93,11 @@ TEST(AotWriterTest, RefusesWhatMustNotReachGeneratedCode) {
     w.name = bad;
     cases.push_back({w, "is not a C++ identifier"});
   }
+  for (const char* bad : {"int", "namespace", "std", "kiln", "__x", "_Foo"}) {
+    WriterOptions w = Options();
+    w.name = bad;
+    cases.push_back({w, "cannot be its namespace"});
+  }
   WriterOptions w = Options();
   w.isas = {"sse9"};
   cases.push_back({w, "unknown ISA 'sse9'"});
