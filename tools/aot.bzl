@@ -66,6 +66,7 @@ def kiln_aot_library(
         isas = KILN_AOT_ISAS,
         shards = 1,
         kilnc_flags = [],
+        gen_test = False,
         visibility = None,
         testonly = False,
         tags = []):
@@ -77,6 +78,9 @@ def kiln_aot_library(
       isas: VecISA modules to compile kernels for (keys of KILN_AOT_ISA_COPTS).
       shards: translation units per ISA (big models build faster in parallel).
       kilnc_flags: compile flags for `kilnc aot` (--shape=..., --disable-pass=...).
+      gen_test: also a cc_test `<name>_test` (tools/aot_test_main.cc): seeded
+        random inputs on every ISA this CPU runs against the reference
+        interpreter on `model`, refusal of the others.
       visibility: of the cc_library.
       testonly: as for any rule.
       tags: of every rule.
@@ -131,3 +135,21 @@ def kiln_aot_library(
         tags = tags,
         visibility = visibility,
     )
+    if gen_test:
+        native.cc_test(
+            name = name + "_test",
+            size = "medium",
+            srcs = [str(Label("//tools:aot_test_main.cc"))],
+            copts = [
+                "-include",
+                header,
+                "-DKILN_AOT_NAMESPACE=" + name,
+            ],
+            args = ["$(rootpath %s)" % model],
+            data = [model],
+            deps = [
+                ":" + name,
+                str(Label("//tools:aot_test_deps")),
+            ],
+            tags = tags,
+        )
