@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "aot/tiny_cnn_aot.h"
 #include "frontend/onnx/importer.h"
@@ -147,6 +148,33 @@ TEST_F(TinyCnnAotTest, EveryIsaTheHostRunsMatchesReference) {
     ++ran;
   }
   EXPECT_GE(ran, 1);  // scalar runs everywhere
+}
+
+TEST_F(TinyCnnAotTest, EachIsaHasTheProgramOneDnnWantsOnIt) {
+  // Each ISA's program was compiled with oneDNN capped at that ISA; a CPU of
+  // another oneDNN class runs it correctly (checked above) but is warned.
+  const std::vector<std::string> built = BuiltIsas();
+  std::string best;
+  for (const std::string& name : built) {
+    if (HostRuns(name) && (best.empty() || isa::FindIsa(name)->rank > isa::FindIsa(best)->rank)) {
+      best = name;
+    }
+  }
+  for (const std::string& name : built) {
+    if (!HostRuns(name)) continue;
+    CompileOptions options;
+    options.isa = name;
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = tiny_cnn_aot::Create(options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    bool warned = false;
+    for (const std::string& w : (*model)->report().warnings) {
+      warned |= absl::StrContains(w, "activation layouts were chosen at build time");
+    }
+    if (name == best) EXPECT_FALSE(warned) << name << " is this CPU's class";
+    // Forced below the CPU's class (scalar's program is for SSE4.1 CPUs).
+    if (name == "avx2" && HostRuns("avx512")) EXPECT_TRUE(warned) << name;
+    if (name == "scalar" && HostRuns("avx2")) EXPECT_TRUE(warned) << name;
+  }
 }
 
 TEST_F(TinyCnnAotTest, SameStepsAsTheJit) {

@@ -122,9 +122,10 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
                                                       const CompileOptions& options,
                                                       const IsaTable& table,
                                                       absl::Time start) {
-  if (desc.at("format").get<std::string>() != "kiln-aot-1") {
-    return absl::InvalidArgumentError(absl::StrCat("AOT library '", a.name,
-                                                   "' has an unknown description format"));
+  if (desc.at("format").get<std::string>() != "kiln-aot-2" ||
+      desc.at("isa").get<std::string>() != table.isa) {
+    return InternalError("AOT library '", a.name, "': the ", table.isa,
+                         " description has an unknown format or is another ISA's");
   }
   // What was fixed when the library was built.
   const json& built = desc.at("compile");
@@ -201,8 +202,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
   std::map<int, KernelFn> fn_of;
   for (int i = 0; i < table.num_entries; ++i) fn_of[table.entries[i].kernel] = table.entries[i].fn;
   std::map<int, const json*> kernel_desc;
-  const json& isa_kernels = desc.at("isas").at(table.isa);
-  for (const json& k : isa_kernels) kernel_desc[k.at("kernel").get<int>()] = &k;
+  for (const json& k : desc.at("kernels")) kernel_desc[k.at("kernel").get<int>()] = &k;
   internal::LoopEntryFn entry_of = [&](int k,
                                        const ir::loop::Kernel& kernel) -> absl::StatusOr<internal::LoopEntry> {
     auto f = fn_of.find(k);
@@ -255,11 +255,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CreateModel(const Artifact& artif
   }
   const HostSupports supports = host_supports ? host_supports : HostSupports(RegistrySupports);
   KILN_ASSIGN_OR_RETURN(const IsaTable* table, ChooseIsa(artifact, options.isa, supports));
-  const json desc = json::parse(artifact.description,
-                                artifact.description + artifact.description_size,
+  const json desc = json::parse(table->description,
+                                table->description + table->description_size,
                                 /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (desc.is_discarded() || !desc.is_object()) {
-    return InternalError("AOT library '", artifact.name, "': its description is not JSON");
+    return InternalError("AOT library '", artifact.name, "': the ", table->isa,
+                         " description is not JSON");
   }
   try {
     return Create(artifact, desc, options, *table, start);

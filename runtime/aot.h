@@ -37,19 +37,20 @@ struct KernelEntry {
   KernelFn fn;
 };
 
-// The loop kernels compiled with one ISA module's flags.
+// One ISA's program: its description and its loop kernels, compiled with
+// that ISA module's flags.
 struct IsaTable {
   const char* isa;  // the VecISA module name ("avx2")
   const KernelEntry* entries;
   int num_entries;
+  const unsigned char* description;  // JSON (aot_writer.h), not NUL-terminated
+  size_t description_size;
 };
 
 // What a kiln_aot_library links in.
 struct Artifact {
-  const char* name;                 // the library's name
-  const unsigned char* description;  // JSON (aot_writer.h), not NUL-terminated
-  size_t description_size;
-  const unsigned char* weights;  // the constants' bytes, 64-byte aligned
+  const char* name;              // the library's name
+  const unsigned char* weights;  // the constants' bytes, shared by every ISA
   size_t weights_size;
   const IsaTable* isas;
   int num_isas;

@@ -4,15 +4,24 @@
 // kernels emitted once per ISA, and the files a cc_library needs to carry
 // the result (runtime/aot.h loads it):
 //
-//   <name>.h              the factory: <name>::Create(options), <name>::Artifact()
-//   <name>_table.cc       per-ISA tables of kernel entries; the Artifact
-//   <name>_data.S         .incbin of the two data files below
-//   <name>_program.inc    the description (JSON): the loop program after the
-//                         pass pipeline (ir/loop/text.h), the interface, the
-//                         constants' places in the weights file, and per ISA
-//                         each loop kernel's arguments and report line
-//   <name>_weights.inc    the constants' bytes, each 64-byte aligned
-//   <name>_<isa>_<s>.cc   the loop kernels for <isa>, shard s of `shards`
+//   <name>.h                 the factory: <name>::Create(options), <name>::Artifact()
+//   <name>_table.cc          the Artifact: every ISA's table and description
+//   <name>_data.S            .incbin of the weights
+//   <name>_weights.inc       the constants' bytes, each 64-byte aligned
+// and per ISA:
+//   <name>_<isa>_program.inc the description (JSON): the loop program after
+//                            the pass pipeline (ir/loop/text.h), the
+//                            interface, the constants' places in the weights
+//                            file, each loop kernel's arguments and report
+//   <name>_<isa>_table.cc    the ISA's kernel entries by kernel index
+//   <name>_<isa>_data.S      .incbin of its description
+//   <name>_<isa>_<s>.cc      its loop kernels, shard s of `shards`
+//
+// Each ISA has its own program: the propagate-layout pass asks oneDNN for
+// the channel block its convs want, which depends on the CPU oneDNN runs
+// on, so tools/aot.bzl writes each ISA's part in its own kilnc run with
+// oneDNN capped at that ISA (DNNL_MAX_CPU_ISA) and the shared files in a
+// "glue" run.
 //
 // Only kiln-made identifiers (the emitter's sanitized symbols, the checked
 // `name`) and numbers reach the C++ and assembler files; model strings live
@@ -42,6 +51,12 @@ struct WriterOptions {
   // Where the assembler finds the data files (.incbin, relative to the
   // assembler's working directory: Bazel's execroot).
   std::string data_dir;
+  // Which files: "" all; "glue" the header, the Artifact table and the
+  // weights; an ISA of `isas` that ISA's files.
+  std::string part;
+  // part = an ISA: the glue run's weights file, which must hold this run's
+  // constants byte for byte (checked; empty: not checked).
+  std::string weights_file;
 };
 
 struct GeneratedFile {

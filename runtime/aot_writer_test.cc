@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,14 +73,69 @@ TEST(AotWriterTest, WritesEveryDeclaredFile) {
   EXPECT_THAT(by_name["tiny_data.S"],
               HasSubstr(".incbin \"bazel-out/k8-opt/bin/pkg/tiny_weights.inc\""));
 
-  // The description reads back as the program, with one kernel list per ISA.
-  const nlohmann::json desc = nlohmann::json::parse(by_name["tiny_program.inc"]);
-  absl::StatusOr<ir::loop::LoopProgram> program =
-      ir::loop::ParseProgram(desc.at("program").get<std::string>());
-  ASSERT_TRUE(program.ok()) << program.status();
-  for (const std::string& isa : w.isas) EXPECT_EQ(desc.at("isas").at(isa).size(), 4u) << isa;
-  EXPECT_EQ(desc.at("weights_bytes").get<size_t>(), by_name["tiny_weights.inc"].size());
+  // Per ISA, a description that reads back as the program, with its kernels.
+  for (const std::string& isa : w.isas) {
+    const nlohmann::json desc = nlohmann::json::parse(by_name["tiny_" + isa + "_program.inc"]);
+    absl::StatusOr<ir::loop::LoopProgram> program =
+        ir::loop::ParseProgram(desc.at("program").get<std::string>());
+    ASSERT_TRUE(program.ok()) << program.status();
+    EXPECT_EQ(desc.at("isa").get<std::string>(), isa);
+    EXPECT_EQ(desc.at("kernels").size(), 4u) << isa;
+    EXPECT_EQ(desc.at("weights_bytes").get<size_t>(), by_name["tiny_weights.inc"].size());
+    EXPECT_THAT(by_name["tiny_" + isa + "_data.S"],
+                HasSubstr(absl::StrCat(".incbin \"bazel-out/k8-opt/bin/pkg/tiny_", isa,
+                                       "_program.inc\"")));
+    EXPECT_THAT(by_name["tiny_" + isa + "_table.cc"],
+                HasSubstr(absl::StrCat("kiln_aot_tiny_", isa, "_kernels_count = 4;")));
+  }
   EXPECT_GT(by_name["tiny_weights.inc"].size(), 0u);
+}
+
+TEST(AotWriterTest, PartsWriteTheirFilesAndShareTheWeights) {
+  WriterOptions w = Options();
+  w.part = "glue";
+  absl::StatusOr<std::vector<GeneratedFile>> glue = WriteAotLibrary(TinyCnn(), {}, w);
+  ASSERT_TRUE(glue.ok()) << glue.status();
+  std::vector<std::string> names;
+  std::string weights;
+  for (const GeneratedFile& f : *glue) {
+    names.push_back(f.name);
+    if (f.name == "tiny_weights.inc") weights = f.contents;
+  }
+  EXPECT_EQ(names, AotFileNames(w));
+  EXPECT_EQ(names.size(), 4u);
+
+  const std::string weights_file = absl::StrCat(std::getenv("TEST_TMPDIR"), "/w.inc");
+  {
+    std::ofstream out(weights_file, std::ios::binary);
+    out << weights;
+  }
+  w.part = "avx2";
+  w.weights_file = weights_file;
+  absl::StatusOr<std::vector<GeneratedFile>> avx2 = WriteAotLibrary(TinyCnn(), {}, w);
+  ASSERT_TRUE(avx2.ok()) << avx2.status();
+  names.clear();
+  for (const GeneratedFile& f : *avx2) names.push_back(f.name);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> expected = AotFileNames(w);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(names.size(), 3u + 3u);  // table, data, program + 3 shards
+
+  // Weights that are not this program's constants: refused.
+  {
+    std::ofstream out(weights_file, std::ios::binary | std::ios::trunc);
+    out << weights.substr(0, weights.size() / 2);
+  }
+  absl::StatusOr<std::vector<GeneratedFile>> bad = WriteAotLibrary(TinyCnn(), {}, w);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("differ from the shared weights file"));
+
+  w.part = "neon";
+  w.weights_file = "";
+  absl::StatusOr<std::vector<GeneratedFile>> other = WriteAotLibrary(TinyCnn(), {}, w);
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.status().message(), HasSubstr("neither 'glue' nor one of the ISAs"));
 }
 
 TEST(AotWriterTest, RefusesWhatMustNotReachGeneratedCode) {

@@ -10,11 +10,12 @@
     absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> m =
         tiny_cnn_aot::Create(kiln::CompileOptions{});  // best ISA of this CPU
 
-A genrule runs `kilnc aot` (runtime/aot_writer.h) on the model. Per ISA its
-loop kernels become a cc_library compiled with that VecISA module's flags
-(`<name>_<isa>`); `<name>` holds the per-ISA kernel tables, the compiled
-program's description and the weights (linked in with .incbin from two data
-files, see ARCHITECTURE.md) and the generated header `<name>.h`. At run time
+Genrules run `kilnc aot` (runtime/aot_writer.h) on the model: one per ISA
+(its program, compiled with oneDNN capped at that ISA, and its loop kernels,
+which become a cc_library compiled with that VecISA module's flags,
+`<name>_<isa>`) and one for the weights and the header. `<name>` holds the
+per-ISA kernel tables and program descriptions, the weights (linked in with
+.incbin, see ARCHITECTURE.md) and the generated header `<name>.h`. At run time
 runtime/aot.h picks the best ISA the CPU runs, or the one CompileOptions::isa
 names, refusing one the CPU lacks.
 
@@ -31,11 +32,12 @@ KILN_AOT_ISA_COPTS = {
     "avx512": ["-march=skylake-avx512", "-DHWY_COMPILE_ONLY_STATIC"],
 }
 
-# oneDNN's ISA (DNNL_MAX_CPU_ISA) while kilnc compiles for the best ISA
-# listed: the propagate-layout pass asks oneDNN which channel block its
-# convs want, and the answer must be for the CPUs the library targets, not
-# for a build host above them (runtime/aot.cc warns at Create when the
-# running CPU's oneDNN class differs).
+# oneDNN's ISA (DNNL_MAX_CPU_ISA) while kilnc compiles an ISA's program:
+# the propagate-layout pass asks oneDNN which channel block its convs want,
+# and the answer must be for the CPUs that run that ISA, not for the build
+# host (runtime/aot.cc warns at Create when the running CPU's oneDNN class
+# differs, e.g. an ISA forced below the CPU's). The glue run (weights, which
+# do not depend on it) uses the best ISA's.
 _ONEDNN_CAP = {
     "avx512": "AVX512_CORE",
     "avx2": "AVX2",
@@ -46,19 +48,15 @@ _ONEDNN_CAP = {
 # warnings in generated code are not the user's to fix.
 _KERNEL_COPTS = ["-O3", "-fopenmp", "-w"]
 
-def _aot_file_names(name, isas, shards):
+def _glue_files(name):
     # Keep in step with aot::AotFileNames (runtime/aot_writer.cc).
-    names = [
-        name + ".h",
-        name + "_table.cc",
-        name + "_data.S",
-        name + "_program.inc",
-        name + "_weights.inc",
+    return [name + ".h", name + "_table.cc", name + "_data.S", name + "_weights.inc"]
+
+def _isa_files(name, isa, shards):
+    return ["%s_%s%s" % (name, isa, suffix) for suffix in ["_table.cc", "_data.S", "_program.inc"]] + [
+        "%s_%s_%d.cc" % (name, isa, s)
+        for s in range(shards)
     ]
-    for isa in isas:
-        for s in range(shards):
-            names.append("%s_%s_%d.cc" % (name, isa, s))
-    return names
 
 def kiln_aot_library(
         name,
@@ -88,28 +86,49 @@ def kiln_aot_library(
     for isa in isas:
         if isa not in KILN_AOT_ISA_COPTS:
             fail("kiln_aot_library: unknown ISA '%s' (known: %s)" % (isa, ", ".join(KILN_AOT_ISA_COPTS.keys())))
-    outs = _aot_file_names(name, isas, shards)
     best = [isa for isa in ["avx512", "avx2", "scalar"] if isa in isas][0]
     pkg = native.package_name()
     header = (pkg + "/" if pkg else "") + name + ".h"
     kilnc = str(Label("//tools:kilnc"))
+    common = " ".join([
+        "$(location %s) aot $(location %s)" % (kilnc, model),
+        "--out-dir=$(RULEDIR) --data-dir=$(RULEDIR)",
+        "--name=%s --isas=%s --shards=%d --header=%s" % (name, ",".join(isas), shards, header),
+    ] + kilnc_flags)
+
+    # The header, the Artifact table and the weights.
     native.genrule(
         name = name + "_gen",
         srcs = [model],
-        outs = outs,
+        outs = _glue_files(name),
         tools = [kilnc],
-        cmd = " ".join([
-            "DNNL_MAX_CPU_ISA=%s" % _ONEDNN_CAP[best],
-            "$(location %s) aot $(location %s)" % (kilnc, model),
-            "--out-dir=$(RULEDIR) --data-dir=$(RULEDIR)",
-            "--name=%s --isas=%s --shards=%d --header=%s" % (name, ",".join(isas), shards, header),
-        ] + kilnc_flags + ["> /dev/null"]),
+        cmd = "DNNL_MAX_CPU_ISA=%s %s --part=glue > /dev/null" % (_ONEDNN_CAP[best], common),
         testonly = testonly,
         tags = tags,
         visibility = ["//visibility:private"],
     )
+
+    # Per ISA: its program (layouts chosen by oneDNN capped at that ISA), its
+    # kernel table and its kernels, compiled with its flags.
     isa_libs = []
+    isa_srcs = []
+    isa_data = []
     for isa in isas:
+        native.genrule(
+            name = "%s_%s_gen" % (name, isa),
+            srcs = [model, name + "_weights.inc"],
+            outs = _isa_files(name, isa, shards),
+            tools = [kilnc],
+            cmd = "DNNL_MAX_CPU_ISA=%s %s --part=%s --weights=$(location %s) > /dev/null" % (
+                _ONEDNN_CAP[isa],
+                common,
+                isa,
+                name + "_weights.inc",
+            ),
+            testonly = testonly,
+            tags = tags,
+            visibility = ["//visibility:private"],
+        )
         native.cc_library(
             name = "%s_%s" % (name, isa),
             srcs = ["%s_%s_%d.cc" % (name, isa, s) for s in range(shards)],
@@ -121,12 +140,14 @@ def kiln_aot_library(
             visibility = ["//visibility:private"],
         )
         isa_libs.append(":%s_%s" % (name, isa))
+        isa_srcs += ["%s_%s_table.cc" % (name, isa), "%s_%s_data.S" % (name, isa)]
+        isa_data.append("%s_%s_program.inc" % (name, isa))
     native.cc_library(
         name = name,
-        srcs = [name + "_table.cc", name + "_data.S"],
+        srcs = [name + "_table.cc", name + "_data.S"] + isa_srcs,
         hdrs = [name + ".h"],
         # Read by the assembler's .incbin, not by the C++ compiler.
-        textual_hdrs = [name + "_program.inc", name + "_weights.inc"],
+        textual_hdrs = [name + "_weights.inc"] + isa_data,
         deps = isa_libs + [
             str(Label("//runtime:kiln")),
             str(Label("@system//:absl")),

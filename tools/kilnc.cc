@@ -656,6 +656,8 @@ int RunAot(const Command& cmd) {
   w.shards = o.shards;
   w.header_include = o.header_include;
   w.data_dir = o.data_dir;
+  w.part = o.part;
+  w.weights_file = o.weights_file.empty() ? "" : ResolvePath(o.weights_file, WorkingDir());
   absl::StatusOr<std::vector<aot::GeneratedFile>> files =
       aot::WriteAotLibrary(ResolvePath(o.model, WorkingDir()), options, w);
   if (!files.ok()) {

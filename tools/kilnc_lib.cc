@@ -226,12 +226,15 @@ Flags:
 
 constexpr absl::string_view kAotUsage =
     R"(usage: kilnc aot MODEL --out-dir=DIR --name=NAME [--isas=scalar,avx2,avx512]
-                 [--shards=N] [--header=PATH] [--data-dir=DIR] [compile flags]
+                 [--shards=N] [--header=PATH] [--data-dir=DIR]
+                 [--part=glue|ISA [--weights=FILE]] [compile flags]
 
 Compiles MODEL ahead of time and writes into DIR what a cc_library needs
 (runtime/aot_writer.h): NAME.h (NAME::Create), NAME_table.cc, NAME_data.S,
-NAME_program.inc (the compiled program), NAME_weights.inc and, per ISA, N
-translation units NAME_<isa>_<k>.cc of loop kernels. tools/aot.bzl runs it.
+NAME_weights.inc and, per ISA, NAME_<isa>_program.inc (the compiled
+program), NAME_<isa>_table.cc, NAME_<isa>_data.S and N translation units
+NAME_<isa>_<k>.cc of loop kernels. tools/aot.bzl runs it once per ISA
+(--part=ISA, oneDNN capped at that ISA) and once for the rest (--part=glue).
 
 Flags:
   --out-dir=DIR    where the files go (must exist)
@@ -241,6 +244,9 @@ Flags:
   --shards=N       translation units per ISA (default 1)
   --header=PATH    how NAME_table.cc includes NAME.h (default DIR/NAME.h)
   --data-dir=DIR   where the assembler finds the .inc files (default DIR)
+  --part=P         only the files of ISA P, or the shared ones (glue)
+  --weights=FILE   with --part=ISA: the glue run's NAME_weights.inc, which
+                   must hold this run's constants byte for byte
   --help           this text
 )";
 
@@ -604,7 +610,9 @@ absl::StatusOr<Command> ParseAot(const std::vector<std::string>& args) {
                  {"isas", true},
                  {"shards", true},
                  {"header", true},
-                 {"data-dir", true}},
+                 {"data-dir", true},
+                 {"part", true},
+                 {"weights", true}},
                 /*engine=*/false,
                 /*inputs=*/false};
   auto on_own = [&](const std::string& name, const std::string& value) -> absl::Status {
@@ -621,6 +629,10 @@ absl::StatusOr<Command> ParseAot(const std::vector<std::string>& args) {
       }
     } else if (name == "header") {
       o.header_include = value;
+    } else if (name == "part") {
+      o.part = value;
+    } else if (name == "weights") {
+      o.weights_file = value;
     } else {
       o.data_dir = value;
     }

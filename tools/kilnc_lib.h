@@ -126,6 +126,8 @@ struct AotCommandOptions {
   int shards = 1;              // --shards
   std::string header_include;  // --header; default <out-dir>/<name>.h
   std::string data_dir;        // --data-dir; default <out-dir>
+  std::string part;            // --part: "glue" or an ISA; empty: every file
+  std::string weights_file;    // --weights: the glue run's weights (--part=ISA)
 };
 
 struct Command {
