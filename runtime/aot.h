@@ -1,9 +1,12 @@
 // File: runtime/aot.h — the run-time half of kiln's ahead-of-time path: a
 // model compiled at build time by `kilnc aot` (tools/aot.bzl's
 // kiln_aot_library) becomes a CompiledModel without a JIT. Generated code
-// fills an `aot::Artifact` (the program description and the weights, linked
-// in with .incbin, and one kernel table per ISA) and calls CreateModel;
-// users call the generated `<namespace>::Create(options)`.
+// fills an `aot::Artifact` (the weights and, per ISA, its program's
+// description, both linked in with .incbin, and its kernel table) and calls
+// CreateModel;
+// users call the generated `<namespace>::Create(options)`. Each ISA has its
+// own program (its layouts were chosen for that ISA's CPUs); the weights are
+// shared.
 //
 //   absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> m =
 //       tiny_cnn_aot::Create(kiln::CompileOptions{});   // best ISA of this CPU
