@@ -3,10 +3,9 @@
 // kiln_aot_library) becomes a CompiledModel without a JIT. Generated code
 // fills an `aot::Artifact` (the weights and, per ISA, its program's
 // description, both linked in with .incbin, and its kernel table) and calls
-// CreateModel;
-// users call the generated `<namespace>::Create(options)`. Each ISA has its
-// own program (its layouts were chosen for that ISA's CPUs); the weights are
-// shared.
+// CreateModel; users call the generated `<namespace>::Create(options)`.
+// Each ISA has its own program (its layouts were chosen for that ISA's
+// CPUs); the weights are shared.
 //
 //   absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> m =
 //       tiny_cnn_aot::Create(kiln::CompileOptions{});   // best ISA of this CPU
