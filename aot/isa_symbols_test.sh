@@ -5,7 +5,9 @@
 # into one binary; an inline function or template instance they define as a
 # weak (COMDAT) symbol would be merged with the other ISAs' copies, and the
 # linker could keep the AVX-512 one for the scalar path (SIGILL on a CPU
-# without AVX-512). The emitter keeps everything else internal.
+# without AVX-512). The emitter keeps everything else internal. Nor may they
+# have static initializers (.init_array/.ctors): those run at start-up on
+# every CPU, before any ISA check.
 #   isa_symbols_test.sh PREFIX LIB...   (PREFIX: kiln_aot_<name>_)
 set -euo pipefail
 prefix=$1
@@ -20,8 +22,14 @@ for lib in "$@"; do
     echo "$bad"
     exit 1
   fi
+  sections=$(objdump -h "$lib")
+  if echo "$sections" | grep -qE '\.(init_array|preinit_array|ctors)'; then
+    echo "FAIL: $lib has static initializers (they would run on every CPU):"
+    echo "$sections" | grep -E '\.(init_array|preinit_array|ctors)'
+    exit 1
+  fi
   entries=$(echo "$symbols" | grep -c " T ${prefix}" || true)
-  echo "$lib: $entries entries, no other global symbol"
+  echo "$lib: $entries entries, no other global symbol, no static initializer"
   if [[ "$entries" -eq 0 ]]; then
     echo "FAIL: $lib has no ${prefix}* entry"
     exit 1
