@@ -15,21 +15,9 @@ namespace {
 
 void Expect(const char* text, bool want_changed, const char* checks,
             bool run = true) {
-  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(text);
-  ASSERT_TRUE(before.ok()) << before.status();
   EliminateDeadBuffers pass;
-  bool changed = false;
-  absl::StatusOr<lowering::LoweredProgram> after =
-      loop_testing::Apply(pass, *before, &changed);
-  ASSERT_TRUE(after.ok()) << after.status();
-  const std::string out = ir::loop::PrintProgram(after->program);
-  EXPECT_EQ(changed, want_changed) << out;
-  if (run) {
-    absl::Status same = loop_testing::CheckSameResults(*before, *after);
-    EXPECT_TRUE(same.ok()) << same;
-  }
-  absl::Status s = kiln::testing::RunFileCheck(out, checks);
-  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  absl::Status s = loop_testing::CheckPass(pass, text, want_changed, checks, run);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(EliminateDeadBuffers, RemovesAnUnreadKernelAndItsBuffer) {

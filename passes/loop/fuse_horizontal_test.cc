@@ -13,22 +13,9 @@ namespace kiln::passes {
 namespace {
 
 void Expect(const char* text, bool want_changed, const char* checks) {
-  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(text);
-  ASSERT_TRUE(before.ok()) << before.status();
   FuseHorizontal pass;
-  bool changed = false;
-  absl::StatusOr<lowering::LoweredProgram> after =
-      loop_testing::Apply(pass, *before, &changed);
-  ASSERT_TRUE(after.ok()) << after.status();
-  const std::string out = ir::loop::PrintProgram(after->program);
-  EXPECT_EQ(changed, want_changed) << out;
-  if (!want_changed) {
-    EXPECT_EQ(out, ir::loop::PrintProgram(before->program));
-  }
-  absl::Status same = loop_testing::CheckSameResults(*before, *after);
-  EXPECT_TRUE(same.ok()) << same;
-  absl::Status s = kiln::testing::RunFileCheck(out, checks);
-  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  absl::Status s = loop_testing::CheckPass(pass, text, want_changed, checks);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(FuseHorizontal, MaxAndSumOfOneInputBecomeOneKernel) {

@@ -11,6 +11,7 @@
 #include "lowering/extern_executor.h"
 #include "lowering/lowering_test_util.h"
 #include "testing/compare.h"
+#include "testing/filecheck.h"
 #include "testing/reference/interpreter.h"
 
 namespace kiln::passes::loop_testing {
@@ -119,6 +120,25 @@ absl::StatusOr<lowering::LoweredProgram> Apply(
   if (changed != nullptr) *changed = *c;
   KILN_RETURN_IF_ERROR(ir::loop::VerifyProgram(after.program));
   return after;
+}
+
+absl::Status CheckPass(LoopPass& pass, absl::string_view text, bool want_changed,
+                       absl::string_view checks, bool run) {
+  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram before, FromLoopText(text));
+  bool changed = false;
+  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram after, Apply(pass, before, &changed));
+  const std::string out = ir::loop::PrintProgram(after.program);
+  if (changed != want_changed) {
+    return absl::InternalError(absl::StrCat(pass.name(), " reported changed=", changed,
+                                            ", expected ", want_changed, ":\n", out));
+  }
+  if (!changed && out != ir::loop::PrintProgram(before.program)) {
+    return absl::InternalError(absl::StrCat(pass.name(), " changed the program but said not:\n", out));
+  }
+  if (run) KILN_RETURN_IF_ERROR(CheckSameResults(before, after));
+  absl::Status s = kiln::testing::RunFileCheck(out, checks);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(s.message(), "\n", out));
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::passes::loop_testing

@@ -50,6 +50,13 @@ absl::StatusOr<lowering::LoweredProgram> Apply(LoopPass& pass,
                                                const lowering::LoweredProgram& before,
                                                bool* changed = nullptr);
 
+// Runs `pass` on the loop IR `text` and checks: it reports `want_changed`
+// (and leaves the text as it was when it says unchanged), the result
+// computes what the input did (`run`: CheckSameResults) and `checks` (CHECK
+// lines) match the printed result. OK or what failed, with the output.
+absl::Status CheckPass(LoopPass& pass, absl::string_view text, bool want_changed,
+                       absl::string_view checks, bool run = true);
+
 }  // namespace kiln::passes::loop_testing
 
 #endif  // KILN_PASSES_LOOP_LOOP_TEST_UTIL_H_
