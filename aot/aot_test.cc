@@ -17,8 +17,8 @@
 #include "isa/isa.h"
 #include "runtime/aot.h"
 #include "runtime/kiln.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln {
 namespace {
@@ -32,7 +32,7 @@ std::string Runfile(const std::string& path) {
 }
 
 // kilnc check's tolerance for whole models.
-const kiln::testing::Tolerance kTol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
+const interp::Tolerance kTol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
 
 class TinyCnnAotTest : public ::testing::Test {
  protected:
@@ -56,7 +56,7 @@ class TinyCnnAotTest : public ::testing::Test {
     }
     expected_ = new std::vector<std::vector<ir::Tensor>>();
     for (const std::vector<ir::Tensor>& in : *inputs_) {
-      absl::StatusOr<std::vector<ir::Tensor>> out = reference::Run(*graph_, in);
+      absl::StatusOr<std::vector<ir::Tensor>> out = interp::Run(*graph_, in);
       ASSERT_TRUE(out.ok()) << out.status();
       expected_->push_back(*std::move(out));
     }
@@ -69,8 +69,8 @@ class TinyCnnAotTest : public ::testing::Test {
       ASSERT_TRUE(got.ok()) << what << ": " << got.status();
       ASSERT_EQ(got->size(), (*expected_)[c].size()) << what;
       for (size_t o = 0; o < got->size(); ++o) {
-        const kiln::testing::CompareResult r =
-            kiln::testing::CompareTensors((*got)[o], (*expected_)[c][o], kTol);
+        const interp::CompareResult r =
+            interp::CompareTensors((*got)[o], (*expected_)[c][o], kTol);
         EXPECT_TRUE(r.ok) << what << ", input set " << c << ", output " << o << ": "
                           << r.message;
       }

@@ -15,8 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "testing/conformance/runner.h"
 
@@ -41,7 +42,7 @@ using conformance::Outcome;
 conformance::Executor LoweringExecutor(bool no_externs) {
   return [no_externs](const ir::Graph& graph, absl::Span<const ir::Tensor> inputs)
              -> absl::StatusOr<std::vector<ir::Tensor>> {
-    KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph));
+    KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp, LowerGraph(graph));
     if (no_externs) {
       for (const ir::loop::Kernel& k : lp.program.kernels) {
         if (k.kind == ir::loop::Kernel::Kind::kExtern) {
@@ -50,7 +51,7 @@ conformance::Executor LoweringExecutor(bool no_externs) {
         }
       }
     }
-    return RunLoweredProgram(lp, inputs);
+    return interp::RunLoopModule(lp, inputs);
   };
 }
 

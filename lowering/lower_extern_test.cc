@@ -10,14 +10,16 @@
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/text.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/extern_attrs.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
 #include "passes/graph_pipeline.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::lowering {
 namespace {
@@ -41,7 +43,7 @@ std::vector<Tensor> RandomInputs(const ir::Graph& g, uint32_t seed) {
   return inputs;
 }
 
-const ir::loop::Kernel* FindExtern(const LoweredProgram& lp,
+const ir::loop::Kernel* FindExtern(const ir::loop::LoopModule& lp,
                                    const std::string& op) {
   for (const ir::loop::Kernel& k : lp.program.kernels) {
     if (k.kind == ir::loop::Kernel::Kind::kExtern && k.call.op == op) return &k;
@@ -51,11 +53,11 @@ const ir::loop::Kernel* FindExtern(const LoweredProgram& lp,
 
 void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   ASSERT_EQ(got.size(), want.size());
-  kiln::testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
   for (size_t i = 0; i < want.size(); ++i) {
-    kiln::testing::CompareResult r = kiln::testing::CompareTensors(got[i], want[i], tol);
+    interp::CompareResult r = interp::CompareTensors(got[i], want[i], tol);
     EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message;
   }
 }
@@ -100,10 +102,10 @@ TEST(LowerKilnOps, PipelineGraphMatchesReferenceOnOriginal) {
   ir::Graph graph = *original;
   ASSERT_TRUE(passes::DefaultGraphPipeline().Run(&graph).ok());
   int fused = 0;
-  for (const ir::Node& n : graph.nodes()) fused += n.domain == kKilnDomain;
+  for (const ir::Node& n : graph.nodes()) fused += n.domain == ir::loop::kKilnDomain;
   ASSERT_EQ(fused, 3) << ir::PrintGraph(graph);
 
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   int externs = 0;
   for (const ir::loop::Kernel& k : lp->program.kernels) {
@@ -120,9 +122,9 @@ TEST(LowerKilnOps, PipelineGraphMatchesReferenceOnOriginal) {
       << "the kernel lists the nodes it computes";
 
   const std::vector<Tensor> inputs = RandomInputs(*original, 11);
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(*original, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(*original, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<std::vector<Tensor>> got = RunLoweredProgram(*lp, inputs);
+  absl::StatusOr<std::vector<Tensor>> got = interp::RunLoopModule(*lp, inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectClose(*got, *want);
 }
@@ -147,12 +149,12 @@ graph main(%x: f32[1,4,6,6], %r: f32[1,5,6,6], %t: f32[3,2,5], %bm: f32[7]) -> (
                                             Const({5, 7}, 9));
   absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   const ir::loop::Kernel* conv = FindExtern(*lp, "kiln.FusedConv");
   ASSERT_NE(conv, nullptr);
   EXPECT_EQ(conv->call.inputs.size(), 4u);
-  EXPECT_EQ(std::get<std::vector<int64_t>>(conv->call.attrs.at(kAttrInputSlots)),
+  EXPECT_EQ(std::get<std::vector<int64_t>>(conv->call.attrs.at(ir::loop::kAttrInputSlots)),
             (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(std::get<std::vector<double>>(conv->call.attrs.at("post_op_alphas")),
             (std::vector<double>{0.0, 1.0}));
@@ -160,9 +162,9 @@ graph main(%x: f32[1,4,6,6], %r: f32[1,5,6,6], %t: f32[3,2,5], %bm: f32[7]) -> (
             (std::vector<std::string>{"conv", "relu", "add_with_commas"}));
 
   const std::vector<Tensor> inputs = RandomInputs(*graph, 21);
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(*graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(*graph, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<std::vector<Tensor>> got = RunLoweredProgram(*lp, inputs);
+  absl::StatusOr<std::vector<Tensor>> got = interp::RunLoopModule(*lp, inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectClose(*got, *want);
 }
@@ -174,7 +176,7 @@ graph main(%a: f32[2,3], %b: f32[3,4]) -> (%c) opset 17 {
 }
 )");
   ASSERT_TRUE(graph.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   EXPECT_NE(FindExtern(*lp, "onnx.MatMul"), nullptr);
   EXPECT_TRUE(IsExternOp(graph->nodes()[0]));
@@ -199,7 +201,7 @@ graph main(%a: f32[2,3]) -> (%c) opset 17 {
 }
 )");
   ASSERT_TRUE(other.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*other);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*other);
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();
 
   absl::StatusOr<ir::Graph> fake = ir::ParseGraph(R"(
@@ -220,7 +222,7 @@ TEST(LowerKilnOps, ExecutorRefusesUnknownCallPrefix) {
   k.name = "k0";
   k.kind = ir::loop::Kernel::Kind::kExtern;
   k.call.op = "onednn.conv";
-  absl::StatusOr<std::vector<Tensor>> r = RunExternKernel(p, k, {});
+  absl::StatusOr<std::vector<Tensor>> r = interp::RunExternKernel(p, k, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
 }
 

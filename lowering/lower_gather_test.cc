@@ -10,6 +10,7 @@
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
 #include "ir/loop/interpreter.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
@@ -22,14 +23,14 @@ using ::testing::HasSubstr;
 using testing::CheckLowering;
 using testing::CheckOptions;
 
-absl::StatusOr<LoweredProgram> Lower(const char* text) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const char* text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
   return LowerGraph(*g);
 }
 
 TEST(LowerGather, RuntimeIndicesBecomeLoadIndirect) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[3,5,2], %i: i64[4], %j: i32[3,4,2]) -> (%a, %b) opset 13 {
   %a = Gather(%x, %i) {axis=1} name="gather" : f32[3,4,2]
   %b = GatherElements(%x, %j) {axis=1} name="ge" : f32[3,4,2]
@@ -93,7 +94,7 @@ TEST(LowerGather, OutOfRangeRuntimeIndexIsAnErrorNamingTheKernel) {
   %u = Unsqueeze(%i) {axes=[1]} : i64[2,1]
   %y = GatherElements(%x, %u) name="gather" : f32[2,1]
 })"}) {
-    absl::StatusOr<LoweredProgram> lp = Lower(text);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(text);
     ASSERT_TRUE(lp.ok()) << lp.status();
     for (int64_t bad : {4, -5}) {
       std::map<std::string, ir::Tensor> in = {
@@ -110,7 +111,7 @@ TEST(LowerGather, OutOfRangeRuntimeIndexIsAnErrorNamingTheKernel) {
 }
 
 TEST(LowerGather, OutOfRangeConstantIndexIsALoweringError) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[4,3]) -> (%y) opset 13 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[4,3]) -> (%y) opset 13 {
   %i = constant i64[2,3] [0, 1, 2, 3, 0, 4]
   %y = GatherElements(%x, %i) name="ge" : f32[2,3]
 })");

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
 #include "testing/filecheck.h"
@@ -16,7 +17,7 @@ std::string Lowered(const char* graph_text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(graph_text);
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return "";
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
   EXPECT_TRUE(lp.ok()) << lp.status();
   if (!lp.ok()) return "";
   return ir::loop::PrintProgram(lp->program);

@@ -8,12 +8,14 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/module.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
-#include "lowering/ops_scatter.h"
 #include "lowering/ops_fallback.h"
+#include "lowering/ops_scatter.h"
 
 namespace kiln::lowering {
 namespace internal {
@@ -337,7 +339,7 @@ absl::Status Lowerer::CheckStaticShapes() const {
   // With reference fallback, values of data-dependent shape flow between
   // reference calls (LowerNode makes every node touching one a call); the
   // graph inputs still need static shapes, every value a dtype.
-  const bool fallback = options_.allow_reference_fallback;
+  const bool fallback = static_cast<bool>(options_.reference_fallback);
   auto check = [&](ValueId v, bool graph_input) -> absl::Status {
     const ir::Value& val = graph_.value(v);
     if (val.dtype != DType::kInvalid &&
@@ -370,7 +372,7 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
   auto with_table = [&]() -> absl::Status {
     // kiln's own fused library calls (the default graph pipeline's output)
     // lower to extern kernels like the ONNX ops they replace.
-    const bool kiln_fused = node.domain == kKilnDomain && IsKilnFusedOp(node.op);
+    const bool kiln_fused = node.domain == ir::loop::kKilnDomain && IsKilnFusedOp(node.op);
     if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_fused) {
       return Unimplemented("op domain '", node.domain, "' is not supported");
     }
@@ -388,7 +390,7 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
     }
     return absl::OkStatus();
   };
-  if (!options_.allow_reference_fallback) return with_table();
+  if (!options_.reference_fallback) return with_table();
 
   // Reference fallback: a node touching a value of data-dependent shape has
   // no loop or library form; a node whose lowering is missing or refuses
@@ -476,7 +478,7 @@ absl::Status Lowerer::BindOutputs() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoweredProgram> Lowerer::Run() {
+absl::StatusOr<ir::loop::LoopModule> Lowerer::Run() {
   KILN_RETURN_IF_ERROR(CheckStaticShapes());
   for (ValueId v : graph_.outputs()) graph_outputs_.insert(v);
   for (ValueId v : graph_.inputs()) {
@@ -518,7 +520,7 @@ absl::StatusOr<LoweredProgram> Lowerer::Run() {
 
 }  // namespace internal
 
-absl::StatusOr<LoweredProgram> LowerGraph(const ir::Graph& graph,
+absl::StatusOr<ir::loop::LoopModule> LowerGraph(const ir::Graph& graph,
                                           const LoweringOptions& options) {
   internal::Lowerer lowerer(graph, options);
   return lowerer.Run();

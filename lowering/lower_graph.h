@@ -3,12 +3,13 @@
 // extern kernels for Conv/GEMM/RNN-class ops, view ops as index remappings
 // composed into their consumers' loads (no copies).
 //
-//   KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph, {}));
+//   KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp, LowerGraph(graph, {}));
 //   // lp.program: buffers + kernels; lp.inputs[k]: buffer of graph input k
 #ifndef KILN_LOWERING_LOWER_GRAPH_H_
 #define KILN_LOWERING_LOWER_GRAPH_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 
 namespace kiln::lowering {
 
@@ -32,22 +34,12 @@ struct LoweringOptions {
   // returns Unimplemented for its form, or a value of data-dependent shape
   // among its inputs and outputs) becomes a "kiln.Reference" extern kernel
   // that runs that one node, attributes and subgraphs included, on the
-  // reference interpreter (lowering/ops_fallback.h). Off: such nodes are
-  // refused, and so is any value whose shape is not static.
-  bool allow_reference_fallback = false;
-};
-
-// The loop program plus how it binds to the graph's interface.
-struct LoweredProgram {
-  ir::loop::LoopProgram program;
-  // Buffer index of each graph input / output, in the graph's order.
-  std::vector<int32_t> inputs;
-  std::vector<int32_t> outputs;
-  // Data of each constant buffer (bound by buffer name at run time).
-  std::map<int32_t, std::shared_ptr<const ir::Tensor>> constants;
-  // Buffer name -> the model's value name it holds (for the API and
-  // messages; model names never reach generated code).
-  std::map<std::string, std::string> value_names;
+  // reference interpreter (lowering/ops_fallback.h) — when this is set and
+  // says the interpreter runs the node (given as a one-node graph). Unset:
+  // such nodes are refused, and so is any value whose shape is not static.
+  // Lowering does not depend on the interpreter: the caller passes its
+  // query (interp::UnsupportedOps(g).empty()).
+  std::function<bool(const ir::Graph& node_graph)> reference_fallback;
 };
 
 // InvalidArgument for a graph that is not static-shape (naming the value and
@@ -56,7 +48,7 @@ struct LoweredProgram {
 // data-dependent shape are allowed except graph inputs: only reference
 // fallback calls produce and read them (their buffers are zero-size
 // placeholders, see IsDynamicBuffer in lowering/ops_fallback.h).
-absl::StatusOr<LoweredProgram> LowerGraph(const ir::Graph& graph,
+absl::StatusOr<ir::loop::LoopModule> LowerGraph(const ir::Graph& graph,
                                           const LoweringOptions& options = {});
 
 // The ONNX op types lowered to extern kernels (Conv, Gemm, MatMul, ...).

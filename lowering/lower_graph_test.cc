@@ -2,6 +2,7 @@
 // the reference for externs) and compared with the graph reference
 // interpreter on seeded random inputs with odd shapes and broadcasting;
 // structural checks (views make no kernels) and error paths.
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 
 #include <string>
@@ -284,7 +285,7 @@ graph g(%x: f32[2,3,4]) -> (%y) opset 18 {
 }
 )";
   EXPECT_TRUE(CheckLowering(text).ok()) << CheckLowering(text);
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*ir::ParseGraph(text));
   ASSERT_TRUE(lp.ok()) << lp.status();
   EXPECT_EQ(lp->program.kernels.size(), 1u) << ir::loop::PrintProgram(lp->program);
 }
@@ -370,7 +371,7 @@ graph g(%x: f32[2,3,4]) -> (%y, %z) opset 15 {
 )";
   absl::Status s = CheckLowering(text);
   EXPECT_TRUE(s.ok()) << s;
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*ir::ParseGraph(text));
   ASSERT_TRUE(lp.ok()) << lp.status();
   EXPECT_EQ(lp->program.kernels.size(), 2u) << ir::loop::PrintProgram(lp->program);
 }
@@ -395,7 +396,7 @@ graph g(%m: f32[5,7], %n: f32[2,7]) -> (%y) opset 13 {
 }
 )");
   ASSERT_TRUE(g.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
   ASSERT_TRUE(lp.ok()) << lp.status();
   ASSERT_EQ(lp->program.kernels.size(), 1u);
   const ir::loop::Kernel& k = lp->program.kernels[0];
@@ -415,7 +416,7 @@ graph g(%"in put;": f32[2], %"in.put_": f32[2]) -> (%"out/0") opset 18 {
 }
 )");
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
   ASSERT_TRUE(lp.ok()) << lp.status();
   const auto& bufs = lp->program.buffers;
   EXPECT_EQ(bufs[lp->inputs[0]].name, "in_put_");
@@ -433,7 +434,7 @@ graph g(%x: f32[2,3]) -> (%t, %x, %t) opset 18 {
 )";
   absl::Status s = CheckLowering(text);
   EXPECT_TRUE(s.ok()) << s;
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*ir::ParseGraph(text));
   ASSERT_TRUE(lp.ok());
   EXPECT_EQ(lp->program.kernels.size(), 3u);
   EXPECT_NE(lp->outputs[0], lp->outputs[2]);
@@ -446,7 +447,7 @@ graph g(%x: f32[2,3]) -> (%y) opset 18 {
   %y = Mul(%x, %w) : f32[2,3]
 }
 )";
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*ir::ParseGraph(text));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*ir::ParseGraph(text));
   ASSERT_TRUE(lp.ok());
   ASSERT_EQ(lp->constants.size(), 1u);
   const int32_t b = lp->constants.begin()->first;
@@ -463,7 +464,7 @@ graph g(%x: f32[2,3]) -> (%y) opset 18 {
 }
 )");
   ASSERT_TRUE(g.ok());
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(lp.status().message().find("'y'"), std::string::npos) << lp.status();
@@ -477,7 +478,7 @@ graph g(%b: f32[1,4,4], %s: f32[1,1,4]) -> (%y) opset 18 {
 }
 )");
   ASSERT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(lp.status().message().find("nms"), std::string::npos);

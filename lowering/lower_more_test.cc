@@ -12,7 +12,8 @@
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
-#include "lowering/extern_executor.h"
+#include "ir/loop/module.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
 
@@ -23,13 +24,13 @@ using ir::Tensor;
 using testing::CheckLowering;
 using testing::CheckOptions;
 
-absl::StatusOr<LoweredProgram> Lower(const std::string& text) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const std::string& text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
   return LowerGraph(*g);
 }
 
-bool AllLoopKernels(const LoweredProgram& lp) {
+bool AllLoopKernels(const ir::loop::LoopModule& lp) {
   for (const ir::loop::Kernel& k : lp.program.kernels) {
     if (k.kind != ir::loop::Kernel::Kind::kLoop) return false;
   }
@@ -39,9 +40,9 @@ bool AllLoopKernels(const LoweredProgram& lp) {
 // Lowers `text` and runs it on `inputs` (loop interpreter).
 absl::StatusOr<std::vector<Tensor>> LowerAndRun(const std::string& text,
                                                 const std::vector<Tensor>& inputs) {
-  absl::StatusOr<LoweredProgram> lp = Lower(text);
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(text);
   if (!lp.ok()) return lp.status();
-  return RunLoweredProgram(*lp, inputs);
+  return interp::RunLoopModule(*lp, inputs);
 }
 
 // ---------------------------------------------------------------------------
@@ -105,7 +106,7 @@ TEST_P(LossTest, ReductionsWeightsIgnoreIndexMatchReference) {
                                           none ? c.none_type : "f32[]");
           absl::Status s = CheckLowering(g, opts);
           EXPECT_TRUE(s.ok()) << g << s;
-          absl::StatusOr<LoweredProgram> lp = Lower(g);
+          absl::StatusOr<ir::loop::LoopModule> lp = Lower(g);
           ASSERT_TRUE(lp.ok()) << lp.status();
           EXPECT_TRUE(AllLoopKernels(*lp));
         }
@@ -166,7 +167,7 @@ TEST(LowerLoss, TargetOutOfRangeFailsAtRunTime) {
 
 TEST(LowerLoss, Errors) {
   // Target shape does not match.
-  absl::StatusOr<LoweredProgram> lp = Lower(LossGraph(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(LossGraph(
       "NegativeLogLikelihoodLoss", "f32[3,4]", "i64[4]", false, "", "f32[]"));
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument) << lp.status();
   lp = Lower(LossGraph("SoftmaxCrossEntropyLoss", "f32[3,4]", "i64[3]", false,
@@ -200,7 +201,7 @@ TEST(LowerOneHot, AxesAndNegativeIndicesMatchReference) {
 }
 
 TEST(LowerOneHot, Errors) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%i: i64[3], %v: f32[3]) -> (%y) opset 11 {
   %d = constant i64[] 4
   %y = OneHot(%i, %d, %v) : f32[3,4]
@@ -344,7 +345,7 @@ graph g(%x: f32[3,4], %k: i64[1]) -> (%v, %i) opset 11 {
       LowerAndRun(g, {testing::RandomTensor(ir::DType::kF32, {3, 4}, 1),
                       Tensor::FromVector<int64_t>({1}, {3})});
   EXPECT_FALSE(r.ok());
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[3,4]) -> (%v, %i) opset 11 {
   %k = constant i64[1] [5]
   %v, %i = TopK(%x, %k) : f32[3,5], i64[3,5]
@@ -459,7 +460,7 @@ TEST(LowerQuantize, QLinearMatMulShapesAndDtypesMatchReference) {
 }
 
 TEST(LowerQuantize, Errors) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[2,3]) -> (%y) opset 13 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[2,3]) -> (%y) opset 13 {
   %s = constant f32[2] [0.5, 0.25]
   %y = QuantizeLinear(%x, %s) {axis=1} : u8[2,3]
 })");
@@ -499,7 +500,7 @@ TEST(LowerWindows, RunTimeSizeMustMatchTheOutputShape) {
   EXPECT_TRUE(s.ok()) << s;
   absl::StatusOr<std::vector<Tensor>> r = LowerAndRun(g, {Tensor::Scalar<int64_t>(6)});
   EXPECT_FALSE(r.ok());
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g() -> (%w) opset 17 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g() -> (%w) opset 17 {
   %n = constant i64[] 4
   %w = HannWindow(%n) : f32[5]
 })");
@@ -597,7 +598,7 @@ TEST(LowerReduceSum, RunTimeAxesContradictingShapesFailOrAreRefused) {
        Tensor::FromVector<int64_t>({2}, {0, 0})});
   EXPECT_FALSE(r.ok());
   // [3,4,4] -> [3,4] could reduce dim 1 or dim 2.
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[3,4,4], %a: i64[1]) -> (%y) opset 13 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[3,4,4], %a: i64[1]) -> (%y) opset 13 {
   %y = ReduceSum(%x, %a) {keepdims=0} : f32[3,4]
 })");
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();
@@ -707,7 +708,7 @@ TEST(LowerGridSample, ModesPaddingsAlignAndRanksMatchReference) {
       }
     }
   }
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[1,1,4,4], %g: f32[1,2,2,2]) -> (%y) opset 16 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[1,1,4,4], %g: f32[1,2,2,2]) -> (%y) opset 16 {
   %y = GridSample(%x, %g) {mode="area"} : f32[1,1,2,2]
 })");
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument) << lp.status();
@@ -823,7 +824,7 @@ TEST(LowerRoiAlign, ModesAndCoordinateTransformsMatchReference) {
                       Tensor::FromVector<float>({1, 4}, {0, 0, 2, 2}),
                       Tensor::FromVector<int64_t>({1}, {2})});
   EXPECT_FALSE(r.ok()) << "batch index 2 of 2 must fail";
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[2,1,4,4], %r: f32[1,4], %b: i64[1]) -> (%y) opset 16 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[2,1,4,4], %r: f32[1,4], %b: i64[1]) -> (%y) opset 16 {
   %y = RoiAlign(%x, %r, %b) : f32[1,1,1,1]
 })");
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();

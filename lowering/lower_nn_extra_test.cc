@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
 
@@ -16,13 +17,13 @@ namespace {
 using testing::CheckLowering;
 using testing::CheckOptions;
 
-absl::StatusOr<LoweredProgram> Lower(const std::string& text) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const std::string& text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
   return LowerGraph(*g);
 }
 
-bool HasExtern(const LoweredProgram& lp) {
+bool HasExtern(const ir::loop::LoopModule& lp) {
   for (const ir::loop::Kernel& k : lp.program.kernels) {
     if (k.kind == ir::loop::Kernel::Kind::kExtern) return true;
   }
@@ -37,7 +38,7 @@ TEST(LowerLrn, MatchesReferenceAsLoopKernel) {
         " : f32[2,5,3,4]\n}\n");
     absl::Status st = CheckLowering(g);
     EXPECT_TRUE(st.ok()) << attrs << ": " << st;
-    absl::StatusOr<LoweredProgram> lp = Lower(g);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(g);
     ASSERT_TRUE(lp.ok()) << lp.status();
     EXPECT_FALSE(HasExtern(*lp));
   }
@@ -52,7 +53,7 @@ graph g(%x: f32[3,6]) -> (%y) opset 13 {
 }
 
 TEST(LowerLrn, Errors) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[1,4,2,2]) -> (%y) opset 13 {
   %y = LRN(%x) {size=0} : f32[1,4,2,2]
 }
@@ -97,7 +98,7 @@ TEST(LowerEinsum, EquationsMatchReference) {
                                        c.equation, "\"} : ", c.out, "\n}\n");
     absl::Status st = CheckLowering(g);
     EXPECT_TRUE(st.ok()) << c.equation << ": " << st;
-    absl::StatusOr<LoweredProgram> lp = Lower(g);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(g);
     ASSERT_TRUE(lp.ok()) << c.equation << ": " << lp.status();
     EXPECT_FALSE(HasExtern(*lp)) << c.equation;
   }
@@ -131,7 +132,7 @@ TEST(LowerEinsum, Errors) {
 })",
   };
   for (const char* text : bad) {
-    absl::StatusOr<LoweredProgram> lp = Lower(text);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(text);
     EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument)
         << text << "\n" << lp.status();
   }
@@ -152,7 +153,7 @@ TEST(LowerTrilu, UpperLowerWithConstantAndRuntimeK) {
       EXPECT_TRUE(st.ok()) << upper << " k=" << k << ": " << st;
     }
   }
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[5]) -> (%y) opset 14 {
   %y = Trilu(%x) : f32[5]
 }

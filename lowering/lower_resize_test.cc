@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
 
@@ -35,14 +36,14 @@ std::string ScalesGraph(int in_h, int in_w, const std::string& sh,
       "  %y = Resize(%x, _, %sc) ", attrs, " : f32[1,2,", oh, ",", ow, "]\n}\n");
 }
 
-absl::StatusOr<LoweredProgram> Lower(const std::string& text) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const std::string& text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
   return LowerGraph(*g);
 }
 
 int NumKernels(const std::string& text) {
-  absl::StatusOr<LoweredProgram> lp = Lower(text);
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(text);
   return lp.ok() ? static_cast<int>(lp->program.kernels.size()) : -1;
 }
 
@@ -97,14 +98,14 @@ TEST(LowerResize, NearestWithConstantScalesIsAView) {
   const std::string g = ScalesGraph(2, 2, "2.0", "3.0", 4, 6, "{mode=\"nearest\"}");
   // The only kernel copies the view into the graph output.
   EXPECT_EQ(NumKernels(g), 1);
-  absl::StatusOr<LoweredProgram> lp = Lower(g);
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(g);
   ASSERT_TRUE(lp.ok()) << lp.status();
   EXPECT_TRUE(lp->program.kernels[0].reduction_ranges.empty());
 }
 
 TEST(LowerResize, BilinearUpsampleIsFourLoads) {
   const std::string g = ScalesGraph(4, 4, "2.0", "2.0", 8, 8, "{mode=\"linear\"}");
-  absl::StatusOr<LoweredProgram> lp = Lower(g);
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(g);
   ASSERT_TRUE(lp.ok()) << lp.status();
   ASSERT_EQ(lp->program.kernels.size(), 1u);
   int loads = 0;
@@ -182,7 +183,7 @@ graph g(%x: i64[1,1,3,3]) -> (%y) opset 13 {
 
 TEST(LowerResize, Errors) {
   // Output shape disagrees with the sizes.
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[1,1,3,3]) -> (%y) opset 13 {
   %sz = constant i64[4] [1, 1, 5, 7]
   %y = Resize(%x, _, _, %sz) {mode="nearest"} : f32[1,1,5,6]

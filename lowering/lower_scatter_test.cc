@@ -20,6 +20,7 @@
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
 #include "ir/loop/interpreter.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
@@ -56,7 +57,7 @@ Tensor Indices(DType dt, const ir::Shape& shape, int64_t lo, int64_t hi, uint32_
   return Tensor::FromVector<int64_t>(shape, v);
 }
 
-absl::StatusOr<LoweredProgram> Lower(const std::string& text) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const std::string& text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
   return LowerGraph(*g);
@@ -81,7 +82,7 @@ void CheckCases(const std::vector<GraphCase>& cases) {
     for (size_t i = 0; i < gc.inputs.size(); ++i) opts.inputs[static_cast<int>(i)] = gc.inputs[i];
     absl::Status s = testing::CheckLowering(gc.text, opts);
     EXPECT_TRUE(s.ok()) << gc.text << "\n" << s;
-    absl::StatusOr<LoweredProgram> lp = Lower(gc.text);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(gc.text);
     ASSERT_TRUE(lp.ok()) << gc.text << "\n" << lp.status();
     backends::cpp::ProgramCase pc;
     pc.name = gc.text;
@@ -104,7 +105,7 @@ void CheckCases(const std::vector<GraphCase>& cases) {
 }
 
 TEST(LowerScatter, ScatterElementsBecomesCopyThenStoreIndirect) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(
 graph g(%x: f32[3,5], %i: i64[2,4], %u: f32[2,4]) -> (%y) opset 18 {
   %y = ScatterElements(%x, %i, %u) {axis=1, reduction="add"} name="sc" : f32[3,5]
 }
@@ -312,7 +313,7 @@ TEST(LowerScatter, OutOfRangeIndicesAndBadSlicesAreErrors) {
   };
   std::vector<backends::cpp::ProgramCase> pcs;
   for (const Bad& b : bad) {
-    absl::StatusOr<LoweredProgram> lp = Lower(b.text);
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(b.text);
     ASSERT_TRUE(lp.ok()) << b.text << "\n" << lp.status();
     backends::cpp::ProgramCase pc;
     pc.name = b.text;
@@ -338,7 +339,7 @@ TEST(LowerScatter, OutOfRangeIndicesAndBadSlicesAreErrors) {
 }
 
 TEST(LowerScatter, ConstantOutOfRangeIndexIsALoweringError) {
-  absl::StatusOr<LoweredProgram> lp = Lower(R"(graph g(%x: f32[4,3], %u: f32[1,3]) -> (%y) opset 18 {
+  absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[4,3], %u: f32[1,3]) -> (%y) opset 18 {
   %i = constant i64[1,3] [0, 4, 1]
   %y = ScatterElements(%x, %i, %u) name="sc" : f32[4,3]
 })");

@@ -20,6 +20,7 @@
 #include "ir/graph/graph.h"
 #include "ir/loop/index_expr.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 
 namespace kiln::lowering::internal {
@@ -109,10 +110,11 @@ class Lowerer {
  public:
   Lowerer(const ir::Graph& graph, const LoweringOptions& options);
 
-  absl::StatusOr<LoweredProgram> Run();
+  absl::StatusOr<ir::loop::LoopModule> Run();
 
   const ir::Graph& graph() const { return graph_; }
   int64_t opset() const { return graph_.opset(); }
+  const LoweringOptions& options() const { return options_; }
   const ir::Node& node() const { return *node_; }
   ir::loop::LoopProgram& program() { return result_.program; }
 
@@ -180,7 +182,7 @@ class Lowerer {
   const ir::Graph& graph_;
   const LoweringOptions& options_;
   LowerTable table_;
-  LoweredProgram result_;
+  ir::loop::LoopModule result_;
   const ir::Node* node_ = nullptr;
   int node_index_ = 0;
   absl::flat_hash_map<ValueId, Operand> operands_;

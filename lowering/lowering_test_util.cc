@@ -4,12 +4,13 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
+#include "interp/loop_module.h"
 #include "ir/graph/text.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
 
 namespace kiln::lowering::testing {
 
@@ -49,10 +50,10 @@ absl::Status CheckLoweringOfGraph(const ir::Graph& graph,
     inputs.push_back(RandomTensor(v.dtype, v.shape, options.seed * 7919 + i));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> expected,
-                        reference::Run(graph, inputs));
-  KILN_ASSIGN_OR_RETURN(LoweredProgram lowered, LowerGraph(graph));
+                        interp::Run(graph, inputs));
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lowered, LowerGraph(graph));
   absl::StatusOr<std::vector<ir::Tensor>> actual =
-      RunLoweredProgram(lowered, inputs);
+      interp::RunLoopModule(lowered, inputs);
   const std::string program = ir::loop::PrintProgram(lowered.program);
   if (!actual.ok()) {
     return absl::Status(actual.status().code(),
@@ -61,12 +62,12 @@ absl::Status CheckLoweringOfGraph(const ir::Graph& graph,
   if (actual->size() != expected.size()) {
     return absl::InternalError("output counts differ");
   }
-  kiln::testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = options.rtol;
   tol.atol = options.atol;
   for (size_t i = 0; i < expected.size(); ++i) {
-    kiln::testing::CompareResult r =
-        kiln::testing::CompareTensors((*actual)[i], expected[i], tol);
+    interp::CompareResult r =
+        interp::CompareTensors((*actual)[i], expected[i], tol);
     if (!r.ok) {
       return absl::InternalError(
           absl::StrCat("output ", i, ": ", r.message, "\n", program));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
@@ -31,7 +32,7 @@ bool IsExternOp(const ir::Node& node) {
   static const char* const kOps[] = {
       "Conv",  "ConvTranspose", "ConvInteger", "Gemm", "MatMul",
       "MatMulInteger", "Einsum", "LSTM", "GRU", "RNN", "LRN"};
-  if (node.domain == kKilnDomain) return IsKilnFusedOp(node.op);
+  if (node.domain == ir::loop::kKilnDomain) return IsKilnFusedOp(node.op);
   if (!node.domain.empty() && node.domain != "ai.onnx") return false;
   for (const char* op : kOps) {
     if (node.op == op) return true;
@@ -43,12 +44,12 @@ namespace internal {
 namespace {
 
 absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
-  const bool kiln = n.domain == kKilnDomain;
+  const bool kiln = n.domain == ir::loop::kKilnDomain;
   if (IsKilnFusedOp(n.op) != kiln) {
     return L.Unimplemented("no lowering for op ", n.op, " in this domain");
   }
   ir::loop::ExternCall call;
-  call.op = absl::StrCat(kiln ? kKilnOpPrefix : kExternOpPrefix, n.op);
+  call.op = absl::StrCat(kiln ? ir::loop::kKilnOpPrefix : ir::loop::kOnnxOpPrefix, n.op);
   std::vector<int64_t> input_slots, output_slots;
   for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
     if (!L.HasInput(i)) continue;
@@ -69,9 +70,9 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
       // Node names, for reports only: a separator inside one is replaced.
       if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {
         for (const std::string& s : *v) {
-          computes.push_back(absl::StrReplaceAll(s, {{kListSeparator, "_"}}));
+          computes.push_back(absl::StrReplaceAll(s, {{ir::loop::kListSeparator, "_"}}));
         }
-        call.attrs[name] = absl::StrJoin(computes, kListSeparator);
+        call.attrs[name] = absl::StrJoin(computes, ir::loop::kListSeparator);
         lists.push_back(name);
         continue;
       }
@@ -88,21 +89,21 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
       call.attrs[name] = std::vector<double>(v->begin(), v->end());
     } else if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {
       for (const std::string& s : *v) {
-        if (s.find(kListSeparator) != std::string::npos) {
-          return L.Error("attribute '", name, "' holds a '", kListSeparator, "'");
+        if (s.find(ir::loop::kListSeparator) != std::string::npos) {
+          return L.Error("attribute '", name, "' holds a '", ir::loop::kListSeparator, "'");
         }
       }
-      call.attrs[name] = absl::StrJoin(*v, kListSeparator);
+      call.attrs[name] = absl::StrJoin(*v, ir::loop::kListSeparator);
       lists.push_back(name);
     } else {
       return L.Unimplemented("attribute '", name,
                              "' (tensor or graph) on an extern op");
     }
   }
-  call.attrs[kAttrOpset] = L.opset();
-  call.attrs[kAttrInputSlots] = input_slots;
-  call.attrs[kAttrOutputSlots] = output_slots;
-  if (!lists.empty()) call.attrs[kAttrStringLists] = absl::StrJoin(lists, kListSeparator);
+  call.attrs[ir::loop::kAttrOpset] = L.opset();
+  call.attrs[ir::loop::kAttrInputSlots] = input_slots;
+  call.attrs[ir::loop::kAttrOutputSlots] = output_slots;
+  if (!lists.empty()) call.attrs[ir::loop::kAttrStringLists] = absl::StrJoin(lists, ir::loop::kListSeparator);
 
   ir::loop::Kernel k;
   k.name = L.NewKernelName(n.op);

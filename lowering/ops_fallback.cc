@@ -9,48 +9,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/graph/text.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
-#include "testing/reference/interpreter.h"
 
 namespace kiln::lowering {
 
 using ir::loop::Kernel;
 using ir::loop::LoopProgram;
-
-bool IsReferenceCall(const Kernel& kernel) {
-  return kernel.kind == Kernel::Kind::kExtern && kernel.call.op == kReferenceCallOp;
-}
-
-std::vector<bool> DynamicOperands(const Kernel& kernel, bool outputs) {
-  const std::vector<int32_t>& buffers = outputs ? kernel.call.outputs : kernel.call.inputs;
-  std::vector<bool> dynamic(buffers.size(), false);
-  if (!IsReferenceCall(kernel)) return dynamic;
-  auto it = kernel.call.attrs.find(outputs ? kAttrDynamicOutputs : kAttrDynamicInputs);
-  if (it == kernel.call.attrs.end()) return dynamic;
-  if (const auto* positions = std::get_if<std::vector<int64_t>>(&it->second)) {
-    for (int64_t p : *positions) {
-      if (p >= 0 && p < static_cast<int64_t>(dynamic.size())) dynamic[p] = true;
-    }
-  }
-  return dynamic;
-}
-
-std::vector<bool> DynamicBuffers(const LoopProgram& program) {
-  std::vector<bool> dynamic(program.buffers.size(), false);
-  for (const Kernel& k : program.kernels) {
-    for (bool outputs : {false, true}) {
-      const std::vector<int32_t>& buffers = outputs ? k.call.outputs : k.call.inputs;
-      const std::vector<bool> d = DynamicOperands(k, outputs);
-      for (size_t j = 0; j < d.size(); ++j) {
-        const int32_t b = buffers[j];
-        if (d[j] && b >= 0 && static_cast<size_t>(b) < dynamic.size()) dynamic[b] = true;
-      }
-    }
-  }
-  return dynamic;
-}
 
 bool HasStaticShape(const ir::Value& value) {
   if (!value.shape_known) return false;
@@ -135,10 +102,10 @@ absl::Status LowerReferenceCall(Lowerer& L, const ir::Node& n,
     node_out.push_back(iv);
   }
   g.AddNode(n.op, node_in, node_out, n.attrs, n.name).domain = n.domain;
-  if (!reference::UnsupportedOps(g).empty()) return refusal;
+  if (!L.options().reference_fallback || !L.options().reference_fallback(g)) return refusal;
 
   ir::loop::ExternCall call;
-  call.op = kReferenceCallOp;
+  call.op = ir::loop::kReferenceCallOp;
   std::vector<int64_t> dynamic_inputs, dynamic_outputs;
   for (size_t j = 0; j < reads.size(); ++j) {
     if (HasStaticShape(graph.value(reads[j]))) {
@@ -164,12 +131,12 @@ absl::Status LowerReferenceCall(Lowerer& L, const ir::Node& n,
     }
     call.outputs.push_back(b);
   }
-  call.attrs[kAttrReferenceGraph] = ir::PrintGraph(g, ir::PrintOptions::Full());
-  call.attrs[kAttrReferenceOp] = n.domain.empty() ? n.op : absl::StrCat(n.domain, ".", n.op);
-  call.attrs[kAttrFallbackReason] = std::string(refusal.message());
-  call.attrs[kAttrOpset] = L.opset();
-  if (!dynamic_inputs.empty()) call.attrs[kAttrDynamicInputs] = dynamic_inputs;
-  if (!dynamic_outputs.empty()) call.attrs[kAttrDynamicOutputs] = dynamic_outputs;
+  call.attrs[ir::loop::kAttrReferenceGraph] = ir::PrintGraph(g, ir::PrintOptions::Full());
+  call.attrs[ir::loop::kAttrReferenceOp] = n.domain.empty() ? n.op : absl::StrCat(n.domain, ".", n.op);
+  call.attrs[ir::loop::kAttrFallbackReason] = std::string(refusal.message());
+  call.attrs[ir::loop::kAttrOpset] = L.opset();
+  if (!dynamic_inputs.empty()) call.attrs[ir::loop::kAttrDynamicInputs] = dynamic_inputs;
+  if (!dynamic_outputs.empty()) call.attrs[ir::loop::kAttrDynamicOutputs] = dynamic_outputs;
 
   ir::loop::Kernel k;
   k.name = L.NewKernelName(n.op);

@@ -5,9 +5,9 @@
 // run time.
 //
 //   LoweringOptions o;
-//   o.allow_reference_fallback = true;
-//   KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph, o));
-//   std::vector<bool> dynamic = DynamicBuffers(lp.program);
+//   o.reference_fallback = [](const ir::Graph& g) { return interp::UnsupportedOps(g).empty(); };
+//   KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp, LowerGraph(graph, o));
+//   std::vector<bool> dynamic = ir::loop::DynamicBuffers(lp.program);
 #ifndef KILN_LOWERING_OPS_FALLBACK_H_
 #define KILN_LOWERING_OPS_FALLBACK_H_
 
@@ -17,37 +17,11 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 
 namespace kiln::lowering {
-
-// ExternCall::op of a reference fallback call.
-inline constexpr char kReferenceCallOp[] = "kiln.Reference";
-// string: the one-node graph the call runs, in the text form of
-// ir/graph/text.h printed in full. Its inputs are the call's inputs in order
-// (the node's present inputs, then the outer values its subgraphs capture,
-// each once, under their model names); its outputs are the call's outputs.
-inline constexpr char kAttrReferenceGraph[] = "kiln_reference_graph";
-// string: the node's op type ("Det", "ai.onnx.ml.TreeEnsembleRegressor").
-inline constexpr char kAttrReferenceOp[] = "kiln_reference_op";
-// string: why lowering did not compile the node (its refusal message).
-inline constexpr char kAttrFallbackReason[] = "kiln_fallback_reason";
-// ints: positions in call.inputs / call.outputs whose buffers hold values
-// of data-dependent shape. Such a buffer is a zero-size placeholder (its
-// unknown dims, or its unknown rank, are 0); the value itself exists only
-// at run time.
-inline constexpr char kAttrDynamicInputs[] = "kiln_dynamic_inputs";
-inline constexpr char kAttrDynamicOutputs[] = "kiln_dynamic_outputs";
-
-bool IsReferenceCall(const ir::loop::Kernel& kernel);
-
-// Per call input (`outputs` false) or output of `kernel`: whether it is a
-// value of data-dependent shape. All false for other kernels.
-std::vector<bool> DynamicOperands(const ir::loop::Kernel& kernel, bool outputs);
-
-// Per buffer of `program`: whether it is the placeholder of a value of
-// data-dependent shape (an input or output of some reference call).
-std::vector<bool> DynamicBuffers(const ir::loop::LoopProgram& program);
 
 // The placeholder shape of a value of data-dependent shape.
 ir::Shape PlaceholderShape(const ir::Value& value);

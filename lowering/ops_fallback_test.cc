@@ -3,6 +3,8 @@
 // captures) become "kiln.Reference" kernels among ordinary loop kernels; the
 // lowered program, run by the loop interpreter plus the reference for
 // externs, must give what the reference interpreter gives on the whole graph.
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/module.h"
 #include "lowering/ops_fallback.h"
 
 #include <string>
@@ -11,10 +13,10 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::lowering {
 namespace {
@@ -29,14 +31,14 @@ ir::Graph Parse(const char* text) {
 
 LoweringOptions WithFallback() {
   LoweringOptions o;
-  o.allow_reference_fallback = true;
+  o.reference_fallback = [](const ir::Graph& g) { return interp::UnsupportedOps(g).empty(); };
   return o;
 }
 
-std::vector<const Kernel*> ReferenceCalls(const LoweredProgram& lp) {
+std::vector<const Kernel*> ReferenceCalls(const ir::loop::LoopModule& lp) {
   std::vector<const Kernel*> calls;
   for (const Kernel& k : lp.program.kernels) {
-    if (IsReferenceCall(k)) calls.push_back(&k);
+    if (ir::loop::IsReferenceCall(k)) calls.push_back(&k);
   }
   return calls;
 }
@@ -50,17 +52,17 @@ std::string Attr(const Kernel& k, const char* name) {
 
 // Lowers `g` with fallback, runs it and the reference on `inputs`, compares.
 void ExpectMatchesReference(const ir::Graph& g, const std::vector<ir::Tensor>& inputs,
-                            LoweredProgram* lowered = nullptr) {
-  absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, inputs);
+                            ir::loop::LoopModule* lowered = nullptr) {
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(g, WithFallback());
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(g, WithFallback());
   ASSERT_TRUE(lp.ok()) << lp.status();
-  absl::StatusOr<std::vector<ir::Tensor>> got = RunLoweredProgram(*lp, inputs);
+  absl::StatusOr<std::vector<ir::Tensor>> got = interp::RunLoopModule(*lp, inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), want->size());
   for (size_t o = 0; o < got->size(); ++o) {
     EXPECT_EQ((*got)[o].shape(), (*want)[o].shape()) << "output " << o;
-    kiln::testing::CompareResult r = kiln::testing::CompareTensors((*got)[o], (*want)[o]);
+    interp::CompareResult r = interp::CompareTensors((*got)[o], (*want)[o]);
     EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message;
   }
   if (lowered != nullptr) *lowered = *std::move(lp);
@@ -80,7 +82,7 @@ constexpr char kDetBetweenLoops[] = R"(graph g(%x: f32[2,3,3]) -> (%y) opset 13 
 })";
 
 TEST(ReferenceFallback, OffByDefault) {
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(Parse(kDetBetweenLoops));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(Parse(kDetBetweenLoops));
   ASSERT_FALSE(lp.ok());
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(lp.status().message(), "no lowering for op Det"))
@@ -89,13 +91,13 @@ TEST(ReferenceFallback, OffByDefault) {
 
 TEST(ReferenceFallback, NodeWithoutLoweringAmongLoopKernels) {
   ir::Graph g = Parse(kDetBetweenLoops);
-  LoweredProgram lp;
+  ir::loop::LoopModule lp;
   ExpectMatchesReference(
       g, {F32({2, 3, 3}, {2, 1, 0, 1, 3, 1, 0, 1, 4, 1, 2, 3, 0, 1, 4, 5, 6, 0.5})}, &lp);
   const std::vector<const Kernel*> calls = ReferenceCalls(lp);
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(Attr(*calls[0], kAttrReferenceOp), "Det");
-  EXPECT_EQ(Attr(*calls[0], kAttrFallbackReason), "node 'det' (Det): no lowering for op Det");
+  EXPECT_EQ(Attr(*calls[0], ir::loop::kAttrReferenceOp), "Det");
+  EXPECT_EQ(Attr(*calls[0], ir::loop::kAttrFallbackReason), "node 'det' (Det): no lowering for op Det");
   EXPECT_EQ(calls[0]->ops, std::vector<std::string>{"det"});
   int loop_kernels = 0;
   for (const Kernel& k : lp.program.kernels) loop_kernels += k.kind == Kernel::Kind::kLoop;
@@ -121,7 +123,7 @@ TEST(ReferenceFallback, IfWithCapturedValues) {
   for (bool cond : {true, false}) {
     ir::Tensor c(ir::DType::kBool, {});
     c.data<bool>()[0] = cond;
-    LoweredProgram lp;
+    ir::loop::LoopModule lp;
     ExpectMatchesReference(g, {c, x}, &lp);
     const std::vector<const Kernel*> calls = ReferenceCalls(lp);
     ASSERT_EQ(calls.size(), 1u);
@@ -141,10 +143,10 @@ TEST(ReferenceFallback, RefusedFormIsUndone) {
   axes.data<int64_t>()[0] = 1;
   ir::Tensor x(ir::DType::kF32, {3, 2, 2});
   for (int i = 0; i < 12; ++i) x.data<float>()[i] = 0.1f * i - 0.5f;
-  LoweredProgram lp;
+  ir::loop::LoopModule lp;
   ExpectMatchesReference(g, {x, axes}, &lp);
   ASSERT_EQ(ReferenceCalls(lp).size(), 1u);
-  EXPECT_TRUE(absl::StrContains(Attr(*ReferenceCalls(lp)[0], kAttrFallbackReason), "axes"));
+  EXPECT_TRUE(absl::StrContains(Attr(*ReferenceCalls(lp)[0], ir::loop::kAttrFallbackReason), "axes"));
   // Exp, the reference call, Neg: no kernel or buffer of the refused try.
   EXPECT_EQ(lp.program.kernels.size(), 3u);
   EXPECT_EQ(lp.program.buffers.size(), 5u);  // x, axes, e, s, y
@@ -158,17 +160,17 @@ constexpr char kNonZero[] = R"(graph g(%x: f32[2,3]) -> (%n, %t, %z) opset 13 {
 
 TEST(ReferenceFallback, DataDependentShapes) {
   ir::Graph g = Parse(kNonZero);
-  LoweredProgram lp;
+  ir::loop::LoopModule lp;
   ExpectMatchesReference(g, {F32({2, 3}, {0, 1, 0, 2, 0, 3})}, &lp);
   // NonZero and the Transpose reading its result are reference calls; the
   // Relu stays a loop kernel.
   const std::vector<const Kernel*> calls = ReferenceCalls(lp);
   ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(Attr(*calls[1], kAttrReferenceOp), "Transpose");
-  EXPECT_TRUE(absl::StrContains(Attr(*calls[1], kAttrFallbackReason),
+  EXPECT_EQ(Attr(*calls[1], ir::loop::kAttrReferenceOp), "Transpose");
+  EXPECT_TRUE(absl::StrContains(Attr(*calls[1], ir::loop::kAttrFallbackReason),
                                 "value 'n' (produced by node 'nz' (NonZero)) has dynamic shape"))
-      << Attr(*calls[1], kAttrFallbackReason);
-  const std::vector<bool> dynamic = DynamicBuffers(lp.program);
+      << Attr(*calls[1], ir::loop::kAttrFallbackReason);
+  const std::vector<bool> dynamic = ir::loop::DynamicBuffers(lp.program);
   EXPECT_TRUE(dynamic[lp.outputs[0]]);
   EXPECT_TRUE(dynamic[lp.outputs[1]]);
   EXPECT_FALSE(dynamic[lp.outputs[2]]);
@@ -176,14 +178,14 @@ TEST(ReferenceFallback, DataDependentShapes) {
   EXPECT_EQ(lp.program.buffers[lp.outputs[0]].StorageSize(), 0);
   // Different data, different shape, same program.
   absl::StatusOr<std::vector<ir::Tensor>> got =
-      RunLoweredProgram(lp, {F32({2, 3}, {1, 1, 1, 1, 0, 1})});
+      interp::RunLoopModule(lp, {F32({2, 3}, {1, 1, 1, 1, 0, 1})});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)[0].shape(), (ir::Shape{2, 5}));
   EXPECT_EQ((*got)[1].shape(), (ir::Shape{5, 2}));
 }
 
 TEST(ReferenceFallback, WithoutFallbackDataDependentShapesAreRefused) {
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(Parse(kNonZero));
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(Parse(kNonZero));
   ASSERT_FALSE(lp.status().ok());
   EXPECT_EQ(lp.status().message(),
             "value 'n' (produced by node 'nz' (NonZero)) has dynamic shape [2,?]; "
@@ -191,7 +193,7 @@ TEST(ReferenceFallback, WithoutFallbackDataDependentShapesAreRefused) {
 }
 
 TEST(ReferenceFallback, DynamicGraphInputStaysRefused) {
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(Parse(R"(graph g(%x: f32[?]) -> (%y) {
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(Parse(R"(graph g(%x: f32[?]) -> (%y) {
   %y = Relu(%x) : f32[?]
 })"),
                                                  WithFallback());
@@ -201,7 +203,7 @@ TEST(ReferenceFallback, DynamicGraphInputStaysRefused) {
 }
 
 TEST(ReferenceFallback, OpTheReferenceCannotRunStaysRefused) {
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(Parse(R"(graph g(%x: f32[2]) -> (%y) {
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(Parse(R"(graph g(%x: f32[2]) -> (%y) {
   %y = com.example.Frob(%x) : f32[2]
 })"),
                                                  WithFallback());
@@ -213,13 +215,13 @@ TEST(ReferenceFallback, OpTheReferenceCannotRunStaysRefused) {
 
 TEST(ReferenceFallback, CorruptCallIsAnError) {
   ir::Graph g = Parse(kDetBetweenLoops);
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(g, WithFallback());
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(g, WithFallback());
   ASSERT_TRUE(lp.ok()) << lp.status();
   for (Kernel& k : lp->program.kernels) {
-    if (IsReferenceCall(k)) k.call.attrs[kAttrReferenceGraph] = std::string("graph {");
+    if (ir::loop::IsReferenceCall(k)) k.call.attrs[ir::loop::kAttrReferenceGraph] = std::string("graph {");
   }
   absl::StatusOr<std::vector<ir::Tensor>> got =
-      RunLoweredProgram(*lp, {F32({2, 3, 3}, std::vector<float>(18, 1.0f))});
+      interp::RunLoopModule(*lp, {F32({2, 3, 3}, std::vector<float>(18, 1.0f))});
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(got.status().message(), "does not parse")) << got.status();
@@ -230,10 +232,10 @@ TEST(ReferenceFallback, WrongDeclaredShapeIsAnError) {
   ir::Graph g = Parse(R"(graph g(%x: f32[2,3]) -> (%n) opset 13 {
   %n = NonZero(%x) : i64[3,?]
 })");
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(g, WithFallback());
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(g, WithFallback());
   ASSERT_TRUE(lp.ok()) << lp.status();
   absl::StatusOr<std::vector<ir::Tensor>> got =
-      RunLoweredProgram(*lp, {F32({2, 3}, {0, 1, 0, 2, 0, 3})});
+      interp::RunLoopModule(*lp, {F32({2, 3}, {0, 1, 0, 2, 0, 3})});
   ASSERT_FALSE(got.ok());
   EXPECT_TRUE(absl::StrContains(got.status().message(),
                                 "is i64[2,3] at run time, but the model declares i64[3,?]"))

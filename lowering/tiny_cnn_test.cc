@@ -6,10 +6,11 @@
 
 #include "gtest/gtest.h"
 #include "frontend/onnx/importer.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::lowering {
 namespace {
@@ -27,7 +28,7 @@ TEST(TinyCnn, MatchesShippedOutput) {
   ASSERT_TRUE(input.ok()) << input.status();
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  absl::StatusOr<LoweredProgram> lp = LowerGraph(model->graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(model->graph);
   ASSERT_TRUE(lp.ok()) << lp.status();
   int externs = 0, loops = 0;
   for (const ir::loop::Kernel& k : lp->program.kernels) {
@@ -41,13 +42,13 @@ TEST(TinyCnn, MatchesShippedOutput) {
   EXPECT_EQ(externs, 5) << ir::loop::PrintProgram(lp->program);
   EXPECT_EQ(loops, 13) << ir::loop::PrintProgram(lp->program);
 
-  absl::StatusOr<std::vector<ir::Tensor>> out = RunLoweredProgram(*lp, {*input});
+  absl::StatusOr<std::vector<ir::Tensor>> out = interp::RunLoopModule(*lp, {*input});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
-  kiln::testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-6;
-  kiln::testing::CompareResult r = kiln::testing::CompareTensors((*out)[0], *expected, tol);
+  interp::CompareResult r = interp::CompareTensors((*out)[0], *expected, tol);
   EXPECT_TRUE(r.ok) << r.message;
 }
 

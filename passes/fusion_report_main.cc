@@ -19,8 +19,8 @@
 #include "passes/graph/eliminate_dead_code.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph_pipeline.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::passes {
 namespace {
@@ -49,13 +49,13 @@ absl::StatusOr<DataSet> LoadDataSet(const std::string& dir, int num_inputs) {
 // kilnc check's rule: max error within 1e-4 of the output's largest magnitude.
 absl::StatusOr<std::string> Check(const ir::Graph& g, const DataSet& data,
                                   bool* ok) {
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> got, reference::Run(g, data.inputs));
-  testing::Tolerance tol;
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> got, interp::Run(g, data.inputs));
+  interp::Tolerance tol;
   tol.max_rel = 1e-4;
   std::string text;
   *ok = got.size() == data.outputs.size();
   for (size_t i = 0; i < got.size() && i < data.outputs.size(); ++i) {
-    const testing::CompareResult c = testing::CompareTensors(got[i], data.outputs[i], tol);
+    const interp::CompareResult c = interp::CompareTensors(got[i], data.outputs[i], tol);
     *ok = *ok && c.ok;
     absl::StrAppendFormat(&text, " out%d: max_abs %.3g rel_to_max %.3g %s;", i,
                           c.max_abs_error, c.rel_to_max, c.ok ? "ok" : "MISMATCH");

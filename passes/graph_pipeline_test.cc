@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "frontend/onnx/importer.h"
 #include "ir/graph/text.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::passes {
 namespace {
@@ -154,16 +154,16 @@ TEST(GraphPipeline, DefaultPipelineFoldsWeightsAndKeepsResults) {
   EXPECT_EQ(after.constants().size(), 3u) << ir::PrintGraph(after);
 
   absl::StatusOr<std::vector<ir::Tensor>> want =
-      reference::Run(*before, Inputs());
-  absl::StatusOr<std::vector<ir::Tensor>> got = reference::Run(after, Inputs());
+      interp::Run(*before, Inputs());
+  absl::StatusOr<std::vector<ir::Tensor>> got = interp::Run(after, Inputs());
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 2u);
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-5;
   tol.atol = 1e-6;
   for (size_t i = 0; i < 2; ++i) {
-    testing::CompareResult c = testing::CompareTensors((*got)[i], (*want)[i], tol);
+    interp::CompareResult c = interp::CompareTensors((*got)[i], (*want)[i], tol);
     EXPECT_TRUE(c.ok) << "output " << i << ": " << c.message;
   }
 }
@@ -201,10 +201,10 @@ TEST(GraphPipeline, TinyCnnFoldsEveryBatchNormAndMatchesItsTestData) {
       frontend::LoadTensorFile(dir + "/test_data_set_0/output_0.pb");
   ASSERT_TRUE(input.ok()) << input.status();
   ASSERT_TRUE(expected.ok()) << expected.status();
-  absl::StatusOr<std::vector<ir::Tensor>> out = reference::Run(g, {*input});
+  absl::StatusOr<std::vector<ir::Tensor>> out = interp::Run(g, {*input});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
-  testing::CompareResult c = testing::CompareTensors((*out)[0], *expected);
+  interp::CompareResult c = interp::CompareTensors((*out)[0], *expected);
   EXPECT_TRUE(c.ok) << c.message;
 }
 

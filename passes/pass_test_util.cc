@@ -8,9 +8,9 @@
 #include "ir/graph/text.h"
 #include "ir/graph/verifier.h"
 #include "ir/status_macros.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 #include "testing/filecheck.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::passes {
 
@@ -42,13 +42,13 @@ absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
     for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
     inputs.push_back(std::move(t));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want, reference::Run(before, inputs));
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> got, reference::Run(after, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want, interp::Run(before, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> got, interp::Run(after, inputs));
   if (want.size() != got.size()) {
     return absl::FailedPreconditionError("the pass changed the number of outputs");
   }
   for (size_t i = 0; i < want.size(); ++i) {
-    testing::CompareResult c = testing::CompareTensors(got[i], want[i], {1e-5, 1e-6, std::nullopt});
+    interp::CompareResult c = interp::CompareTensors(got[i], want[i], {1e-5, 1e-6, std::nullopt});
     if (!c.ok) {
       return absl::FailedPreconditionError(
           absl::StrCat("output ", i, " changed numerically: ", c.message));

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "backends/onednn/extern_kernel.h"
 #include "ir/graph/dtype.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
@@ -146,7 +147,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
         "': disabled_passes and reference_fallback are fixed at build time and differ"));
   }
 
-  lowering::LoweredProgram lowered;
+  ir::loop::LoopModule lowered;
   KILN_ASSIGN_OR_RETURN(lowered.program,
                         ir::loop::ParseProgram(desc.at("program").get<std::string>()));
   KILN_RETURN_IF_ERROR(ir::loop::VerifyProgram(lowered.program));

@@ -401,7 +401,7 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
     eo.kernels_per_unit = std::max(1, (loop_kernels + writer.shards - 1) / writer.shards);
     KILN_ASSIGN_OR_RETURN(backends::cpp::EmittedProgram e, backends::cpp::EmitCpp(program, eo));
     std::map<std::string, std::string> unit_text;
-    for (runtime::SourceFile& f : e.sources) unit_text[f.name] = std::move(f.text);
+    for (ir::loop::SourceFile& f : e.sources) unit_text[f.name] = std::move(f.text);
     for (int s = 0; s < writer.shards; ++s) {
       const std::string unit = absl::StrCat(eo.unit_prefix, "_", s);
       auto it = unit_text.find(unit);

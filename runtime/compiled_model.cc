@@ -22,9 +22,12 @@
 #include "backends/cpp/emitter.h"
 #include "backends/onednn/threads.h"
 #include "frontend/onnx/importer.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
-#include "lowering/extern_executor.h"
+#include "interp/interpreter.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/ops_fallback.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
@@ -543,7 +546,11 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
   // Lowering.
   t = absl::Now();
   lowering::LoweringOptions lowering_options;
-  lowering_options.allow_reference_fallback = options.reference_fallback;
+  if (options.reference_fallback) {
+    lowering_options.reference_fallback = [](const ir::Graph& g) {
+      return interp::UnsupportedOps(g).empty();
+    };
+  }
   KILN_ASSIGN_OR_RETURN(p.lowered, lowering::LowerGraph(graph, lowering_options));
   report.lowering_ms = Ms(t);
 
@@ -568,7 +575,7 @@ absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph g
   report.emit_ms = Ms(t);
   if (!options.dump_dir.empty()) {
     KILN_RETURN_IF_ERROR(MakeDir(absl::StrCat(options.dump_dir, "/cpp")));
-    for (const runtime::SourceFile& f : alone.sources) {
+    for (const ir::loop::SourceFile& f : alone.sources) {
       KILN_RETURN_IF_ERROR(
           WriteFile(absl::StrCat(options.dump_dir, "/cpp/", f.name,
                                  absl::EndsWith(f.name, ".h") ? "" : ".cc"),
@@ -714,7 +721,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
-    const CompileOptions& options, lowering::LoweredProgram lowered,
+    const CompileOptions& options, ir::loop::LoopModule lowered,
     std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
     absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of) {
   const bool eager = options.mode == CompileOptions::Mode::kEager;
@@ -740,12 +747,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   xo.prepack_weights = options.prepack_weights && !eager;
   xo.use_onednn = options.use_onednn;
   // Only reference calls read or write values of data-dependent shape.
-  const std::vector<bool> dynamic = lowering::DynamicBuffers(program);
+  const std::vector<bool> dynamic = ir::loop::DynamicBuffers(program);
   for (size_t b = 0; b < dynamic.size(); ++b) {
     if (dynamic[b]) exe->dynamic_buffers_.push_back(static_cast<int32_t>(b));
   }
   for (const Kernel& kernel : program.kernels) {
-    if (lowering::IsReferenceCall(kernel)) continue;
+    if (ir::loop::IsReferenceCall(kernel)) continue;
     std::vector<int32_t> touched = kernel.call.inputs;
     touched.insert(touched.end(), kernel.call.outputs.begin(), kernel.call.outputs.end());
     for (const ir::loop::Op& op : kernel.body) {
@@ -785,7 +792,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
       report.kernels.push_back(std::move(kr));
       ++report.library_calls;
       if (report.kernels.back().backend == "reference") ++report.reference_calls;
-      if (lowering::IsReferenceCall(kernel)) ++report.fallback_calls;
+      if (ir::loop::IsReferenceCall(kernel)) ++report.fallback_calls;
       report.prepacked_bytes += report.kernels.back().prepacked_bytes;
       report.reorders += report.kernels.back().reorders_per_call;
     }

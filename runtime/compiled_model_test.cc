@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "nlohmann/json.hpp"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln {
 namespace {
@@ -61,7 +61,7 @@ ir::Graph Parse(const char* text) {
 void ExpectMatchesReference(const char* text, const std::vector<ir::Tensor>& inputs,
                             CompileOptions options = Options()) {
   ir::Graph g = Parse(text);
-  absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, inputs);
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   absl::StatusOr<std::unique_ptr<CompiledModel>> model =
       Compiler(options).CompileGraph(std::move(g));
@@ -70,8 +70,8 @@ void ExpectMatchesReference(const char* text, const std::vector<ir::Tensor>& inp
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), want->size());
   for (size_t o = 0; o < got->size(); ++o) {
-    testing::CompareResult r =
-        testing::CompareTensors((*got)[o], (*want)[o], testing::Tolerance{1e-4, 1e-5, {}});
+    interp::CompareResult r =
+        interp::CompareTensors((*got)[o], (*want)[o], interp::Tolerance{1e-4, 1e-5, {}});
     EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message << "\n"
                       << (*model)->report().ToText();
   }
@@ -132,7 +132,7 @@ TEST(CompiledModel, RunIsSafeFromManyThreads) {
   std::vector<std::vector<ir::Tensor>> inputs, want;
   for (int i = 0; i < 4; ++i) {
     inputs.push_back({Random({3, 17}, 100 + i), Random({17}, 200 + i)});
-    absl::StatusOr<std::vector<ir::Tensor>> w = reference::Run(g, inputs.back());
+    absl::StatusOr<std::vector<ir::Tensor>> w = interp::Run(g, inputs.back());
     ASSERT_TRUE(w.ok()) << w.status();
     want.push_back(*std::move(w));
   }
@@ -149,7 +149,7 @@ TEST(CompiledModel, RunIsSafeFromManyThreads) {
           continue;
         }
         for (size_t o = 0; o < got->size(); ++o) {
-          if (!testing::CompareTensors((*got)[o], want[t][o], {1e-4, 1e-5, {}}).ok) {
+          if (!interp::CompareTensors((*got)[o], want[t][o], {1e-4, 1e-5, {}}).ok) {
             ++mismatches[t];
           }
         }
@@ -172,10 +172,10 @@ TEST(CompiledModel, NamedInputsAndCallerOwnedOutputs) {
   ir::Tensor y(ir::DType::kF32, {17, 3}), s(ir::DType::kF32, {3});
   ASSERT_TRUE((*model)->RunInto({x, b}, {&y, &s}).ok());
   for (size_t o = 0; o < 2; ++o) {
-    EXPECT_TRUE(testing::CompareTensors((*named)[o], (*positional)[o], {0, 0, {}}).ok);
+    EXPECT_TRUE(interp::CompareTensors((*named)[o], (*positional)[o], {0, 0, {}}).ok);
   }
-  EXPECT_TRUE(testing::CompareTensors(y, (*positional)[0], {0, 0, {}}).ok);
-  EXPECT_TRUE(testing::CompareTensors(s, (*positional)[1], {0, 0, {}}).ok);
+  EXPECT_TRUE(interp::CompareTensors(y, (*positional)[0], {0, 0, {}}).ok);
+  EXPECT_TRUE(interp::CompareTensors(s, (*positional)[1], {0, 0, {}}).ok);
   ASSERT_EQ((*model)->inputs().size(), 2u);
   EXPECT_EQ((*model)->inputs()[0].name, "x");
   EXPECT_EQ((*model)->outputs()[1].shape, (ir::Shape{3}));
@@ -360,7 +360,7 @@ TEST(CompiledModel, ProfileTimesEveryKernelAndMatchesRun) {
     last_start = timings[k].start_us;
   }
   for (size_t o = 0; o < plain->size(); ++o) {
-    EXPECT_TRUE(testing::CompareTensors((*profiled)[o], (*plain)[o], {0, 0, {}}).ok);
+    EXPECT_TRUE(interp::CompareTensors((*profiled)[o], (*plain)[o], {0, 0, {}}).ok);
   }
 }
 
@@ -388,7 +388,7 @@ graph bad(%a: f32[?]) -> (%b) opset 13 {
       {Random({3, 17}, 21), Random({17}, 22)}, {Random({5}, 23)}};
   std::vector<std::vector<ir::Tensor>> want;
   for (int g = 0; g < 2; ++g) {
-    absl::StatusOr<std::vector<ir::Tensor>> w = reference::Run(graphs[g], inputs[g]);
+    absl::StatusOr<std::vector<ir::Tensor>> w = interp::Run(graphs[g], inputs[g]);
     ASSERT_TRUE(w.ok()) << w.status();
     want.push_back(*std::move(w));
   }
@@ -401,7 +401,7 @@ graph bad(%a: f32[?]) -> (%b) opset 13 {
     absl::StatusOr<std::vector<ir::Tensor>> got = (*models[g])->Run(inputs[g]);
     ASSERT_TRUE(got.ok()) << got.status();
     for (size_t o = 0; o < got->size(); ++o) {
-      EXPECT_TRUE(testing::CompareTensors((*got)[o], want[g][o], {1e-4, 1e-5, {}}).ok)
+      EXPECT_TRUE(interp::CompareTensors((*got)[o], want[g][o], {1e-4, 1e-5, {}}).ok)
           << "graph " << g << " output " << o;
     }
   }
@@ -634,14 +634,14 @@ TEST(CompiledModel, OutputsOfDataDependentShapeComeWithRunTimeShapes) {
   // Two runs on one context: each gets its own shapes.
   for (const ir::Tensor& x : {Data2x3({0, 1, 0, 2, 2, 0}), Data2x3({1, 1, 3, 1, 0, 1}),
                               Data2x3({0, 0, 0, 0, 0, 0})}) {
-    absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, {x});
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, {x});
     ASSERT_TRUE(want.ok()) << want.status();
     absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run({x});
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->size(), want->size());
     for (size_t o = 0; o < got->size(); ++o) {
       EXPECT_EQ((*got)[o].shape(), (*want)[o].shape()) << "output " << o;
-      testing::CompareResult c = testing::CompareTensors((*got)[o], (*want)[o]);
+      interp::CompareResult c = interp::CompareTensors((*got)[o], (*want)[o]);
       EXPECT_TRUE(c.ok) << "output " << o << ": " << c.message;
     }
   }
@@ -652,7 +652,7 @@ TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
   absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
   ASSERT_TRUE(model.ok()) << model.status();
   const ir::Tensor x = Data2x3({0, 1, 0, 2, 2, 0});  // 3 non-zeros, 3 unique values
-  absl::StatusOr<std::vector<ir::Tensor>> want = reference::Run(g, {x});
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, {x});
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ((*want)[0].shape(), (ir::Shape{2, 3}));
 
@@ -663,7 +663,7 @@ TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
   for (ir::Tensor& t : outs) ptrs.push_back(&t);
   ASSERT_TRUE((*model)->RunInto({x}, ptrs).ok());
   for (size_t o = 0; o < outs.size(); ++o) {
-    EXPECT_TRUE(testing::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
+    EXPECT_TRUE(interp::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
   }
 
   // Too small for NonZero's result: a clear error, the tensor untouched.

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "backends/cpp/emitter.h"
 #include "ir/graph/graph.h"
+#include "ir/loop/module.h"
 #include "isa/isa.h"
 #include "lowering/lower_graph.h"
 #include "runtime/kiln.h"
@@ -26,7 +27,7 @@ namespace kiln::internal {
 // built (alone or in a batch with others).
 struct PreparedModel {
   ir::Graph graph{"prepared"};
-  lowering::LoweredProgram lowered;
+  ir::loop::LoopModule lowered;
   CompileReport report;
   const isa::VecIsa* isa = nullptr;
   absl::Time start;
@@ -59,7 +60,7 @@ using LoopEntryFn =
 // Fills the report's kernel lines, counts, memory and total_ms (from
 // `start`).
 absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
-    const CompileOptions& options, lowering::LoweredProgram lowered,
+    const CompileOptions& options, ir::loop::LoopModule lowered,
     std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
     absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of);
 

@@ -10,9 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/onednn/extern_kernel.h"
+#include "interp/loop_module.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
-#include "lowering/ops_fallback.h"
 #include "passes/loop/propagate_layout.h"
 
 namespace kiln::runtime {
@@ -43,8 +44,8 @@ class ReferenceStep final : public ExternStep {
   // reports that up front.
   ReferenceStep(const LoopProgram& program, const Kernel& kernel)
       : name_(kernel.name), inputs_(kernel.call.inputs), outputs_(kernel.call.outputs) {
-    absl::StatusOr<std::unique_ptr<lowering::ReferenceKernel>> ref =
-        lowering::ReferenceKernel::Create(program, kernel);
+    absl::StatusOr<std::unique_ptr<interp::ReferenceKernel>> ref =
+        interp::ReferenceKernel::Create(program, kernel);
     if (!ref.ok()) {
       error_ = ref.status();
       return;
@@ -52,8 +53,8 @@ class ReferenceStep final : public ExternStep {
     ref_ = *std::move(ref);
     for (int32_t b : inputs_) in_buffers_.push_back(program.buffers[b]);
     for (int32_t b : outputs_) out_buffers_.push_back(program.buffers[b]);
-    dynamic_in_ = lowering::DynamicOperands(kernel, /*outputs=*/false);
-    dynamic_out_ = lowering::DynamicOperands(kernel, /*outputs=*/true);
+    dynamic_in_ = ir::loop::DynamicOperands(kernel, /*outputs=*/false);
+    dynamic_out_ = ir::loop::DynamicOperands(kernel, /*outputs=*/true);
   }
 
   static absl::StatusOr<std::unique_ptr<ExternStep>> Create(const LoopProgram& program,
@@ -109,7 +110,7 @@ class ReferenceStep final : public ExternStep {
   std::vector<int32_t> inputs_, outputs_;
   std::vector<Buffer> in_buffers_, out_buffers_;
   std::vector<bool> dynamic_in_, dynamic_out_;
-  std::unique_ptr<lowering::ReferenceKernel> ref_;
+  std::unique_ptr<interp::ReferenceKernel> ref_;
   absl::Status error_;
 };
 
@@ -202,7 +203,7 @@ class BlockedReferenceStep final : public ExternStep {
 // want (passes/ cannot depend on backends/).
 const bool kConvLayoutOracleRegistered = [] {
   passes::SetDefaultConvLayoutOracle(
-      [](const lowering::LoweredProgram& lp,
+      [](const ir::loop::LoopModule& lp,
          const Kernel& kernel) -> absl::StatusOr<passes::ConvLayout> {
         KILN_ASSIGN_OR_RETURN(onednn::ActivationBlocks blocks,
                               onednn::PreferredActivationBlocks(lp.program, kernel,
@@ -237,15 +238,15 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
       return InternalError("extern kernel '", kernel.name, "' writes buffer ", b);
     }
   }
-  if (lowering::IsReferenceCall(kernel)) {
+  if (ir::loop::IsReferenceCall(kernel)) {
     auto text = [&kernel](const char* attr) -> std::string {
       auto it = kernel.call.attrs.find(attr);
       const std::string* s =
           it == kernel.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
       return s != nullptr ? *s : std::string("?");
     };
-    report->call = absl::StrCat(kernel.call.op, "(", text(lowering::kAttrReferenceOp), ")");
-    report->reason = text(lowering::kAttrFallbackReason);
+    report->call = absl::StrCat(kernel.call.op, "(", text(ir::loop::kAttrReferenceOp), ")");
+    report->reason = text(ir::loop::kAttrFallbackReason);
     return ReferenceStep::Create(program, kernel);
   }
   if (options.use_onednn) {
@@ -267,7 +268,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
     if (call.status().code() != absl::StatusCode::kUnimplemented) return call.status();
     report->reason = std::string(call.status().message());
   }
-  if (kernel.call.attrs.count(passes::kAttrBlockedInputs) > 0) {
+  if (kernel.call.attrs.count(ir::loop::kAttrBlockedInputs) > 0) {
     return BlockedReferenceStep::Create(program, kernel);
   }
   return ReferenceStep::Create(program, kernel);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph/tensor.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
 #include "runtime/kiln.h"
 
@@ -29,7 +30,7 @@ class ExternStep {
   virtual ~ExternStep() = default;
   // `buffers[b]` is the storage of program buffer b (laid out with its
   // strides); reads the call's inputs, writes its outputs. For a buffer of
-  // data-dependent shape (lowering::DynamicBuffers; only reference calls
+  // data-dependent shape (ir::loop::DynamicBuffers; only reference calls
   // touch those) it points to the ir::Tensor holding the value in this run,
   // which the producing call assigns.
   virtual absl::Status Run(absl::Span<void* const> buffers) const = 0;

@@ -18,8 +18,8 @@
 #include "isa/isa.h"
 #include "runtime/aot.h"
 #include "runtime/kiln.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 #include "tools/kilnc_lib.h"
 
 #ifndef KILN_AOT_NAMESPACE
@@ -32,7 +32,7 @@ namespace {
 std::string* model_path = nullptr;
 
 // kilnc check's tolerance for whole models.
-const kiln::testing::Tolerance kTol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
+const interp::Tolerance kTol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
 
 bool HostRuns(const std::string& name) {
   const isa::VecIsa* isa = isa::FindIsa(name);
@@ -53,7 +53,7 @@ TEST(AotLibraryTest, EveryIsaThisCpuRunsMatchesTheReference) {
       ASSERT_TRUE(t.ok()) << v.name << ": " << t.status();
       in.push_back(*std::move(t));
     }
-    absl::StatusOr<std::vector<ir::Tensor>> out = reference::Run(graph, in);
+    absl::StatusOr<std::vector<ir::Tensor>> out = interp::Run(graph, in);
     ASSERT_TRUE(out.ok()) << out.status();
     inputs.push_back(std::move(in));
     expected.push_back(*std::move(out));
@@ -80,8 +80,8 @@ TEST(AotLibraryTest, EveryIsaThisCpuRunsMatchesTheReference) {
       ASSERT_TRUE(got.ok()) << isa << ": " << got.status();
       ASSERT_EQ(got->size(), expected[c].size());
       for (size_t o = 0; o < got->size(); ++o) {
-        const kiln::testing::CompareResult r =
-            kiln::testing::CompareTensors((*got)[o], expected[c][o], kTol);
+        const interp::CompareResult r =
+            interp::CompareTensors((*got)[o], expected[c][o], kTol);
         EXPECT_TRUE(r.ok) << isa << ", seed set " << c << ", output '"
                           << (*model)->outputs()[o].name << "': " << r.message;
       }

@@ -41,7 +41,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/aot_writer.h"
 #include "runtime/kiln.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 #include "tools/kilnc_lib.h"
 
 namespace kiln::tools {
@@ -177,7 +177,7 @@ class Executable {
 
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& inputs) const {
     if (model_ != nullptr) return model_->Run(inputs);
-    return reference::Run(*graph_, inputs);
+    return interp::Run(*graph_, inputs);
   }
 
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
@@ -359,7 +359,7 @@ int RunCheck(const Command& cmd) {
   std::cout << "kilnc check " << dir << "\n"
             << "model: " << exe->ModelLine() << "\n"
             << "engine: " << exe->EngineLine() << "\n"
-            << "tolerance: " << testing::DescribeTolerance(opts.tol) << "\n";
+            << "tolerance: " << interp::DescribeTolerance(opts.tol) << "\n";
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
@@ -426,7 +426,7 @@ int RunCheck(const Command& cmd) {
       const ir::Tensor& ref = (*expected)[k];
       const ir::Tensor& out = (*got)[k];
       const std::string& name = exe->outputs()[k].name;
-      const testing::CompareResult m = testing::CompareTensors(out, ref, opts.tol);
+      const interp::CompareResult m = interp::CompareTensors(out, ref, opts.tol);
       ++outputs_compared;
       if (!m.ok) ++outputs_failed;
       std::string line = absl::StrCat("  ", m.ok ? "PASS" : "FAIL", "  output ", k, " '",

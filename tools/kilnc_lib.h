@@ -22,7 +22,7 @@
 #include "ir/graph/tensor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/kiln.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::tools {
 
@@ -71,7 +71,7 @@ struct CheckOptions {
   // kilnc's default atol is 1e-5 (whole models accumulate more rounding
   // than ONNX's single-op cases, judged at 1e-7), in units of the output's
   // scale (Tolerance::atol_scaled; --atol-absolute turns that off).
-  testing::Tolerance tol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
+  interp::Tolerance tol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
   bool verbose = false;  // also print importer warnings and per-output stats
 };
 

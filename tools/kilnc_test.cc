@@ -380,15 +380,15 @@ TEST(ParseCommandLine, DoubleDashEndsFlags) {
 
 // ---------------------------------------------------------------- metrics
 
-testing::Tolerance Tol(double rtol, double atol) {
-  testing::Tolerance t;
+interp::Tolerance Tol(double rtol, double atol) {
+  interp::Tolerance t;
   t.rtol = rtol;
   t.atol = atol;
   return t;
 }
 
 // kilnc check's default tolerance.
-testing::Tolerance KilncDefault() { return CheckOptions{}.tol; }
+interp::Tolerance KilncDefault() { return CheckOptions{}.tol; }
 
 Tensor F32(Shape shape, std::vector<float> v) {
   return Tensor::FromVector<float>(std::move(shape), v);
@@ -397,7 +397,7 @@ Tensor F32(Shape shape, std::vector<float> v) {
 TEST(CompareOutput, MetricsOnHandMadeTensors) {
   const Tensor ref = F32({4}, {1.0f, 2.0f, -4.0f, 0.0f});
   const Tensor got = F32({4}, {1.0f, 2.001f, -4.0f, 1e-6f});
-  const testing::CompareResult m = testing::CompareTensors(got, ref, KilncDefault());
+  const interp::CompareResult m = interp::CompareTensors(got, ref, KilncDefault());
   EXPECT_TRUE(m.dtype_match);
   EXPECT_TRUE(m.shape_match);
   EXPECT_EQ(m.num_elements, 4);
@@ -415,29 +415,29 @@ TEST(CompareOutput, MetricsOnHandMadeTensors) {
   EXPECT_TRUE(m.ok);
 
   // rtol 1e-4: 1e-3 > 1e-5 + 2e-4 fails index 1; 1e-6 <= 1e-5 still passes.
-  const testing::CompareResult tight = testing::CompareTensors(got, ref, Tol(1e-4, 1e-5));
+  const interp::CompareResult tight = interp::CompareTensors(got, ref, Tol(1e-4, 1e-5));
   EXPECT_EQ(tight.mismatches, 1);
   EXPECT_FALSE(tight.ok);
 
   // Norm-wise: 2.5e-4 of max|ref| passes 1e-3, fails 1e-4.
-  testing::Tolerance loose;
+  interp::Tolerance loose;
   loose.max_rel = 1e-3;
-  EXPECT_TRUE(testing::CompareTensors(got, ref, loose).ok);
-  testing::Tolerance strict;
+  EXPECT_TRUE(interp::CompareTensors(got, ref, loose).ok);
+  interp::Tolerance strict;
   strict.max_rel = 1e-4;
-  EXPECT_FALSE(testing::CompareTensors(got, ref, strict).ok);
+  EXPECT_FALSE(interp::CompareTensors(got, ref, strict).ok);
 }
 
 TEST(CompareOutput, ExactResultAndZeroReference) {
   const Tensor zeros = F32({3}, {0, 0, 0});
-  const testing::CompareResult same = testing::CompareTensors(zeros, zeros, KilncDefault());
+  const interp::CompareResult same = interp::CompareTensors(zeros, zeros, KilncDefault());
   EXPECT_TRUE(same.ok);
   EXPECT_EQ(same.max_abs_error, 0);
   EXPECT_EQ(same.max_abs_index, -1);
   EXPECT_EQ(same.rel_to_max, 0);
   EXPECT_FALSE(same.max_elementwise_rel.has_value());
 
-  const testing::CompareResult off = testing::CompareTensors(F32({3}, {0, 0, 0.5f}), zeros,
+  const interp::CompareResult off = interp::CompareTensors(F32({3}, {0, 0, 0.5f}), zeros,
                                          KilncDefault());
   EXPECT_FALSE(off.ok);
   EXPECT_TRUE(std::isinf(off.rel_to_max));
@@ -448,23 +448,23 @@ TEST(CompareOutput, NanMatchesOnlyNan) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const Tensor ref = F32({3}, {nan, inf, 1});
-  EXPECT_TRUE(testing::CompareTensors(F32({3}, {nan, inf, 1}), ref, KilncDefault()).ok);
-  const testing::CompareResult m = testing::CompareTensors(F32({3}, {0, inf, 1}), ref, KilncDefault());
+  EXPECT_TRUE(interp::CompareTensors(F32({3}, {nan, inf, 1}), ref, KilncDefault()).ok);
+  const interp::CompareResult m = interp::CompareTensors(F32({3}, {0, inf, 1}), ref, KilncDefault());
   EXPECT_FALSE(m.ok);
   EXPECT_EQ(m.mismatches, 1);
   EXPECT_TRUE(std::isinf(m.max_abs_error));
   EXPECT_EQ(m.max_abs_index, 0);
-  EXPECT_FALSE(testing::CompareTensors(F32({3}, {nan, -inf, 1}), ref, KilncDefault()).ok);
-  testing::Tolerance norm;
+  EXPECT_FALSE(interp::CompareTensors(F32({3}, {nan, -inf, 1}), ref, KilncDefault()).ok);
+  interp::Tolerance norm;
   norm.max_rel = 1.0;  // even a huge tolerance does not excuse a NaN
-  EXPECT_FALSE(testing::CompareTensors(F32({3}, {0, inf, 1}), ref, norm).ok);
+  EXPECT_FALSE(interp::CompareTensors(F32({3}, {0, inf, 1}), ref, norm).ok);
 }
 
 TEST(CompareOutput, IntegersAreExact) {
   const Tensor ref = Tensor::FromVector<int64_t>({3}, {1, 2, 1000000});
-  EXPECT_TRUE(testing::CompareTensors(ref, ref, KilncDefault()).ok);
+  EXPECT_TRUE(interp::CompareTensors(ref, ref, KilncDefault()).ok);
   const Tensor got = Tensor::FromVector<int64_t>({3}, {1, 2, 1000001});
-  const testing::CompareResult m = testing::CompareTensors(got, ref, KilncDefault());
+  const interp::CompareResult m = interp::CompareTensors(got, ref, KilncDefault());
   EXPECT_FALSE(m.ok);  // within rtol 1e-3 but integers must match exactly
   EXPECT_EQ(m.mismatches, 1);
   EXPECT_EQ(m.max_abs_error, 1);
@@ -472,13 +472,13 @@ TEST(CompareOutput, IntegersAreExact) {
 
 TEST(CompareOutput, ShapeOrDtypeMismatchFails) {
   const Tensor ref = F32({2, 2}, {1, 2, 3, 4});
-  const testing::CompareResult shape = testing::CompareTensors(F32({4}, {1, 2, 3, 4}), ref,
+  const interp::CompareResult shape = interp::CompareTensors(F32({4}, {1, 2, 3, 4}), ref,
                                            KilncDefault());
   EXPECT_FALSE(shape.shape_match);
   EXPECT_TRUE(shape.dtype_match);
   EXPECT_FALSE(shape.ok);
   const Tensor f64 = Tensor::FromVector<double>({2, 2}, {1, 2, 3, 4});
-  const testing::CompareResult dtype = testing::CompareTensors(f64, ref, KilncDefault());
+  const interp::CompareResult dtype = interp::CompareTensors(f64, ref, KilncDefault());
   EXPECT_FALSE(dtype.dtype_match);
   EXPECT_TRUE(dtype.shape_match);
   EXPECT_EQ(dtype.max_abs_error, 0);  // values compared anyway
@@ -486,13 +486,13 @@ TEST(CompareOutput, ShapeOrDtypeMismatchFails) {
 }
 
 TEST(DescribeTolerance, BothForms) {
-  EXPECT_EQ(testing::DescribeTolerance(KilncDefault()),
+  EXPECT_EQ(interp::DescribeTolerance(KilncDefault()),
             "|got-ref| <= 1e-05*max(1,max|ref|) + 0.001*|ref| per element");
-  EXPECT_EQ(testing::DescribeTolerance(Tol(1e-3, 1e-5)),
+  EXPECT_EQ(interp::DescribeTolerance(Tol(1e-3, 1e-5)),
             "|got-ref| <= 1e-05 + 0.001*|ref| per element");
-  testing::Tolerance t;
+  interp::Tolerance t;
   t.max_rel = 1e-4;
-  EXPECT_EQ(testing::DescribeTolerance(t), "max|got-ref| <= 0.0001 * max|ref| per output");
+  EXPECT_EQ(interp::DescribeTolerance(t), "max|got-ref| <= 0.0001 * max|ref| per output");
 }
 
 // ---------------------------------------------------------------- summaries
@@ -524,8 +524,8 @@ TEST(RandomTensor, DeterministicPerSeed) {
   auto b = RandomTensor(DType::kF32, {64}, 5, 0, 10);
   auto c = RandomTensor(DType::kF32, {64}, 6, 0, 10);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(testing::CompareTensors(*a, *b, Tol(0, 0)).mismatches, 0);
-  EXPECT_GT(testing::CompareTensors(*a, *c, Tol(0, 0)).mismatches, 50);
+  EXPECT_EQ(interp::CompareTensors(*a, *b, Tol(0, 0)).mismatches, 0);
+  EXPECT_GT(interp::CompareTensors(*a, *c, Tol(0, 0)).mismatches, 50);
 }
 
 TEST(RandomTensor, FloatsLookStandardNormal) {
@@ -915,7 +915,7 @@ TEST(KilncEndToEnd, RunWithGivenInputReproducesPyTorch) {
       frontend::LoadTensorFile(TinyCnn() + "/test_data_set_0/output_0.pb");
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
-  EXPECT_TRUE(testing::CompareTensors(*got, *want, KilncDefault()).ok);
+  EXPECT_TRUE(interp::CompareTensors(*got, *want, KilncDefault()).ok);
   EXPECT_TRUE(fs::exists(out_dir + "/input_0.pb"));
 }
 

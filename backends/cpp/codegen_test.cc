@@ -17,7 +17,8 @@
 #include "ir/graph/text.h"
 #include "ir/loop/interpreter.h"
 #include "ir/loop/loop_ir.h"
-#include "lowering/extern_executor.h"
+#include "ir/loop/module.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "runtime/jit/isa_test_util.h"
 
@@ -35,10 +36,10 @@ using ir::loop::OpCode;
 using ir::loop::ReduceKind;
 using ir::loop::VecStatus;
 
-constexpr testing::Tolerance kExact{1e-6, 1e-7, {}};
-constexpr testing::Tolerance kTranscendental{1e-5, 1e-6, {}};
+constexpr interp::Tolerance kExact{1e-6, 1e-7, {}};
+constexpr interp::Tolerance kTranscendental{1e-5, 1e-6, {}};
 // f32 accumulation (vector lanes) against the interpreter's double.
-constexpr testing::Tolerance kReduction{1e-5, 1e-5, {}};
+constexpr interp::Tolerance kReduction{1e-5, 1e-5, {}};
 
 // The emulated shard (qemu) runs only the representative programs.
 #define SKIP_IF_EMULATED(t)                                                      \
@@ -358,7 +359,7 @@ TEST(Codegen, WelfordReductionsVectorized) {
   // One float ulp of a mean near 1000 is 6e-5; times 1/std (~1.7) that is
   // up to ~1.1e-4 absolute on the normalized output, whichever of two
   // correct sums rounds it: rtol 1e-3 (ONNX's) and atol 2e-4 for that.
-  c.tol = testing::Tolerance{1e-3, 2e-4, {}};
+  c.tol = interp::Tolerance{1e-3, 2e-4, {}};
   LoopProgram& p = c.program;
   const int64_t rows = 6, cols = 45, inner = 3;
   const int x = p.AddBuffer("x", DType::kF32, {rows, inner, cols}, BufferKind::kInput);
@@ -1119,7 +1120,7 @@ TEST(Codegen, ScattersAndScans) {
 // ---------------------------------------------------------------------------
 // Lowered programs with extern kernels (RunLoweredCases): loop segments as
 // generated code, extern kernels on the host's reference, against
-// lowering::RunLoweredProgram (loop interpreter + the same reference).
+// interp::RunLoopModule (loop interpreter + the same reference).
 
 TEST(Codegen, LoweredProgramsRunLoopSegmentsAroundExternKernels) {
   KILN_TEST_ISA_OR_SKIP(t);
@@ -1141,11 +1142,11 @@ graph g(%a: f32[3,4], %b: f32[4,2]) -> (%c) opset 13 {
   %c = MatMul(%a, %b) : f32[3,2]
 }
 )";
-  std::vector<lowering::LoweredProgram> programs;
+  std::vector<ir::loop::LoopModule> programs;
   for (const char* graph : {text, extern_only}) {
     absl::StatusOr<ir::Graph> g = ir::ParseGraph(graph);
     ASSERT_TRUE(g.ok()) << g.status();
-    absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(*g);
+    absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*g);
     ASSERT_TRUE(lp.ok()) << lp.status();
     programs.push_back(*std::move(lp));
   }
@@ -1173,11 +1174,11 @@ graph g(%a: f32[3,4], %b: f32[4,2]) -> (%c) opset 13 {
     EXPECT_EQ(r.loop_segments, expected_segments[c]) << cases[c].name;
     EXPECT_EQ(r.extern_calls, expected_externs[c]) << cases[c].name;
     absl::StatusOr<std::vector<Tensor>> ref =
-        lowering::RunLoweredProgram(*cases[c].lowered, cases[c].inputs);
+        interp::RunLoopModule(*cases[c].lowered, cases[c].inputs);
     ASSERT_TRUE(ref.ok()) << ref.status();
     ASSERT_EQ(r.outputs.size(), ref->size()) << cases[c].name;
     for (size_t o = 0; o < ref->size(); ++o) {
-      testing::CompareResult cmp = testing::CompareTensors(r.outputs[o], (*ref)[o], kTranscendental);
+      interp::CompareResult cmp = interp::CompareTensors(r.outputs[o], (*ref)[o], kTranscendental);
       EXPECT_TRUE(cmp.ok) << cases[c].name << " output " << o << ": " << cmp.message;
     }
   }

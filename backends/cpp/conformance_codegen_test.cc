@@ -28,14 +28,15 @@
 #include "backends/cpp/test_util.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
 #include "runtime/jit/isa_test_util.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 #include "testing/conformance/runner.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -43,7 +44,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // ONNX's backend-test tolerance (numpy assert_allclose defaults there).
-constexpr testing::Tolerance kOnnxTolerance{1e-3, 1e-7, {}};
+constexpr interp::Tolerance kOnnxTolerance{1e-3, 1e-7, {}};
 constexpr size_t kCasesPerBatch = 100;
 // Cases that must pass as generated code on every shard: 861 measured on
 // neon and on scalar (860 loop-only, 1 with an extern kernel on the host).
@@ -76,7 +77,7 @@ struct DataSet {
 struct Runnable {
   std::string id;
   std::string extern_ops;  // "onnx.Conv, onnx.Gemm"; empty for loop-only
-  lowering::LoweredProgram lowered;
+  ir::loop::LoopModule lowered;
   std::vector<DataSet> sets;
 };
 
@@ -151,7 +152,7 @@ std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
     return std::nullopt;
   }
   ir::Graph graph = std::move(imported->graph);
-  if (std::vector<std::string> missing = reference::UnsupportedOps(graph); !missing.empty()) {
+  if (std::vector<std::string> missing = interp::UnsupportedOps(graph); !missing.empty()) {
     tally->reference_skipped.push_back(
         absl::StrCat(c.id(), ": no reference kernel for ", absl::StrJoin(missing, ", ")));
     return std::nullopt;
@@ -165,7 +166,7 @@ std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
     tally->errors.push_back(absl::StrCat(c.id(), ": graph passes: ", s.ToString()));
     return std::nullopt;
   }
-  absl::StatusOr<lowering::LoweredProgram> lowered = lowering::LowerGraph(graph);
+  absl::StatusOr<ir::loop::LoopModule> lowered = lowering::LowerGraph(graph);
   if (!lowered.ok()) {
     const bool refusal = absl::IsUnimplemented(lowered.status()) ||
                          absl::IsInvalidArgument(lowered.status());
@@ -195,8 +196,8 @@ std::string Judge(const DataSet& set, const LoweredResult& result) {
   if (!result.error.empty()) return absl::StrCat(set.name, ": ", result.error);
   if (result.rc != 0) return absl::StrCat(set.name, ": the program returned ", result.rc);
   for (size_t k = 0; k < set.expected.size(); ++k) {
-    testing::CompareResult cmp =
-        testing::CompareTensors(result.outputs[k], set.expected[k], kOnnxTolerance);
+    interp::CompareResult cmp =
+        interp::CompareTensors(result.outputs[k], set.expected[k], kOnnxTolerance);
     if (!cmp.ok) return absl::StrCat(set.name, " output ", k, ": ", cmp.message);
   }
   return "";

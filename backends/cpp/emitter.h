@@ -100,7 +100,7 @@
 #include "backends/cpp/vec_checker.h"
 #include "ir/loop/loop_ir.h"
 #include "isa/isa.h"
-#include "runtime/jit/jit_compiler.h"
+#include "ir/loop/source_file.h"
 
 namespace kiln::backends::cpp {
 
@@ -146,7 +146,7 @@ struct EmittedKernel {
 };
 
 struct EmittedProgram {
-  std::vector<runtime::SourceFile> sources;
+  std::vector<ir::loop::SourceFile> sources;
   std::vector<EmittedKernel> kernels;  // loop kernels, program order
   // Extern kernels are not emitted (the wrapper calls library code).
   std::vector<int> skipped_extern_kernels;

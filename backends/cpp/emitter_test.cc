@@ -129,7 +129,7 @@ TEST(Emitter, NamesCannotInjectCode) {
   o.unit_prefix = "../unit";
   absl::StatusOr<EmittedProgram> out = EmitCpp(p, o);
   ASSERT_TRUE(out.ok()) << out.status();
-  for (const runtime::SourceFile& f : out->sources) {
+  for (const ir::loop::SourceFile& f : out->sources) {
     EXPECT_THAT(f.name, Not(HasSubstr("/")));
     EXPECT_THAT(f.text, Not(HasSubstr("<evil.h>")));
     EXPECT_THAT(f.text, Not(HasSubstr("system(")));

@@ -23,9 +23,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/interpreter.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/ops_fallback.h"
 #include "runtime/jit/jit_compiler.h"
 
@@ -255,7 +257,7 @@ std::string DriverSource(const std::vector<CasePlan>& plans,
 // Writes the active cases' data to <stem>.in and builds the driver with
 // `sources` for the ISA's emulator; `offsets` per case and buffer.
 absl::StatusOr<std::string> BuildDriver(runtime::JitCompiler& jit,
-                                        std::vector<runtime::SourceFile> sources,
+                                        std::vector<ir::loop::SourceFile> sources,
                                         const std::vector<ProgramCase>& cases,
                                         const std::vector<CasePlan>& plans,
                                         const std::string& stem) {
@@ -514,7 +516,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
     if (std::none_of(plans.begin(), plans.end(), [](const CasePlan& p) { return p.active; })) {
       return results;
     }
-    std::vector<runtime::SourceFile> sources;
+    std::vector<ir::loop::SourceFile> sources;
     if (options.merge) {
       std::vector<int32_t> buffer_base;
       std::vector<int> kernel_base;
@@ -543,11 +545,11 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
     } else {
       for (size_t c = 0; c < cases.size(); ++c) {
         if (!plans[c].active) continue;
-        for (const runtime::SourceFile& f : results[c].emitted.sources) sources.push_back(f);
+        for (const ir::loop::SourceFile& f : results[c].emitted.sources) sources.push_back(f);
       }
     }
     if (const char* dump = std::getenv("KILN_EMITTER_DUMP_DIR"); dump != nullptr) {
-      for (const runtime::SourceFile& f : sources) {
+      for (const ir::loop::SourceFile& f : sources) {
         std::ofstream(absl::StrCat(dump, "/", f.name, ".cc")) << f.text;
       }
     }
@@ -615,13 +617,13 @@ absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIs
     live[c] = false;
   };
   for (size_t c = 0; c < n; ++c) {
-    const lowering::LoweredProgram* lp = cases[c].lowered;
+    const ir::loop::LoopModule* lp = cases[c].lowered;
     if (lp == nullptr) return absl::InvalidArgumentError(absl::StrCat(cases[c].name, ": no program"));
     if (cases[c].inputs.size() != lp->inputs.size()) {
       fail(c, absl::StrCat(cases[c].inputs.size(), " inputs for a program of ", lp->inputs.size()));
       continue;
     }
-    const std::vector<bool> dynamic = lowering::DynamicBuffers(lp->program);
+    const std::vector<bool> dynamic = ir::loop::DynamicBuffers(lp->program);
     if (std::find(dynamic.begin(), dynamic.end(), true) != dynamic.end()) {
       fail(c, "values of data-dependent shape (reference calls) are not run here");
       continue;
@@ -651,7 +653,7 @@ absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIs
           args.push_back(it->second);
         }
         if (!live[c]) break;
-        absl::StatusOr<std::vector<Tensor>> outs = lowering::RunExternKernel(p, ext, args);
+        absl::StatusOr<std::vector<Tensor>> outs = interp::RunExternKernel(p, ext, args);
         if (!outs.ok()) {
           fail(c, absl::StrCat("extern kernel '", ext.name, "' on the reference: ",
                                outs.status().ToString()));
@@ -736,7 +738,7 @@ void ExpectMatchesInterpreter(const ProgramCase& c, const CaseResult& r) {
       ADD_FAILURE() << c.name << ": no output '" << name << "'";
       continue;
     }
-    testing::CompareResult cmp = testing::CompareTensors(it->second, expected, c.tol);
+    interp::CompareResult cmp = interp::CompareTensors(it->second, expected, c.tol);
     EXPECT_TRUE(cmp.ok) << c.name << " output '" << name << "': " << cmp.message;
   }
 }

@@ -26,9 +26,10 @@
 #include "backends/cpp/emitter.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 #include "runtime/jit/isa_test_util.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::backends::cpp {
 
@@ -36,7 +37,7 @@ struct ProgramCase {
   std::string name;  // for messages only
   ir::loop::LoopProgram program;
   std::map<std::string, ir::Tensor> inputs;  // input and constant buffers
-  testing::Tolerance tol{1e-6, 1e-7, {}};
+  interp::Tolerance tol{1e-6, 1e-7, {}};
   // Symbol/unit prefixes are set per case by RunCases; one unit per program
   // by default (the Highway headers dominate compile time).
   EmitOptions options = [] {
@@ -97,7 +98,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
 // A lowered program and one data set for RunLoweredCases.
 struct LoweredCase {
   std::string name;                          // for messages only
-  const lowering::LoweredProgram* lowered;   // not owned
+  const ir::loop::LoopModule* lowered;   // not owned
   std::vector<ir::Tensor> inputs;            // one per graph input, in order
 };
 
@@ -114,7 +115,7 @@ struct LoweredResult {
 // consecutive loop kernels is one program run with RunCases (merged, at most
 // `cases_per_batch` cases per build and run; the buffers it reads bound from
 // what ran before, the ones it writes read back), every extern kernel runs
-// on the host through lowering::RunExternKernel between them. Cases advance
+// on the host through interp::RunExternKernel between them. Cases advance
 // in lockstep, so a program with n loop segments costs n batched runs, not
 // one per case. Programs with values of data-dependent shape (reference
 // calls) are refused per case. The status fails only on a bad argument.

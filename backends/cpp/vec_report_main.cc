@@ -18,6 +18,7 @@
 #include "backends/cpp/vec_checker.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "lowering/lower_graph.h"
@@ -48,7 +49,7 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
       absl::EndsWith(dir, ".onnx") ? dir : absl::StrCat(dir, "/model.onnx");
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path));
   KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&imported.graph, popts));
-  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram lowered,
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lowered,
                         lowering::LowerGraph(imported.graph));
   const isa::VecIsa* avx2 = isa::FindIsa("avx2");
   if (avx2 == nullptr) return absl::InternalError("no avx2 ISA module registered");

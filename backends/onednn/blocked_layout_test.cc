@@ -14,12 +14,13 @@
 #include "gtest/gtest.h"
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
 #include "passes/loop/propagate_layout.h"
 #include "passes/loop/propagate_layout_test_util.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::onednn {
 namespace {
@@ -41,10 +42,10 @@ std::string C(const Shape& shape, uint32_t seed) {
 }
 
 void ExpectClose(const Tensor& got, const Tensor& want) {
-  kiln::testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
-  kiln::testing::CompareResult r = kiln::testing::CompareTensors(got, want, tol);
+  interp::CompareResult r = interp::CompareTensors(got, want, tol);
   EXPECT_TRUE(r.ok) << r.message;
 }
 
@@ -201,7 +202,7 @@ TEST(OneDnnCallBlocked, OddChannelsWithSumMatchPlain) {
 }
 
 passes::ConvLayoutOracle OneDnnOracle() {
-  return [](const lowering::LoweredProgram& lp,
+  return [](const ir::loop::LoopModule& lp,
             const ir::loop::Kernel& k) -> absl::StatusOr<passes::ConvLayout> {
     absl::StatusOr<ActivationBlocks> b = PreferredActivationBlocks(lp.program, k, lp.constants);
     if (!b.ok()) return b.status();
@@ -214,7 +215,7 @@ passes::ConvLayoutOracle OneDnnOracle() {
 std::vector<int> CheckOnOneDnn(const std::string& text) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   EXPECT_TRUE(g.ok()) << g.status();
-  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*g);
   EXPECT_TRUE(lp.ok()) << lp.status();
   passes::PropagateLayout pass(OneDnnOracle());
   absl::StatusOr<bool> changed = pass.Run(&*lp);
@@ -232,7 +233,7 @@ std::vector<int> CheckOnOneDnn(const std::string& text) {
   for (size_t i = 0; i < g->inputs().size(); ++i) {
     inputs.push_back(Random(g->value(g->inputs()[i]).shape, 20 + i));
   }
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(*g, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(*g, inputs);
   absl::StatusOr<std::vector<Tensor>> got = passes::layout_testing::RunProgram(*lp, inputs, run);
   EXPECT_TRUE(want.ok()) << want.status();
   EXPECT_TRUE(got.ok()) << got.status() << "\n" << ir::loop::PrintProgram(lp->program);

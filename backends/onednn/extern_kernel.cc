@@ -1,5 +1,5 @@
 // OneDnnExternKernel: reads an extern kernel's op, attributes and buffers
-// (the contract of lowering/extern_attrs.h) into a FusedCall plus the
+// (the contract of ir/loop/extern_schema.h) into a FusedCall plus the
 // constant weights/bias, builds the OneDnnCall, and maps Run's buffer
 // pointers onto it.
 #include "backends/onednn/extern_kernel.h"
@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/onednn/fused_call.h"
+#include "ir/loop/extern_schema.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "backends/onednn/kernel_reader.h"
 #include "backends/onednn/rnn_kernel.h"
@@ -30,19 +31,13 @@ using ir::loop::Buffer;
 using ir::loop::Kernel;
 using ir::loop::LoopProgram;
 
-// Names lowering gives extern calls and their bookkeeping attributes
-// (lowering/extern_attrs.h; backends do not depend on lowering/).
-constexpr char kOnnxPrefix[] = "onnx.";
-constexpr char kKilnPrefix[] = "kiln.";
-constexpr char kAttrInputSlots[] = "kiln_input_slots";
-constexpr char kAttrOutputSlots[] = "kiln_output_slots";
-// Activation layouts chosen by passes/loop/propagate_layout: one int per
-// call input / output, the logical channel count C when that buffer holds
-// N C spatial... blocked by kAttrChannelBlock channels ([N, ceil(C/b),
-// spatial..., b] row-major, zero channel tail), else 0.
-constexpr char kAttrBlockedInputs[] = "kiln_blocked_inputs";
-constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
-constexpr char kAttrChannelBlock[] = "kiln_channel_block";
+using ir::loop::kAttrBlockedInputs;
+using ir::loop::kAttrBlockedOutputs;
+using ir::loop::kAttrChannelBlock;
+using ir::loop::kAttrInputSlots;
+using ir::loop::kAttrOutputSlots;
+using ir::loop::kKilnOpPrefix;
+using ir::loop::kOnnxOpPrefix;
 
 // Where a pointer handed to OneDnnCall comes from at Run: one of Run's
 // inputs, or data the kernel owns (a scaled copy of a constant).
@@ -759,10 +754,10 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
   }
   absl::string_view op = kernel.call.op;
   bool fused = false;
-  if (absl::ConsumePrefix(&op, kKilnPrefix)) {
+  if (absl::ConsumePrefix(&op, kKilnOpPrefix)) {
     fused = absl::ConsumePrefix(&op, "Fused");
     if (!fused) return tr.Unimplemented("no oneDNN mapping for this kiln op");
-  } else if (!absl::ConsumePrefix(&op, kOnnxPrefix)) {
+  } else if (!absl::ConsumePrefix(&op, kOnnxOpPrefix)) {
     return tr.Unimplemented("not an ONNX or kiln op");
   }
   if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") {

@@ -25,6 +25,7 @@
 #include "backends/onednn/onednn_call.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 
 namespace kiln::onednn {
 
@@ -47,7 +48,7 @@ struct ExternKernelInfo {
 class OneDnnExternKernel {
  public:
   // `kernel` is an extern kernel of `program`; `constants` holds the data of
-  // constant buffers by buffer index (LoweredProgram::constants): weights
+  // constant buffers by buffer index (ir::loop::LoopModule::constants): weights
   // (and bias) found there are prepacked, a MatMul whose weights are not
   // constant takes them at Run. InvalidArgument for a malformed kernel,
   // Unimplemented (naming the kernel) for what oneDNN cannot run.

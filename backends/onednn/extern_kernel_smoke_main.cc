@@ -18,12 +18,13 @@
 #include "absl/strings/str_format.h"
 #include "backends/onednn/extern_kernel.h"
 #include "frontend/onnx/importer.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "lowering/extern_attrs.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::onednn {
 namespace {
@@ -46,7 +47,7 @@ ir::Tensor RandomF32(const ir::Shape& shape, uint32_t seed) {
 
 // Runs `k` and the reference extern on random activations (constants as
 // lowered); true when they agree.
-absl::StatusOr<bool> CheckKernel(const lowering::LoweredProgram& lp,
+absl::StatusOr<bool> CheckKernel(const ir::loop::LoopModule& lp,
                                  const ir::loop::Kernel& ext,
                                  OneDnnExternKernel& k, std::string* detail) {
   std::vector<ir::Tensor> inputs;
@@ -66,11 +67,11 @@ absl::StatusOr<bool> CheckKernel(const lowering::LoweredProgram& lp,
   for (ir::Tensor& t : got) out_ptrs.push_back(t.raw_data());
   KILN_RETURN_IF_ERROR(k.Run(in_ptrs, out_ptrs));
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want,
-                        lowering::RunExternKernel(lp.program, ext, inputs));
-  testing::Tolerance tol;
+                        interp::RunExternKernel(lp.program, ext, inputs));
+  interp::Tolerance tol;
   tol.max_rel = 1e-4;
   for (size_t o = 0; o < got.size(); ++o) {
-    const testing::CompareResult r = testing::CompareTensors(got[o], want[o], tol);
+    const interp::CompareResult r = interp::CompareTensors(got[o], want[o], tol);
     if (!r.ok) {
       *detail = absl::StrCat("output ", o, ": ", r.message);
       return false;
@@ -97,7 +98,7 @@ absl::Status Smoke(const std::string& dir, bool check, Totals* all) {
                         frontend::ImportModelFile(model, opts));
   ir::Graph graph = std::move(imported.graph);
   KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&graph));
-  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram lp,
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp,
                         lowering::LowerGraph(graph));
   Totals t;
   std::map<std::string, int> kinds;  // info.op (+ "fused") -> count

@@ -1,6 +1,6 @@
 // OneDnnExternKernel against the reference interpreter: each ONNX (or
 // kiln.Fused*) graph is lowered, its extern kernel built and run on oneDNN
-// over seeded random data, and compared with reference::Run on the graph.
+// over seeded random data, and compared with interp::Run on the graph.
 #include "backends/onednn/extern_kernel.h"
 
 #include <map>
@@ -19,11 +19,13 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/extern_attrs.h"
 #include "lowering/lower_graph.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::onednn {
 namespace {
@@ -53,7 +55,7 @@ std::string C(const Shape& shape, uint32_t seed, DType dtype = DType::kF32) {
 
 struct Lowered {
   ir::Graph graph;
-  lowering::LoweredProgram lp;
+  ir::loop::LoopModule lp;
   const ir::loop::Kernel* ext = nullptr;
 };
 
@@ -63,7 +65,7 @@ absl::StatusOr<Lowered> Lower(const std::string& text) {
   if (!g.ok()) return g.status();
   Lowered l;
   l.graph = std::move(*g);
-  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(l.graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(l.graph);
   if (!lp.ok()) return lp.status();
   l.lp = std::move(*lp);
   for (const ir::loop::Kernel& k : l.lp.program.kernels) {
@@ -117,13 +119,13 @@ void CheckAgainstReference(const std::string& text, RunResult* result = nullptr,
     ASSERT_TRUE(s.ok()) << s;
   }
 
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(l->graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
-  testing::CompareResult r =
-      testing::CompareTensors(storage.at(l->lp.outputs[0]), (*want)[0], tol);
+  interp::CompareResult r =
+      interp::CompareTensors(storage.at(l->lp.outputs[0]), (*want)[0], tol);
   EXPECT_TRUE(r.ok) << (*k)->info().call << ": " << r.message << "\n" << text;
   if (result != nullptr) result->info = (*k)->info();
 }
@@ -479,12 +481,12 @@ graph main(%x: f32[1,2,4,4], %r: f32[1,3,4,4]) -> (%y) opset 17 {
   Tensor y = r;
   Tensor w = *l->lp.constants.at(l->ext->call.inputs[1]);
   ASSERT_TRUE((*k)->Run({x.raw_data(), w.raw_data(), y.raw_data()}, {y.raw_data()}).ok());
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(l->graph, {x, r});
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, {x, r});
   ASSERT_TRUE(want.ok()) << want.status();
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
-  testing::CompareResult c = testing::CompareTensors(y, (*want)[0], tol);
+  interp::CompareResult c = interp::CompareTensors(y, (*want)[0], tol);
   EXPECT_TRUE(c.ok) << c.message;
 }
 
@@ -519,12 +521,12 @@ graph main(%x: f32[1,2,3,5], %r: f32[1,3,3,5]) -> (%y) opset 17 {
   Tensor y(DType::kF32, {1, 3, 3, 5});
   Tensor w = *l->lp.constants.at(l->ext->call.inputs[1]);
   ASSERT_TRUE((*k)->Run({x.raw_data(), w.raw_data(), r_nhwc.raw_data()}, {y.raw_data()}).ok());
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(l->graph, {x, r});
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, {x, r});
   ASSERT_TRUE(want.ok()) << want.status();
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
-  testing::CompareResult c = testing::CompareTensors(y, (*want)[0], tol);
+  interp::CompareResult c = interp::CompareTensors(y, (*want)[0], tol);
   EXPECT_TRUE(c.ok) << c.message;
 }
 
@@ -677,7 +679,7 @@ TEST(ExternKernelErrors, MalformedKernels) {
   EXPECT_EQ(OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status().code(),
             absl::StatusCode::kInvalidArgument);
   k = *l->ext;
-  k.call.attrs.erase(lowering::kAttrInputSlots);
+  k.call.attrs.erase(ir::loop::kAttrInputSlots);
   EXPECT_EQ(OneDnnExternKernel::Create(l->lp.program, k, l->lp.constants).status().code(),
             absl::StatusCode::kInvalidArgument);
   k = *l->ext;

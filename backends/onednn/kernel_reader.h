@@ -17,13 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ir/graph/tensor.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/status_macros.h"
 
 namespace kiln::onednn::internal {
 
-// Separator of string-list attributes (lowering/extern_attrs.h).
-inline constexpr char kListSeparator[] = ",";
+using ir::loop::kListSeparator;
 
 class KernelReader {
  public:

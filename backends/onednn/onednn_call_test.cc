@@ -1,6 +1,6 @@
 // Numeric tests of OneDnnCall against kiln's reference interpreter: each call
 // is also written as the equivalent ONNX nodes (Conv/ConvTranspose/MatMul/
-// Gemm + the post-op ops), run by reference::Run, and compared.
+// Gemm + the post-op ops), run by interp::Run, and compared.
 #include "backends/onednn/onednn_call.h"
 
 #include <cctype>
@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::onednn {
 namespace {
@@ -62,7 +62,7 @@ class RefGraph {
   }
   Tensor Run(ValueId out) {
     graph_.AddOutput(out);
-    absl::StatusOr<std::vector<Tensor>> r = reference::Run(graph_, inputs_);
+    absl::StatusOr<std::vector<Tensor>> r = interp::Run(graph_, inputs_);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok() || r->size() != 1) return Tensor();
     return (*r)[0];

@@ -1,5 +1,5 @@
 // OneDnnRnnKernel: reads an ONNX LSTM/GRU/RNN extern kernel (the contract
-// of lowering/extern_attrs.h), refuses what oneDNN cannot compute exactly,
+// of ir/loop/extern_schema.h), refuses what oneDNN cannot compute exactly,
 // builds the oneDNN RNN primitive and puts ONNX's weights into oneDNN's
 // gate order and ldigo layout (then the primitive's preferred layout).
 //
@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "backends/onednn/engine.h"
 #include "backends/onednn/kernel_reader.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -39,11 +40,9 @@ using ir::loop::Buffer;
 using ir::loop::Kernel;
 using ir::loop::LoopProgram;
 
-// Bookkeeping attributes lowering adds (lowering/extern_attrs.h; backends
-// do not depend on lowering/).
-constexpr char kOnnxPrefix[] = "onnx.";
-constexpr char kAttrInputSlots[] = "kiln_input_slots";
-constexpr char kAttrOutputSlots[] = "kiln_output_slots";
+using ir::loop::kAttrInputSlots;
+using ir::loop::kAttrOutputSlots;
+using ir::loop::kOnnxOpPrefix;
 
 // ONNX input / output positions.
 enum InputSlot { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kNumInputSlots };
@@ -441,7 +440,7 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   if (kernel.kind != Kernel::Kind::kExtern || !Handles(op)) {
     return rd.Unimplemented("not an ONNX recurrent op");
   }
-  absl::ConsumePrefix(&op, kOnnxPrefix);
+  absl::ConsumePrefix(&op, kOnnxOpPrefix);
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.where = rd.Where();

@@ -1,7 +1,7 @@
 // ONNX LSTM / GRU / RNN extern kernels on oneDNN (OneDnnRnnKernel, reached
 // through OneDnnExternKernel::Create) against the reference interpreter:
 // each one-node graph is lowered, its extern kernel built and run on seeded
-// random data, and every output it writes compared with reference::Run on
+// random data, and every output it writes compared with interp::Run on
 // the graph. Forms oneDNN cannot compute exactly must be Unimplemented.
 #include "backends/onednn/rnn_kernel.h"
 
@@ -20,9 +20,10 @@
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
-#include "testing/compare.h"
-#include "testing/reference/interpreter.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
 
 namespace kiln::onednn {
 namespace {
@@ -133,7 +134,7 @@ struct RnnCase {
 
 struct Lowered {
   ir::Graph graph;
-  lowering::LoweredProgram lp;
+  ir::loop::LoopModule lp;
   const ir::loop::Kernel* ext = nullptr;
 };
 
@@ -142,7 +143,7 @@ absl::StatusOr<Lowered> Lower(const std::string& text) {
   if (!g.ok()) return g.status();
   Lowered l;
   l.graph = std::move(*g);
-  absl::StatusOr<lowering::LoweredProgram> lp = lowering::LowerGraph(l.graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(l.graph);
   if (!lp.ok()) return lp.status();
   l.lp = std::move(*lp);
   for (const ir::loop::Kernel& k : l.lp.program.kernels) {
@@ -193,16 +194,16 @@ void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
     ASSERT_TRUE(s.ok()) << s;
   }
 
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(l->graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(want->size(), l->lp.outputs.size());
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
   for (size_t o = 0; o < want->size(); ++o) {
     ASSERT_TRUE(storage.count(l->lp.outputs[o])) << "output " << o << " not an extern output";
-    testing::CompareResult r =
-        testing::CompareTensors(storage.at(l->lp.outputs[o]), (*want)[o], tol);
+    interp::CompareResult r =
+        interp::CompareTensors(storage.at(l->lp.outputs[o]), (*want)[o], tol);
     EXPECT_TRUE(r.ok) << (*k)->info().call << ": output " << o << ": " << r.message;
   }
   if (info != nullptr) *info = (*k)->info();

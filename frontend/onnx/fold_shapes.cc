@@ -21,7 +21,7 @@
 #include "ir/status_macros.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::frontend::onnx_internal {
 namespace {
@@ -533,7 +533,7 @@ class Folder {
     absl::StatusOr<ir::Graph> graph = ImportGraph(one, MiniImportOptions());
     if (!graph.ok()) return std::nullopt;
     absl::StatusOr<std::vector<ir::Tensor>> results =
-        reference::Run(*graph, inputs);
+        interp::Run(*graph, inputs);
     if (!results.ok() ||
         static_cast<int>(results->size()) != one.output_size()) {
       return std::nullopt;

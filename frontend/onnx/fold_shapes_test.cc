@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
 #include "onnx/onnx_pb.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::frontend {
 namespace {
@@ -98,9 +98,9 @@ std::vector<Tensor> RunBothAndCompare(const ModelBuilder& m,
                                       const ImportOptions& opts = {}) {
   ImportResult folded = MustImport(m, true, opts);
   ImportResult unfolded = MustImport(m, false, opts);
-  absl::StatusOr<std::vector<Tensor>> a = reference::Run(folded.graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> a = interp::Run(folded.graph, inputs);
   absl::StatusOr<std::vector<Tensor>> b =
-      reference::Run(unfolded.graph, inputs);
+      interp::Run(unfolded.graph, inputs);
   EXPECT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(b.ok()) << b.status();
   if (!a.ok() || !b.ok()) return {};
@@ -330,7 +330,7 @@ TEST(FoldShapesTest, NodeTheReferenceRejectsIsLeftForRunTime) {
   ImportResult r = MustImport(m, true);
   EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Div", "Unsqueeze", "Reshape"));
   absl::StatusOr<std::vector<Tensor>> out =
-      reference::Run(r.graph, {Iota({2, 3, 4})});
+      interp::Run(r.graph, {Iota({2, 3, 4})});
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(std::string(out.status().message()),
               ::testing::AllOf(::testing::HasSubstr("bad_div"),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/loop/index_expr.h"
+#include "ir/loop/module.h"
 
 namespace kiln::passes {
 namespace {
@@ -166,7 +167,7 @@ std::vector<bool> DemotableOps(const Kernel& k) {
   return demote;
 }
 
-absl::StatusOr<bool> DemoteIndex::Run(lowering::LoweredProgram* program) {
+absl::StatusOr<bool> DemoteIndex::Run(ir::loop::LoopModule* program) {
   bool changed = false;
   for (Kernel& k : program->program.kernels) {
     const std::vector<bool> demote = DemotableOps(k);

@@ -26,6 +26,7 @@
 #define KILN_PASSES_LOOP_DEMOTE_INDEX_H_
 
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
@@ -33,7 +34,7 @@ namespace kiln::passes {
 class DemoteIndex : public LoopPass {
  public:
   absl::string_view name() const override { return "demote-index"; }
-  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+  absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
 };
 
 // The ops of loop kernel `k` that demote-index turns from i64 into i32 (for

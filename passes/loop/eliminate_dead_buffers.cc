@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "ir/loop/module.h"
 #include "passes/loop/fusion_util.h"
 
 namespace kiln::passes {
@@ -12,7 +13,7 @@ using ir::loop::Kernel;
 using ir::loop::Op;
 using ir::loop::OpCode;
 
-absl::StatusOr<bool> EliminateDeadBuffers::Run(lowering::LoweredProgram* lp) {
+absl::StatusOr<bool> EliminateDeadBuffers::Run(ir::loop::LoopModule* lp) {
   ir::loop::LoopProgram& p = lp->program;
   std::vector<bool> alive(p.kernels.size(), true);
   bool changed = false;

@@ -12,6 +12,7 @@
 #ifndef KILN_PASSES_LOOP_ELIMINATE_DEAD_BUFFERS_H_
 #define KILN_PASSES_LOOP_ELIMINATE_DEAD_BUFFERS_H_
 
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
@@ -19,7 +20,7 @@ namespace kiln::passes {
 class EliminateDeadBuffers : public LoopPass {
  public:
   absl::string_view name() const override { return "eliminate-dead-buffers"; }
-  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+  absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
 };
 
 }  // namespace kiln::passes

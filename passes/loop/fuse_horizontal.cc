@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/loop/index_expr.h"
+#include "ir/loop/module.h"
 #include "passes/loop/fusion_util.h"
 
 namespace kiln::passes {
@@ -30,7 +31,7 @@ bool Intersects(const std::set<int32_t>& a, const std::set<int32_t>& b) {
 
 class HorizontalFuser {
  public:
-  explicit HorizontalFuser(lowering::LoweredProgram* lp) : p_(lp->program) {}
+  explicit HorizontalFuser(ir::loop::LoopModule* lp) : p_(lp->program) {}
 
   bool Run() {
     alive_.assign(p_.kernels.size(), true);
@@ -165,7 +166,7 @@ class HorizontalFuser {
 
 }  // namespace
 
-absl::StatusOr<bool> FuseHorizontal::Run(lowering::LoweredProgram* program) {
+absl::StatusOr<bool> FuseHorizontal::Run(ir::loop::LoopModule* program) {
   return HorizontalFuser(program).Run();
 }
 

@@ -24,6 +24,7 @@
 #ifndef KILN_PASSES_LOOP_FUSE_HORIZONTAL_H_
 #define KILN_PASSES_LOOP_FUSE_HORIZONTAL_H_
 
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
@@ -31,7 +32,7 @@ namespace kiln::passes {
 class FuseHorizontal : public LoopPass {
  public:
   absl::string_view name() const override { return "fuse-horizontal"; }
-  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+  absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
 };
 
 }  // namespace kiln::passes

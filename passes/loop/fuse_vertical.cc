@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "passes/loop/fusion_util.h"
 
@@ -38,7 +39,7 @@ struct ConsumerPlan {
 
 class VerticalFuser {
  public:
-  VerticalFuser(lowering::LoweredProgram* lp, const FuseVertical::Options& o)
+  VerticalFuser(ir::loop::LoopModule* lp, const FuseVertical::Options& o)
       : lp_(lp), p_(lp->program), options_(o) {}
 
   bool Run() {
@@ -419,7 +420,7 @@ class VerticalFuser {
   }
 
   using DType = ir::DType;
-  lowering::LoweredProgram* lp_;
+  ir::loop::LoopModule* lp_;
   LoopProgram& p_;
   const FuseVertical::Options& options_;
   std::vector<bool> alive_;
@@ -434,7 +435,7 @@ class VerticalFuser {
 
 }  // namespace
 
-absl::StatusOr<bool> FuseVertical::Run(lowering::LoweredProgram* program) {
+absl::StatusOr<bool> FuseVertical::Run(ir::loop::LoopModule* program) {
   return VerticalFuser(program, options_).Run();
 }
 

@@ -57,6 +57,7 @@
 #ifndef KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 #define KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
@@ -71,7 +72,7 @@ class FuseVertical : public LoopPass {
   explicit FuseVertical(Options options) : options_(options) {}
 
   absl::string_view name() const override { return "fuse-vertical"; }
-  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+  absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
 
  private:
   Options options_;

@@ -1,6 +1,7 @@
 // fuse-vertical on hand-written loop IR: what is inlined (golden CHECK
 // lines) and that results are unchanged (loop interpreter before vs after),
 // and every legality rule's refusal.
+#include "ir/loop/module.h"
 #include "passes/loop/fuse_vertical.h"
 
 #include <map>
@@ -426,7 +427,7 @@ kernel k2 over (i0: 8) {
 }
 
 TEST(FuseVertical, KeepsAProducerReadByAnExternKernel) {
-  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(R"(
+  absl::StatusOr<ir::loop::LoopModule> before = loop_testing::FromLoopText(R"(
 buffer %x: f32[8] input
 buffer %t: f32[8] intermediate
 buffer %y: f32[8] output
@@ -445,7 +446,7 @@ extern k2 call "onnx.Relu"(%t) -> (%z)
   ASSERT_TRUE(before.ok()) << before.status();
   FuseVertical pass;
   bool changed = true;
-  absl::StatusOr<lowering::LoweredProgram> after =
+  absl::StatusOr<ir::loop::LoopModule> after =
       loop_testing::Apply(pass, *before, &changed);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_FALSE(changed) << ir::loop::PrintProgram(after->program);
@@ -541,15 +542,15 @@ kernel k4 "Abs" over (i0: 8) {
 )";
 
 TEST(FuseVertical, StoreIndirectIsNeverFusedAcross) {
-  absl::StatusOr<lowering::LoweredProgram> before = loop_testing::FromLoopText(kScatter);
+  absl::StatusOr<ir::loop::LoopModule> before = loop_testing::FromLoopText(kScatter);
   ASSERT_TRUE(before.ok()) << before.status();
-  lowering::LoweredProgram cur = *before;
+  ir::loop::LoopModule cur = *before;
   FuseVertical vertical;
   FuseHorizontal horizontal;
   EliminateDeadBuffers dead;
   for (LoopPass* pass : std::vector<LoopPass*>{&dead, &vertical, &horizontal, &vertical, &dead}) {
     bool changed = false;
-    absl::StatusOr<lowering::LoweredProgram> next = loop_testing::Apply(*pass, cur, &changed);
+    absl::StatusOr<ir::loop::LoopModule> next = loop_testing::Apply(*pass, cur, &changed);
     ASSERT_TRUE(next.ok()) << pass->name() << ": " << next.status();
     cur = *std::move(next);
   }

@@ -20,12 +20,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/importer.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
+#include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::passes {
 namespace {
@@ -65,12 +66,12 @@ absl::Status Report(const std::string& dir, const Flags& flags) {
   PipelineOptions gopts;
   gopts.disabled.insert("fuse-onednn-post-ops");
   KILN_RETURN_IF_ERROR(DefaultGraphPipeline().Run(&g, gopts));
-  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram lp, lowering::LowerGraph(g));
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp, lowering::LowerGraph(g));
   const int before = CountLoop(lp.program);
   const int before_red = CountReductions(lp.program);
   const int externs = static_cast<int>(lp.program.kernels.size()) - before;
   const int buffers_before = static_cast<int>(lp.program.buffers.size());
-  const lowering::LoweredProgram unfused = lp;
+  const ir::loop::LoopModule unfused = lp;
   LoopPipelineOptions lopts;
   if (!flags.dump_dir.empty()) lopts.dump_dir = flags.dump_dir + "/" + name;
   const auto t0 = std::chrono::steady_clock::now();
@@ -106,7 +107,7 @@ absl::Status Report(const std::string& dir, const Flags& flags) {
   }
   // Per element with a small atol: exported expectations carry float
   // accumulation-order noise near zero that ONNX's atol 1e-7 would flag.
-  testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
   auto compare = [&](const std::vector<ir::Tensor>& got,
@@ -114,7 +115,7 @@ absl::Status Report(const std::string& dir, const Flags& flags) {
     std::string text;
     *ok = got.size() == ref.size();
     for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
-      const testing::CompareResult c = testing::CompareTensors(got[i], ref[i], tol);
+      const interp::CompareResult c = interp::CompareTensors(got[i], ref[i], tol);
       *ok = *ok && c.ok;
       absl::StrAppendFormat(&text, " out%d: max_abs %.3g rel_to_max %.3g %s;", i,
                             c.max_abs_error, c.rel_to_max, c.ok ? "ok" : "MISMATCH");
@@ -123,16 +124,16 @@ absl::Status Report(const std::string& dir, const Flags& flags) {
   };
   const auto t1 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> got,
-                        lowering::RunLoweredProgram(lp, inputs));
+                        interp::RunLoopModule(lp, inputs));
   const double fused_s = Seconds(t1);
   bool ok = false;
   std::string text = compare(got, want, &ok);
   std::printf("%s: fused program vs test_data_set_0 (%s, %.1fs):%s %s\n",
-              name.c_str(), testing::DescribeTolerance(tol).c_str(), fused_s,
+              name.c_str(), interp::DescribeTolerance(tol).c_str(), fused_s,
               text.c_str(), ok ? "MATCH" : "DIFFERS");
   const auto t2 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> base,
-                        lowering::RunLoweredProgram(unfused, inputs));
+                        interp::RunLoopModule(unfused, inputs));
   const double unfused_s = Seconds(t2);
   text = compare(base, want, &ok);
   std::printf("%s: unfused program vs test_data_set_0 (%.1fs):%s %s\n",

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "ir/loop/module.h"
 #include "ir/loop/verifier.h"
 
 namespace kiln::passes::loop_util {
@@ -179,7 +180,7 @@ BufferUses ComputeBufferUses(const LoopProgram& p,
   return u;
 }
 
-bool IsProtectedBuffer(const lowering::LoweredProgram& lp, int32_t buffer) {
+bool IsProtectedBuffer(const ir::loop::LoopModule& lp, int32_t buffer) {
   if (lp.program.buffers[buffer].kind != BufferKind::kIntermediate) return true;
   auto has = [buffer](const std::vector<int32_t>& v) {
     return std::find(v.begin(), v.end(), buffer) != v.end();
@@ -267,7 +268,7 @@ void CompactKernels(LoopProgram* p, const std::vector<bool>& keep) {
   p->kernels = std::move(kept);
 }
 
-bool RemoveUnreferencedBuffers(lowering::LoweredProgram* lp) {
+bool RemoveUnreferencedBuffers(ir::loop::LoopModule* lp) {
   LoopProgram& p = lp->program;
   std::vector<bool> used(p.buffers.size(), false);
   for (const Kernel& k : p.kernels) {

@@ -14,7 +14,7 @@
 #include "absl/types/span.h"
 #include "ir/loop/index_expr.h"
 #include "ir/loop/loop_ir.h"
-#include "lowering/lower_graph.h"
+#include "ir/loop/module.h"
 
 namespace kiln::passes::loop_util {
 
@@ -81,7 +81,7 @@ BufferUses ComputeBufferUses(const LoopProgram& p,
 
 // A buffer no pass may remove or stop writing: graph input/output,
 // constant, or any buffer whose kind is not intermediate.
-bool IsProtectedBuffer(const lowering::LoweredProgram& lp, int32_t buffer);
+bool IsProtectedBuffer(const ir::loop::LoopModule& lp, int32_t buffer);
 
 // Removes ops of a loop kernel whose values no store, unknown op or
 // fallible op needs; renumbers the rest. True when something was removed.
@@ -95,9 +95,9 @@ bool EliminateCommonOps(Kernel* k);
 // Drops the kernels with keep[k] == false.
 void CompactKernels(LoopProgram* p, const std::vector<bool>& keep);
 // Removes intermediate buffers no kernel references and renumbers buffer
-// indices everywhere (ops, extern calls, the LoweredProgram's inputs,
+// indices everywhere (ops, extern calls, the ir::loop::LoopModule's inputs,
 // outputs, constants and value names). True when a buffer was removed.
-bool RemoveUnreferencedBuffers(lowering::LoweredProgram* lp);
+bool RemoveUnreferencedBuffers(ir::loop::LoopModule* lp);
 
 // OK when `k` passes the loop verifier against the program's buffers (the
 // kernel alone: used to refuse a rewrite whose bounds cannot be proven).

@@ -7,11 +7,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "lowering/lower_graph.h"
+#include "ir/loop/module.h"
 
 namespace kiln::passes {
 
-// Loop passes see the whole LoweredProgram, not just the LoopProgram: which
+// Loop passes see the whole ir::loop::LoopModule, not just the LoopProgram: which
 // buffers are graph inputs, outputs and constants decides what they may
 // remove, and they keep those indices valid when they renumber buffers.
 class LoopPass {
@@ -20,7 +20,7 @@ class LoopPass {
   virtual absl::string_view name() const = 0;
   // True when the program changed. Errors: InternalError for a broken kiln
   // invariant (the pipeline's verifier catches what a pass breaks).
-  virtual absl::StatusOr<bool> Run(lowering::LoweredProgram* program) = 0;
+  virtual absl::StatusOr<bool> Run(ir::loop::LoopModule* program) = 0;
 };
 
 }  // namespace kiln::passes

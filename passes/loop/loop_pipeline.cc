@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
@@ -44,7 +45,7 @@ std::vector<std::string> LoopPipeline::PassNames() const {
   return names;
 }
 
-absl::Status LoopPipeline::Run(lowering::LoweredProgram* program,
+absl::Status LoopPipeline::Run(ir::loop::LoopModule* program,
                                const LoopPipelineOptions& options) const {
   for (const std::string& d : options.disabled) {
     bool known = false;

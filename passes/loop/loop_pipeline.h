@@ -1,5 +1,5 @@
 // File: passes/loop/loop_pipeline.h — runs loop passes in order over a
-// LoweredProgram, with the loop IR verifier after every pass that changed
+// ir::loop::LoopModule, with the loop IR verifier after every pass that changed
 // something (on by default: it is cheap next to the passes) and optional
 // dumps of the text form after every pass.
 //
@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
@@ -35,7 +36,7 @@ class LoopPipeline {
   std::vector<std::string> PassNames() const;
   // InvalidArgument when `disabled` names a pass the pipeline lacks;
   // InternalError when the verifier rejects a pass's output.
-  absl::Status Run(lowering::LoweredProgram* program,
+  absl::Status Run(ir::loop::LoopModule* program,
                    const LoopPipelineOptions& options = {}) const;
 
  private:

@@ -2,6 +2,7 @@
 // fused program is checked as text (CHECK lines: kernel counts and shapes)
 // and numerically against the graph reference interpreter. Plus the
 // pipeline's controls: disabling, dumps, unknown pass names.
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pipeline.h"
 
 #include <filesystem>
@@ -31,7 +32,7 @@ struct Fused {
 // reference interpreter, returns the fused text and kernel counts.
 Fused RunPipeline(const char* graph_text, double rtol = 1e-5) {
   Fused f;
-  absl::StatusOr<lowering::LoweredProgram> lp = FromGraphText(graph_text);
+  absl::StatusOr<ir::loop::LoopModule> lp = FromGraphText(graph_text);
   EXPECT_TRUE(lp.ok()) << lp.status();
   if (!lp.ok()) return f;
   f.before = CountLoopKernels(lp->program);
@@ -303,7 +304,7 @@ graph g(%x: f32[2,3,4]) -> (%y) opset 17 {
 }
 
 TEST(LoopPipeline, DisabledPassesLeaveTheProgramAlone) {
-  absl::StatusOr<lowering::LoweredProgram> lp = FromGraphText(kGeluErf);
+  absl::StatusOr<ir::loop::LoopModule> lp = FromGraphText(kGeluErf);
   ASSERT_TRUE(lp.ok()) << lp.status();
   const std::string before = ir::loop::PrintProgram(lp->program);
   LoopPipelineOptions opts;
@@ -313,7 +314,7 @@ TEST(LoopPipeline, DisabledPassesLeaveTheProgramAlone) {
 }
 
 TEST(LoopPipeline, UnknownDisabledPassIsAnError) {
-  absl::StatusOr<lowering::LoweredProgram> lp = FromGraphText(kGeluErf);
+  absl::StatusOr<ir::loop::LoopModule> lp = FromGraphText(kGeluErf);
   ASSERT_TRUE(lp.ok()) << lp.status();
   LoopPipelineOptions opts;
   opts.disabled.insert("fuse-everything");
@@ -337,7 +338,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 TEST(LoopPipeline, DumpsAfterEveryPass) {
-  absl::StatusOr<lowering::LoweredProgram> lp = FromGraphText(kGeluErf);
+  absl::StatusOr<ir::loop::LoopModule> lp = FromGraphText(kGeluErf);
   ASSERT_TRUE(lp.ok()) << lp.status();
   const std::string dir = ::testing::TempDir() + "/loop_dump";
   std::filesystem::remove_all(dir);

@@ -4,23 +4,24 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
+#include "interp/loop_module.h"
 #include "ir/graph/text.h"
+#include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
 #include "lowering/lowering_test_util.h"
-#include "testing/compare.h"
 #include "testing/filecheck.h"
-#include "testing/reference/interpreter.h"
 
 namespace kiln::passes::loop_testing {
 
 using ir::loop::BufferKind;
 using ir::loop::Kernel;
 
-absl::StatusOr<lowering::LoweredProgram> FromLoopText(absl::string_view text) {
-  lowering::LoweredProgram lp;
+absl::StatusOr<ir::loop::LoopModule> FromLoopText(absl::string_view text) {
+  ir::loop::LoopModule lp;
   KILN_ASSIGN_OR_RETURN(lp.program, ir::loop::ParseProgram(text));
   KILN_RETURN_IF_ERROR(ir::loop::VerifyProgram(lp.program));
   for (size_t b = 0; b < lp.program.buffers.size(); ++b) {
@@ -34,7 +35,7 @@ absl::StatusOr<lowering::LoweredProgram> FromLoopText(absl::string_view text) {
   return lp;
 }
 
-absl::StatusOr<lowering::LoweredProgram> FromGraphText(absl::string_view text) {
+absl::StatusOr<ir::loop::LoopModule> FromGraphText(absl::string_view text) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::ParseGraph(text));
   return lowering::LowerGraph(g);
 }
@@ -47,7 +48,7 @@ int CountLoopKernels(const ir::loop::LoopProgram& p) {
 
 namespace {
 
-std::vector<ir::Tensor> RandomInputs(const lowering::LoweredProgram& lp,
+std::vector<ir::Tensor> RandomInputs(const ir::loop::LoopModule& lp,
                                      uint32_t seed) {
   std::vector<ir::Tensor> in;
   for (size_t i = 0; i < lp.inputs.size(); ++i) {
@@ -65,11 +66,11 @@ absl::Status Compare(const std::vector<ir::Tensor>& got,
     return absl::InternalError(absl::StrCat("output counts differ: ", got.size(),
                                             " vs ", want.size(), "\n", context));
   }
-  kiln::testing::Tolerance t;
+  interp::Tolerance t;
   t.rtol = tol.rtol;
   t.atol = tol.atol;
   for (size_t i = 0; i < want.size(); ++i) {
-    kiln::testing::CompareResult r = kiln::testing::CompareTensors(got[i], want[i], t);
+    interp::CompareResult r = interp::CompareTensors(got[i], want[i], t);
     if (!r.ok) {
       return absl::InternalError(
           absl::StrCat("output ", i, ": ", r.message, "\n", context));
@@ -80,16 +81,16 @@ absl::Status Compare(const std::vector<ir::Tensor>& got,
 
 }  // namespace
 
-absl::Status CheckSameResults(const lowering::LoweredProgram& before,
-                              const lowering::LoweredProgram& after,
+absl::Status CheckSameResults(const ir::loop::LoopModule& before,
+                              const ir::loop::LoopModule& after,
                               const Tol& tol) {
   const std::vector<ir::Tensor> in = RandomInputs(before, tol.seed);
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want,
-                        lowering::RunLoweredProgram(before, in));
+                        interp::RunLoopModule(before, in));
   const std::string context =
       absl::StrCat("before:\n", ir::loop::PrintProgram(before.program),
                    "after:\n", ir::loop::PrintProgram(after.program));
-  absl::StatusOr<std::vector<ir::Tensor>> got = lowering::RunLoweredProgram(after, in);
+  absl::StatusOr<std::vector<ir::Tensor>> got = interp::RunLoopModule(after, in);
   if (!got.ok()) {
     return absl::Status(got.status().code(),
                         absl::StrCat(got.status().message(), "\n", context));
@@ -98,13 +99,13 @@ absl::Status CheckSameResults(const lowering::LoweredProgram& before,
 }
 
 absl::Status CheckAgainstReference(absl::string_view graph_text,
-                                   const lowering::LoweredProgram& after,
+                                   const ir::loop::LoopModule& after,
                                    const Tol& tol) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::ParseGraph(graph_text));
   const std::vector<ir::Tensor> in = RandomInputs(after, tol.seed);
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want, reference::Run(g, in));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want, interp::Run(g, in));
   const std::string context = ir::loop::PrintProgram(after.program);
-  absl::StatusOr<std::vector<ir::Tensor>> got = lowering::RunLoweredProgram(after, in);
+  absl::StatusOr<std::vector<ir::Tensor>> got = interp::RunLoopModule(after, in);
   if (!got.ok()) {
     return absl::Status(got.status().code(),
                         absl::StrCat(got.status().message(), "\n", context));
@@ -112,9 +113,9 @@ absl::Status CheckAgainstReference(absl::string_view graph_text,
   return Compare(*got, want, tol, context);
 }
 
-absl::StatusOr<lowering::LoweredProgram> Apply(
-    LoopPass& pass, const lowering::LoweredProgram& before, bool* changed) {
-  lowering::LoweredProgram after = before;
+absl::StatusOr<ir::loop::LoopModule> Apply(
+    LoopPass& pass, const ir::loop::LoopModule& before, bool* changed) {
+  ir::loop::LoopModule after = before;
   absl::StatusOr<bool> c = pass.Run(&after);
   if (!c.ok()) return c.status();
   if (changed != nullptr) *changed = *c;
@@ -124,9 +125,9 @@ absl::StatusOr<lowering::LoweredProgram> Apply(
 
 absl::Status CheckPass(LoopPass& pass, absl::string_view text, bool want_changed,
                        absl::string_view checks, bool run) {
-  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram before, FromLoopText(text));
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule before, FromLoopText(text));
   bool changed = false;
-  KILN_ASSIGN_OR_RETURN(lowering::LoweredProgram after, Apply(pass, before, &changed));
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule after, Apply(pass, before, &changed));
   const std::string out = ir::loop::PrintProgram(after.program);
   if (changed != want_changed) {
     return absl::InternalError(absl::StrCat(pass.name(), " reported changed=", changed,

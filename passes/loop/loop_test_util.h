@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 #include "passes/loop/loop_pass.h"
 
@@ -20,9 +21,9 @@ namespace kiln::passes::loop_testing {
 
 // Parsed and verified loop IR; inputs/outputs are the buffers of those
 // kinds in order (constant buffers are refused: tests bind none).
-absl::StatusOr<lowering::LoweredProgram> FromLoopText(absl::string_view text);
+absl::StatusOr<ir::loop::LoopModule> FromLoopText(absl::string_view text);
 // ir::ParseGraph + lowering::LowerGraph.
-absl::StatusOr<lowering::LoweredProgram> FromGraphText(absl::string_view text);
+absl::StatusOr<ir::loop::LoopModule> FromGraphText(absl::string_view text);
 
 int CountLoopKernels(const ir::loop::LoopProgram& p);
 
@@ -34,20 +35,20 @@ struct Tol {
 
 // Runs both programs on the same seeded random inputs (interface by
 // position) and compares every output; OK or what differs, with both texts.
-absl::Status CheckSameResults(const lowering::LoweredProgram& before,
-                              const lowering::LoweredProgram& after,
+absl::Status CheckSameResults(const ir::loop::LoopModule& before,
+                              const ir::loop::LoopModule& after,
                               const Tol& tol = {});
 
 // Runs the graph on the reference interpreter and `after` on the loop
 // interpreter with the same seeded random inputs; compares every output.
 absl::Status CheckAgainstReference(absl::string_view graph_text,
-                                   const lowering::LoweredProgram& after,
+                                   const ir::loop::LoopModule& after,
                                    const Tol& tol = {});
 
 // Runs `pass` on a copy of `before`; the copy (InternalError if the pass
 // failed).
-absl::StatusOr<lowering::LoweredProgram> Apply(LoopPass& pass,
-                                               const lowering::LoweredProgram& before,
+absl::StatusOr<ir::loop::LoopModule> Apply(LoopPass& pass,
+                                               const ir::loop::LoopModule& before,
                                                bool* changed = nullptr);
 
 // Runs `pass` on the loop IR `text` and checks: it reports `want_changed`

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "passes/loop/fusion_util.h"
 
@@ -30,8 +32,10 @@ using ir::loop::LoopProgram;
 using ir::loop::Op;
 using ir::loop::OpCode;
 
-// Bookkeeping attributes lowering gives extern calls (lowering/extern_attrs.h).
-constexpr char kAttrInputSlots[] = "kiln_input_slots";
+using ir::loop::kAttrBlockedInputs;
+using ir::loop::kAttrBlockedOutputs;
+using ir::loop::kAttrChannelBlock;
+using ir::loop::kAttrInputSlots;
 
 ABSL_CONST_INIT absl::Mutex oracle_mu(absl::kConstInit);
 ConvLayoutOracle& DefaultOracle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(oracle_mu) {
@@ -263,7 +267,7 @@ int64_t ConvMacs(const Kernel& k, const LoopProgram& p) {
 }
 
 // The buffers that can live blocked by `b` (see PropagateLayout).
-std::vector<char> ChooseBlocked(const lowering::LoweredProgram& lp,
+std::vector<char> ChooseBlocked(const ir::loop::LoopModule& lp,
                                 const std::vector<std::optional<ConvLayout>>& wants,
                                 int64_t b) {
   const LoopProgram& p = lp.program;
@@ -426,7 +430,7 @@ int64_t KernelLayoutCost(const LoopProgram& p,
 
 }  // namespace
 
-absl::StatusOr<bool> PropagateLayout::Run(lowering::LoweredProgram* lp) {
+absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
   if (!oracle_) return false;
   LoopProgram& p = lp->program;
   const int32_t nb = static_cast<int32_t>(p.buffers.size());

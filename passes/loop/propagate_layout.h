@@ -24,17 +24,10 @@
 #include "absl/status/statusor.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
-#include "lowering/lower_graph.h"
+#include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
 
 namespace kiln::passes {
-
-// ints, one per call input / output: the logical channel count C of a
-// blocked buffer, 0 for one in its plain layout.
-inline constexpr char kAttrBlockedInputs[] = "kiln_blocked_inputs";
-inline constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
-// int: the channel block b of the call's blocked buffers.
-inline constexpr char kAttrChannelBlock[] = "kiln_channel_block";
 
 // Channel blocks a conv library kernel wants for an extern conv's src and
 // dst (0: its plain layout), and the other blocks (dst blocked) an
@@ -55,7 +48,7 @@ struct ConvLayout {
 // extern kernel `kernel` runs on. An error means "not a conv the library
 // runs": its buffers stay plain.
 using ConvLayoutOracle = std::function<absl::StatusOr<ConvLayout>(
-    const lowering::LoweredProgram& program, const ir::loop::Kernel& kernel)>;
+    const ir::loop::LoopModule& program, const ir::loop::Kernel& kernel)>;
 
 // The oracle PropagateLayout() uses. passes/ do not depend on backends/, so
 // the runtime registers oneDNN's (runtime/extern_step.cc); with none
@@ -85,7 +78,7 @@ class PropagateLayout : public LoopPass {
   PropagateLayout();
   explicit PropagateLayout(ConvLayoutOracle oracle);
   absl::string_view name() const override { return "propagate-layout"; }
-  absl::StatusOr<bool> Run(lowering::LoweredProgram* program) override;
+  absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
 
  private:
   ConvLayoutOracle oracle_;

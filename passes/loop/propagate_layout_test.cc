@@ -4,6 +4,7 @@
 // equal to the graph reference interpreter (odd channel counts, pooling,
 // concat, a fused residual sum, global pooling), refusals, and the layout
 // helpers' errors.
+#include "ir/loop/module.h"
 #include "passes/loop/propagate_layout.h"
 
 #include <string>
@@ -13,19 +14,20 @@
 #include "absl/strings/substitute.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/text.h"
 #include "lowering/lowering_test_util.h"
 #include "passes/loop/propagate_layout_test_util.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 #include "testing/filecheck.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::passes {
 namespace {
 
 using ir::DType;
 using ir::Tensor;
-using lowering::LoweredProgram;
+using ir::loop::LoopModule;
 
 // Seeded constant literal with values in [-1, 1].
 std::string Const(const ir::Shape& shape, uint32_t seed) {
@@ -37,14 +39,14 @@ std::string Const(const ir::Shape& shape, uint32_t seed) {
 // Every conv wants `block` for src and dst, except convs whose src has
 // fewer channels than the block (as oneDNN does for a 3-channel image).
 ConvLayoutOracle Oracle(int64_t block) {
-  return [block](const LoweredProgram& lp,
+  return [block](const ir::loop::LoopModule& lp,
                  const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
     const ir::loop::Buffer& src = lp.program.buffers[k.call.inputs[0]];
     return ConvLayout{src.shape[1] < block ? 0 : block, block};
   };
 }
 
-int BlockedBuffers(const LoweredProgram& lp, int64_t block) {
+int BlockedBuffers(const ir::loop::LoopModule& lp, int64_t block) {
   int n = 0;
   for (const ir::loop::Buffer& b : lp.program.buffers) {
     n += b.shape.size() >= 4 && b.shape.back() == block &&
@@ -55,12 +57,12 @@ int BlockedBuffers(const LoweredProgram& lp, int64_t block) {
 
 // Lowers `text`, runs the pass with `oracle`, checks the result against the
 // graph reference interpreter; returns the transformed program.
-LoweredProgram CheckPass(const std::string& text, const ConvLayoutOracle& oracle,
+ir::loop::LoopModule CheckPass(const std::string& text, const ConvLayoutOracle& oracle,
                          bool want_changed) {
   absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
   EXPECT_TRUE(graph.ok()) << graph.status();
   if (!graph.ok()) return {};
-  absl::StatusOr<LoweredProgram> lp = lowering::LowerGraph(*graph);
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*graph);
   EXPECT_TRUE(lp.ok()) << lp.status();
   if (!lp.ok()) return {};
   PropagateLayout pass(oracle);
@@ -74,17 +76,17 @@ LoweredProgram CheckPass(const std::string& text, const ConvLayoutOracle& oracle
     inputs.push_back(lowering::testing::RandomTensor(graph->value(v).dtype,
                                                      graph->value(v).shape, seed++));
   }
-  absl::StatusOr<std::vector<Tensor>> want = reference::Run(*graph, inputs);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(*graph, inputs);
   EXPECT_TRUE(want.ok()) << want.status();
   absl::StatusOr<std::vector<Tensor>> got = layout_testing::RunProgram(*lp, inputs);
   EXPECT_TRUE(got.ok()) << got.status() << "\n" << ir::loop::PrintProgram(lp->program);
   if (!want.ok() || !got.ok()) return *std::move(lp);
   EXPECT_EQ(got->size(), want->size());
-  kiln::testing::Tolerance tol;
+  interp::Tolerance tol;
   tol.rtol = 1e-4;
   tol.atol = 1e-5;
   for (size_t i = 0; i < want->size() && i < got->size(); ++i) {
-    kiln::testing::CompareResult r = kiln::testing::CompareTensors((*got)[i], (*want)[i], tol);
+    interp::CompareResult r = interp::CompareTensors((*got)[i], (*want)[i], tol);
     EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message << "\n"
                       << ir::loop::PrintProgram(lp->program);
   }
@@ -121,14 +123,14 @@ graph main(%x: f32[2,3,10,10]) -> (%y) opset 17 {
 }
 
 TEST(PropagateLayout, PoolResidualNetMatchesReferenceBlock8) {
-  LoweredProgram lp = CheckPass(PoolResidualNet(), Oracle(8), true);
+  ir::loop::LoopModule lp = CheckPass(PoolResidualNet(), Oracle(8), true);
   // relu1 out, pool out, add/relu out, conv3 out (C=12: conv to conv
   // only), conv4 out.
   EXPECT_GE(BlockedBuffers(lp, 8), 5) << ir::loop::PrintProgram(lp.program);
 }
 
 TEST(PropagateLayout, PoolResidualNetMatchesReferenceBlock4) {
-  LoweredProgram lp = CheckPass(PoolResidualNet(), Oracle(4), true);
+  ir::loop::LoopModule lp = CheckPass(PoolResidualNet(), Oracle(4), true);
   EXPECT_GE(BlockedBuffers(lp, 4), 5) << ir::loop::PrintProgram(lp.program);
 }
 
@@ -145,7 +147,7 @@ graph main(%x: f32[1,8,6,6]) -> (%y) opset 17 {
 }
 )",
                                             Const({13, 8, 3, 3}, 7), Const({9, 13, 1, 1}, 8));
-  LoweredProgram lp = CheckPass(text, Oracle(8), false);
+  ir::loop::LoopModule lp = CheckPass(text, Oracle(8), false);
   EXPECT_EQ(BlockedBuffers(lp, 8), 0);
 }
 
@@ -169,7 +171,7 @@ graph main(%x: f32[1,8,7,7]) -> (%y) opset 17 {
 )",
                                             Const({8, 8, 3, 3}, 9), Const({16, 8, 1, 1}, 10),
                                             Const({8, 24, 1, 1}, 11), Const({1, 24, 1, 1}, 12));
-  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  ir::loop::LoopModule lp = CheckPass(text, Oracle(8), true);
   EXPECT_GE(BlockedBuffers(lp, 8), 4) << ir::loop::PrintProgram(lp.program);
 }
 
@@ -194,7 +196,7 @@ graph main(%x: f32[1,8,6,6]) -> (%y) opset 17 {
 )",
                                             Const({16, 8, 3, 3}, 13), Const({16, 16, 3, 3}, 14),
                                             Const({16}, 15), Const({8, 16, 1, 1}, 16));
-  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  ir::loop::LoopModule lp = CheckPass(text, Oracle(8), true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   // %a and %s blocked; %t (summed with the plain graph input) plain.
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
@@ -224,7 +226,7 @@ graph main(%x: f32[1,8,4,4], %z: f32[1,16,4,4]) -> (%y) opset 17 {
 }
 )",
                                             Const({16, 8, 1, 1}, 17), Const({8, 16, 1, 1}, 18));
-  LoweredProgram lp = CheckPass(text, Oracle(8), true);
+  ir::loop::LoopModule lp = CheckPass(text, Oracle(8), true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %c: f32[1,2,4,4,8] intermediate
@@ -245,7 +247,7 @@ graph main(%x: f32[1,8,4,4], %z: f32[1,16,4,4]) -> (%y) opset 17 {
 // An AVX-512-like library: convs want 16 for src and dst and also run on 8,
 // on a slower kernel when `eight_slower`.
 ConvLayoutOracle WideOracle(bool eight_slower) {
-  return [eight_slower](const LoweredProgram&,
+  return [eight_slower](const ir::loop::LoopModule&,
                         const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
     ConvLayout w{16, 16, {}};
     w.also.push_back({8, 8, eight_slower});
@@ -278,7 +280,7 @@ graph main(%x: f32[1,32,8,8]) -> (%y) opset 17 {
 // When the narrower block runs as fast, the pass takes it for the whole
 // program: nothing is reordered (the vote alone would pick 16).
 TEST(PropagateLayout, PicksTheBlockThatLeavesNothingToReorder) {
-  LoweredProgram lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(false), true);
+  ir::loop::LoopModule lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(false), true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %c1: f32[1,4,8,8,8] intermediate
@@ -295,7 +297,7 @@ TEST(PropagateLayout, PicksTheBlockThatLeavesNothingToReorder) {
 // When block 8 means a slower kernel for the heavy convs, their
 // multiply-adds outweigh the small tail's reorder: block 16, tail plain.
 TEST(PropagateLayout, KeepsTheFastBlockWhenTheOtherSlowsHeavyConvs) {
-  LoweredProgram lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(true), true);
+  ir::loop::LoopModule lp = CheckPass(HeavyConvsThenNarrowTail(), WideOracle(true), true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %c1: f32[1,2,8,8,16] intermediate
@@ -325,7 +327,7 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
 )",
                                             Const({16, 16, 1, 1}, 25), Const({16, 8, 3, 3}, 26),
                                             Const({16, 16, 1, 1}, 27));
-  ConvLayoutOracle oracle = [](const LoweredProgram& lp,
+  ConvLayoutOracle oracle = [](const ir::loop::LoopModule& lp,
                                const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
     const ir::loop::Buffer& w = lp.program.buffers[k.call.inputs[1]];
     if (w.shape[1] == 8) return ConvLayout{8, 8, {}};  // the grouped conv
@@ -333,7 +335,7 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
     l.also.push_back({8, 8, false});
     return l;
   };
-  LoweredProgram lp = CheckPass(text, oracle, true);
+  ir::loop::LoopModule lp = CheckPass(text, oracle, true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %r: f32[1,2,6,6,8] intermediate
@@ -374,7 +376,7 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
                                             Const({32, 32, 3, 3}, 33), Const({32, 32, 1, 1}, 34));
   // An AVX-512-like library: 16 wanted, 8 on a slower kernel, a plain src
   // taken on either.
-  ConvLayoutOracle oracle = [](const LoweredProgram&,
+  ConvLayoutOracle oracle = [](const ir::loop::LoopModule&,
                                const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
     ConvLayout w{16, 16, {}};
     w.also.push_back({0, 16, false});
@@ -382,7 +384,7 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
     w.also.push_back({0, 8, true});
     return w;
   };
-  LoweredProgram lp = CheckPass(text, oracle, true);
+  ir::loop::LoopModule lp = CheckPass(text, oracle, true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %c1: f32[1,3,6,6,8] intermediate
@@ -418,13 +420,13 @@ graph main(%x: f32[1,8,5,7]) -> (%y) opset 17 {
 }
 )",
                                             Const({24, 8, 3, 3}, 41), Const({12, 8, 1, 1}, 42));
-  ConvLayoutOracle oracle = [](const LoweredProgram&,
+  ConvLayoutOracle oracle = [](const ir::loop::LoopModule&,
                                const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
     ConvLayout w{16, 16, {}};
     w.also.push_back({0, 16, false});
     return w;
   };
-  LoweredProgram lp = CheckPass(text, oracle, true);
+  ir::loop::LoopModule lp = CheckPass(text, oracle, true);
   const std::string out = ir::loop::PrintProgram(lp.program);
   absl::Status s = kiln::testing::RunFileCheck(out, R"(
     CHECK: buffer %c1: f32[1,2,5,7,16] intermediate
@@ -443,7 +445,7 @@ graph main(%x: f32[1,8,5,7]) -> (%y) opset 17 {
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
   CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
   CheckPass(PoolResidualNet(),
-            [](const LoweredProgram&, const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+            [](const ir::loop::LoopModule&, const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
               return absl::UnimplementedError("no library");
             },
             false);
@@ -462,7 +464,7 @@ TEST(PropagateLayoutHelpers, BlockRoundTripAndErrors) {
   EXPECT_EQ(b->data<float>()[((0 * 2 + 1) * 6 + 0) * 4 + 3], 0.0f);
   absl::StatusOr<Tensor> back = FromBlocked(*b, 5);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(kiln::testing::CompareTensors(*back, x).ok);
+  EXPECT_TRUE(interp::CompareTensors(*back, x).ok);
   EXPECT_EQ(LogicalShape({2, 2, 3, 2, 4}, 5), (ir::Shape{2, 5, 3, 2}));
 
   EXPECT_EQ(FromBlocked(*b, 9).status().code(), absl::StatusCode::kInvalidArgument);
@@ -479,11 +481,11 @@ TEST(PropagateLayoutHelpers, BlockRoundTripAndErrors) {
   absl::StatusOr<std::vector<int64_t>> plain = BlockedChannels(k, false);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain, (std::vector<int64_t>{0, 0}));
-  k.call.attrs[kAttrBlockedInputs] = std::vector<int64_t>{16};
+  k.call.attrs[ir::loop::kAttrBlockedInputs] = std::vector<int64_t>{16};
   EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
-  k.call.attrs[kAttrBlockedInputs] = std::string("16,0");
+  k.call.attrs[ir::loop::kAttrBlockedInputs] = std::string("16,0");
   EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
-  k.call.attrs[kAttrBlockedOutputs] = std::vector<int64_t>{-1};
+  k.call.attrs[ir::loop::kAttrBlockedOutputs] = std::vector<int64_t>{-1};
   EXPECT_EQ(BlockedChannels(k, true).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

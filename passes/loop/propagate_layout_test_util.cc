@@ -7,9 +7,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "interp/loop_module.h"
 #include "ir/loop/interpreter.h"
+#include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_executor.h"
 #include "passes/loop/propagate_layout.h"
 
 namespace kiln::passes::layout_testing {
@@ -106,7 +107,7 @@ absl::Status ReferenceExtern(const LoopProgram& program, const Kernel& kernel,
     ins.push_back(std::move(raw));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                        lowering::RunExternKernel(view.program, view.kernel, ins));
+                        interp::RunExternKernel(view.program, view.kernel, ins));
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Buffer& b = program.buffers[kernel.call.outputs[o]];
     Tensor t = outs[o];
@@ -118,7 +119,7 @@ absl::Status ReferenceExtern(const LoopProgram& program, const Kernel& kernel,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor>> RunProgram(const lowering::LoweredProgram& lp,
+absl::StatusOr<std::vector<Tensor>> RunProgram(const ir::loop::LoopModule& lp,
                                                absl::Span<const Tensor> inputs,
                                                const ExternRunner& run_extern) {
   const LoopProgram& p = lp.program;

@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 
 namespace kiln::passes::layout_testing {
@@ -31,7 +32,7 @@ absl::Status ReferenceExtern(const ir::loop::LoopProgram& program,
 
 // Graph inputs in order (row-major logical tensors); graph outputs in order.
 absl::StatusOr<std::vector<ir::Tensor>> RunProgram(
-    const lowering::LoweredProgram& lp, absl::Span<const ir::Tensor> inputs,
+    const ir::loop::LoopModule& lp, absl::Span<const ir::Tensor> inputs,
     const ExternRunner& run_extern = ReferenceExtern);
 
 }  // namespace kiln::passes::layout_testing

@@ -64,16 +64,16 @@ bool IsIdentifier(absl::string_view s) {
                      [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
 }
 
-bool IsHeader(const SourceFile& f) { return absl::EndsWith(f.name, ".h"); }
+bool IsHeader(const ir::loop::SourceFile& f) { return absl::EndsWith(f.name, ".h"); }
 
-std::string FileName(const SourceFile& f) {
+std::string FileName(const ir::loop::SourceFile& f) {
   return IsHeader(f) ? f.name : absl::StrCat(f.name, ".cc");
 }
 
-absl::Status ValidateSources(const std::vector<SourceFile>& sources) {
+absl::Status ValidateSources(const std::vector<ir::loop::SourceFile>& sources) {
   std::set<std::string> seen;
   int units = 0;
-  for (const SourceFile& f : sources) {
+  for (const ir::loop::SourceFile& f : sources) {
     absl::string_view stem = f.name;
     absl::ConsumeSuffix(&stem, ".h");
     if (!IsIdentifier(stem)) {
@@ -273,7 +273,7 @@ constexpr absl::string_view kPchText =
     "#include <type_traits>\n"
     "#include \"hwy/highway.h\"\n#include \"hwy/contrib/math/math-inl.h\"\n";
 
-bool UsesHighway(const SourceFile& f) {
+bool UsesHighway(const ir::loop::SourceFile& f) {
   return !IsHeader(f) && absl::StrContains(f.text, "#include \"hwy/highway.h\"");
 }
 
@@ -388,7 +388,7 @@ JitCompiler::JitCompiler(JitOptions options)
 }
 
 absl::StatusOr<std::shared_ptr<LoadedLibrary>> JitCompiler::Compile(
-    std::vector<SourceFile> sources) {
+    std::vector<ir::loop::SourceFile> sources) {
   if (isa_ == nullptr) return absl::FailedPreconditionError("no VecISA module is linked in");
   if (!isa_->emulator.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -404,7 +404,7 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> JitCompiler::Compile(
   return std::make_shared<LoadedLibrary>(entry.handle, std::move(entry.stats));
 }
 
-absl::StatusOr<std::string> JitCompiler::CompileExecutable(std::vector<SourceFile> sources,
+absl::StatusOr<std::string> JitCompiler::CompileExecutable(std::vector<ir::loop::SourceFile> sources,
                                                            CompileStats* stats) {
   if (isa_ == nullptr) return absl::FailedPreconditionError("no VecISA module is linked in");
   KILN_ASSIGN_OR_RETURN(Entry entry, Build(Kind::kExecutable, sources));
@@ -435,7 +435,7 @@ absl::StatusOr<RunResult> JitCompiler::RunExecutable(const std::string& path,
 }
 
 absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
-                                                      const std::vector<SourceFile>& sources) {
+                                                      const std::vector<ir::loop::SourceFile>& sources) {
   const absl::Time start = absl::Now();
   KILN_RETURN_IF_ERROR(ValidateSources(sources));
   const std::string& cxx = options_.compiler.empty() ? isa_->cxx : options_.compiler;
@@ -474,7 +474,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   add(absl::StrCat(options_.link_flags.size()));
   for (const std::string& f : options_.link_flags) add(f);
   add(absl::StrCat(sources.size()));
-  for (const SourceFile& f : sources) {
+  for (const ir::loop::SourceFile& f : sources) {
     add(f.name);
     add(f.text);
   }
@@ -483,7 +483,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   CompileStats& stats = entry.stats;
   stats.hash = key.HexDigest();
   stats.translation_units = static_cast<int>(
-      std::count_if(sources.begin(), sources.end(), [](const SourceFile& f) { return !IsHeader(f); }));
+      std::count_if(sources.begin(), sources.end(), [](const ir::loop::SourceFile& f) { return !IsHeader(f); }));
   const std::string base = absl::StrCat(cache_dir_, "/", stats.hash);
   entry.path = stats.path = absl::StrCat(base, shared ? ".so" : ".exe");
   const std::string meta = base + ".meta";
@@ -520,7 +520,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   if (mkdtemp(build_dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp in ", temp_root, ": ", ErrnoText()));
   }
-  for (const SourceFile& f : sources) {
+  for (const ir::loop::SourceFile& f : sources) {
     KILN_RETURN_IF_ERROR(WriteFile(absl::StrCat(build_dir, "/", FileName(f)), f.text));
   }
   static std::atomic<uint64_t> counter{0};
@@ -528,10 +528,10 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
                                                  shared ? ".so" : ".exe");
 
   // Units, compiled in parallel (a lone unit is compiled by the link command).
-  std::vector<const SourceFile*> units;
+  std::vector<const ir::loop::SourceFile*> units;
   std::vector<std::string> link_cmd = {*compiler};
   link_cmd.insert(link_cmd.end(), flags.begin(), flags.end());
-  for (const SourceFile& f : sources) {
+  for (const ir::loop::SourceFile& f : sources) {
     if (IsHeader(f)) continue;
     if (stats.translation_units == 1) {
       link_cmd.push_back(FileName(f));
@@ -585,7 +585,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     }
   }
   const std::string pch_header = absl::StrCat(pch_dir, "/", kPchName);
-  auto unit_cmd = [&](const SourceFile& f, bool with_pch) {
+  auto unit_cmd = [&](const ir::loop::SourceFile& f, bool with_pch) {
     std::vector<std::string> cmd = {*compiler};
     cmd.insert(cmd.end(), flags.begin(), flags.end());
     if (with_pch) cmd.insert(cmd.end(), {"-include", pch_header});
@@ -669,7 +669,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     if (!options_.keep_source_dir.empty()) {
       kept = absl::StrCat(options_.keep_source_dir, "/", stats.hash);
       absl::Status moved = MakeDirs(kept, 0755);
-      for (const SourceFile& f : sources) {
+      for (const ir::loop::SourceFile& f : sources) {
         if (moved.ok()) moved = WriteFile(absl::StrCat(kept, "/", FileName(f)), f.text);
       }
       if (moved.ok()) {

@@ -21,17 +21,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ir/loop/source_file.h"
 #include "isa/isa.h"
 
 namespace kiln::runtime {
 
-// One generated file. `name` is a sanitized identifier kiln chose
-// ([A-Za-z_][A-Za-z0-9_]*, at most 128 chars): a translation unit written as
-// <name>.cc, or with a ".h" suffix a header the translation units include.
-struct SourceFile {
-  std::string name;
-  std::string text;
-};
 
 // What the compile report shows for one Compile / CompileExecutable call.
 struct CompileStats {
@@ -118,11 +112,11 @@ class JitCompiler {
   // dlopens it. FailedPrecondition when the ISA cannot run in this process
   // (it needs an emulator, or this CPU lacks it); Internal with the
   // compiler's message and the kept sources' path when the build fails.
-  absl::StatusOr<std::shared_ptr<LoadedLibrary>> Compile(std::vector<SourceFile> sources);
+  absl::StatusOr<std::shared_ptr<LoadedLibrary>> Compile(std::vector<ir::loop::SourceFile> sources);
 
   // Builds a standalone executable (one translation unit defines main) for
   // the ISA, cached like libraries; returns its path.
-  absl::StatusOr<std::string> CompileExecutable(std::vector<SourceFile> sources,
+  absl::StatusOr<std::string> CompileExecutable(std::vector<ir::loop::SourceFile> sources,
                                                 CompileStats* stats = nullptr);
 
   // Runs an executable built by CompileExecutable, under the ISA's emulator
@@ -138,7 +132,7 @@ class JitCompiler {
   enum class Kind { kSharedLibrary, kExecutable };
   struct Entry;
 
-  absl::StatusOr<Entry> Build(Kind kind, const std::vector<SourceFile>& sources);
+  absl::StatusOr<Entry> Build(Kind kind, const std::vector<ir::loop::SourceFile>& sources);
 
   JitOptions options_;
   const isa::VecIsa* isa_;

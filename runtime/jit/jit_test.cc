@@ -108,7 +108,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 // A tiny library whose kiln_test_answer() returns `value`.
-std::vector<SourceFile> AnswerSources(int value) {
+std::vector<ir::loop::SourceFile> AnswerSources(int value) {
   return {{"answer", absl::StrCat("extern \"C\" int kiln_test_answer() { return ", value,
                                   "; }\n")}};
 }
@@ -116,7 +116,7 @@ std::vector<SourceFile> AnswerSources(int value) {
 // Builds `sources` for the ISA under test and returns kiln_test_answer():
 // loaded in-process, or as an executable under the emulator.
 absl::StatusOr<int> BuildAndCallAnswer(JitCompiler& jit, const TestIsa& t,
-                                       std::vector<SourceFile> sources,
+                                       std::vector<ir::loop::SourceFile> sources,
                                        CompileStats* stats) {
   if (!t.emulated) {
     absl::StatusOr<std::shared_ptr<LoadedLibrary>> lib = jit.Compile(std::move(sources));
@@ -327,7 +327,7 @@ TEST(JitCompiler, TwoTranslationUnitsAndAHeaderLinkTogether) {
 
 // Two Highway units: kiln_test_answer() returns value * 1000 + the float
 // lanes of the ISA's vectors.
-std::vector<SourceFile> HighwayAnswerSources(int value) {
+std::vector<ir::loop::SourceFile> HighwayAnswerSources(int value) {
   return {{"lanes", "#include \"hwy/highway.h\"\nnamespace hn = hwy::HWY_NAMESPACE;\n"
                     "extern \"C\" int kiln_test_lanes_i() {\n"
                     "  return static_cast<int>(hn::Lanes(hn::ScalableTag<float>()));\n}\n"},

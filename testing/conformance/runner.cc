@@ -16,7 +16,7 @@
 #include "absl/strings/strip.h"
 #include "frontend/onnx/importer.h"
 #include "ir/status_macros.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 namespace kiln::conformance {
 namespace {
@@ -68,7 +68,7 @@ const char* OutcomeName(Outcome o) {
 
 Executor ReferenceExecutor() {
   return [](const ir::Graph& g, absl::Span<const ir::Tensor> inputs) {
-    return reference::Run(g, inputs);
+    return interp::Run(g, inputs);
   };
 }
 
@@ -93,7 +93,7 @@ std::vector<Case> DiscoverCases(const std::string& root,
 }
 
 CaseResult RunCase(const Case& test_case, const Executor& executor,
-                   const testing::Tolerance& tol) {
+                   const interp::Tolerance& tol) {
   const auto start = std::chrono::steady_clock::now();
   CaseResult r;
   r.test_case = test_case;
@@ -112,7 +112,7 @@ CaseResult RunCase(const Case& test_case, const Executor& executor,
   CollectOps(graph, &ops);
   r.ops.assign(ops.begin(), ops.end());
 
-  std::vector<std::string> missing = reference::UnsupportedOps(graph);
+  std::vector<std::string> missing = interp::UnsupportedOps(graph);
   if (!missing.empty()) {
     r.outcome = Outcome::kUnsupported;
     r.reason = absl::StrCat("no kernel for ", absl::StrJoin(missing, ", "));
@@ -157,7 +157,7 @@ CaseResult RunCase(const Case& test_case, const Executor& executor,
       return finish(r);
     }
     for (size_t k = 0; k < expected.size(); ++k) {
-      testing::CompareResult c = testing::CompareTensors((*actual)[k], expected[k], tol);
+      interp::CompareResult c = interp::CompareTensors((*actual)[k], expected[k], tol);
       if (!c.ok) {
         r.outcome = Outcome::kFail;
         r.reason = absl::StrCat(set_name, " output ", k, " ('",

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 namespace kiln::conformance {
 
@@ -58,7 +58,7 @@ std::vector<Case> DiscoverCases(const std::string& root,
 // Unimplemented statuses (unsupported dtype, op or feature) make a case
 // unsupported; any other error or mismatch makes it fail.
 CaseResult RunCase(const Case& test_case, const Executor& executor,
-                   const testing::Tolerance& tol = {});
+                   const interp::Tolerance& tol = {});
 
 // Per-category and per-op tables, then the failing and unsupported cases;
 // the last line is "N passed, N failed, N skipped" where skipped counts

@@ -1,7 +1,6 @@
-// Runs lowered programs for tests: consecutive loop kernels as one
-// sub-program on the loop interpreter, extern kernels ("onnx.<Op>" and
-// "kiln.Fused<Op>") on the reference interpreter.
-#include "lowering/extern_executor.h"
+// File: interp/loop_module.cc — runs a loop module on interpreters: loop
+// kernels on ir/loop's interpreter, extern calls on the reference interpreter.
+#include "interp/loop_module.h"
 
 #include <algorithm>
 #include <map>
@@ -11,15 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "interp/interpreter.h"
 #include "ir/graph/graph.h"
+#include "ir/graph/text.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/interpreter.h"
 #include "ir/status_macros.h"
-#include "ir/graph/text.h"
-#include "lowering/extern_attrs.h"
-#include "lowering/ops_fallback.h"
-#include "testing/reference/interpreter.h"
 
-namespace kiln::lowering {
+namespace kiln::interp {
 namespace {
 
 using ir::loop::BufferKind;
@@ -81,17 +79,17 @@ namespace {
 absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kernel& kernel) {
   std::string domain;
   absl::string_view op = kernel.call.op;
-  if (absl::ConsumePrefix(&op, kKilnOpPrefix)) {
-    domain = kKilnDomain;
-  } else if (!absl::ConsumePrefix(&op, kExternOpPrefix)) {
+  if (absl::ConsumePrefix(&op, ir::loop::kKilnOpPrefix)) {
+    domain = ir::loop::kKilnDomain;
+  } else if (!absl::ConsumePrefix(&op, ir::loop::kOnnxOpPrefix)) {
     return absl::UnimplementedError(absl::StrCat(
         "extern call '", kernel.call.op, "' is neither an ONNX nor a kiln op"));
   }
-  KILN_ASSIGN_OR_RETURN(int64_t opset, GetAttr<int64_t>(kernel, kAttrOpset));
+  KILN_ASSIGN_OR_RETURN(int64_t opset, GetAttr<int64_t>(kernel, ir::loop::kAttrOpset));
   KILN_ASSIGN_OR_RETURN(auto in_slots,
-                        GetAttr<std::vector<int64_t>>(kernel, kAttrInputSlots));
+                        GetAttr<std::vector<int64_t>>(kernel, ir::loop::kAttrInputSlots));
   KILN_ASSIGN_OR_RETURN(auto out_slots,
-                        GetAttr<std::vector<int64_t>>(kernel, kAttrOutputSlots));
+                        GetAttr<std::vector<int64_t>>(kernel, ir::loop::kAttrOutputSlots));
   if (in_slots.size() != kernel.call.inputs.size() ||
       out_slots.size() != kernel.call.outputs.size()) {
     return absl::InvalidArgumentError(
@@ -110,9 +108,9 @@ absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kern
     }
   }
   std::vector<std::string> lists;
-  if (auto it = kernel.call.attrs.find(kAttrStringLists);
+  if (auto it = kernel.call.attrs.find(ir::loop::kAttrStringLists);
       it != kernel.call.attrs.end() && std::holds_alternative<std::string>(it->second)) {
-    lists = absl::StrSplit(std::get<std::string>(it->second), kListSeparator);
+    lists = absl::StrSplit(std::get<std::string>(it->second), ir::loop::kListSeparator);
   }
   ir::Graph g(absl::StrCat("extern_", kernel.name));
   g.set_opset(opset);
@@ -144,7 +142,7 @@ absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kern
       attrs[name] = static_cast<float>(*v);
     } else if (const auto* v = std::get_if<std::string>(&value)) {
       if (std::find(lists.begin(), lists.end(), name) != lists.end()) {
-        attrs[name] = std::vector<std::string>(absl::StrSplit(*v, kListSeparator));
+        attrs[name] = std::vector<std::string>(absl::StrSplit(*v, ir::loop::kListSeparator));
       } else {
         attrs[name] = *v;
       }
@@ -161,7 +159,7 @@ absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kern
 
 // The graph a reference fallback call carries, checked against its call.
 absl::StatusOr<ir::Graph> ReferenceCallGraph(const Kernel& kernel) {
-  KILN_ASSIGN_OR_RETURN(std::string text, GetAttr<std::string>(kernel, kAttrReferenceGraph));
+  KILN_ASSIGN_OR_RETURN(std::string text, GetAttr<std::string>(kernel, ir::loop::kAttrReferenceGraph));
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -194,13 +192,13 @@ absl::StatusOr<std::unique_ptr<ReferenceKernel>> ReferenceKernel::Create(
   std::unique_ptr<ReferenceKernel> rk(new ReferenceKernel());
   rk->kernel_name_ = kernel.name;
   rk->op_ = kernel.call.op;
-  if (IsReferenceCall(kernel)) {
+  if (ir::loop::IsReferenceCall(kernel)) {
     KILN_ASSIGN_OR_RETURN(rk->graph_, ReferenceCallGraph(kernel));
     rk->op_ = rk->graph_.nodes()[0].op;
   } else {
     KILN_ASSIGN_OR_RETURN(rk->graph_, ExternNodeGraph(program, kernel));
   }
-  rk->dynamic_outputs_ = DynamicOperands(kernel, /*outputs=*/true);
+  rk->dynamic_outputs_ = ir::loop::DynamicOperands(kernel, /*outputs=*/true);
   for (int32_t b : kernel.call.outputs) {
     rk->output_dtypes_.push_back(program.buffers[b].dtype);
     rk->output_shapes_.push_back(program.buffers[b].shape);
@@ -215,7 +213,7 @@ absl::StatusOr<std::vector<ir::Tensor>> ReferenceKernel::Run(
         "extern kernel '", kernel_name_, "' takes ", graph_.inputs().size(),
         " inputs, got ", inputs.size()));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs, reference::Run(graph_, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs, interp::Run(graph_, inputs));
   if (outputs.size() != output_dtypes_.size()) {
     return InternalError("extern kernel '", kernel_name_, "' returned ", outputs.size(),
                          " outputs, expected ", output_dtypes_.size());
@@ -253,8 +251,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunExternKernel(
   return rk->Run(inputs);
 }
 
-absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
-    const LoweredProgram& lowered, absl::Span<const ir::Tensor> inputs) {
+absl::StatusOr<std::vector<ir::Tensor>> RunLoopModule(
+    const ir::loop::LoopModule& lowered, absl::Span<const ir::Tensor> inputs) {
   const LoopProgram& p = lowered.program;
   if (inputs.size() != lowered.inputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -263,7 +261,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
   std::map<int32_t, ir::Tensor> env;
   for (size_t i = 0; i < inputs.size(); ++i) env.emplace(lowered.inputs[i], inputs[i]);
   for (const auto& [b, data] : lowered.constants) env.emplace(b, *data);
-  const std::vector<bool> dynamic = DynamicBuffers(p);
+  const std::vector<bool> dynamic = ir::loop::DynamicBuffers(p);
   size_t k = 0;
   while (k < p.kernels.size()) {
     if (p.kernels[k].kind == Kernel::Kind::kLoop) {
@@ -303,4 +301,4 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
   return result;
 }
 
-}  // namespace kiln::lowering
+}  // namespace kiln::interp

@@ -1,6 +1,6 @@
 // The reference interpreter: walks nodes in order, calls each op's kernel,
 // frees every value after its last use.
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
-#include "testing/reference/op_registry.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::Graph;
@@ -243,4 +243,4 @@ std::vector<std::string> UnsupportedOps(const Graph& graph) {
   return {ops.begin(), ops.end()};
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::AttributeMap;
@@ -677,4 +677,4 @@ TEST(TfIdfVectorizer, CountsSkipGramsAndWeights) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

@@ -1,14 +1,14 @@
-// File: lowering/extern_executor.h — test-side execution of a lowered
-// program: loop kernels run on ir/loop's interpreter, extern kernels through
-// the graph reference interpreter (a one-node ir::Graph per call), so whole
-// programs can be checked end to end before the oneDNN runtime exists. The
-// runtime runs its reference library calls and reference fallback calls
-// ("kiln.Reference", lowering/ops_fallback.h) through ReferenceKernel.
+// File: interp/loop_module.h — runs a loop module without generated code:
+// loop kernels on ir/loop's interpreter, extern calls on the reference
+// interpreter (a one-node ir::Graph per call). Tests and tools check whole
+// lowered programs with it; the runtime runs its reference calls (library
+// ops oneDNN cannot run, and "kiln.Reference" fallback calls) through
+// ReferenceKernel.
 //
-//   KILN_ASSIGN_OR_RETURN(LoweredProgram lp, LowerGraph(graph));
-//   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, RunLoweredProgram(lp, ins));
-#ifndef KILN_LOWERING_EXTERN_EXECUTOR_H_
-#define KILN_LOWERING_EXTERN_EXECUTOR_H_
+//   KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule m, lowering::LowerGraph(graph));
+//   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, interp::RunLoopModule(m, ins));
+#ifndef KILN_INTERP_LOOP_MODULE_H_
+#define KILN_INTERP_LOOP_MODULE_H_
 
 #include <memory>
 #include <string>
@@ -19,14 +19,14 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "ir/loop/loop_ir.h"
-#include "lowering/lower_graph.h"
+#include "ir/loop/module.h"
 
-namespace kiln::lowering {
+namespace kiln::interp {
 
 // Runs `lowered` on one tensor per graph input (in order); returns the graph
 // outputs in order.
-absl::StatusOr<std::vector<ir::Tensor>> RunLoweredProgram(
-    const LoweredProgram& lowered, absl::Span<const ir::Tensor> inputs);
+absl::StatusOr<std::vector<ir::Tensor>> RunLoopModule(
+    const ir::loop::LoopModule& lowered, absl::Span<const ir::Tensor> inputs);
 
 // Runs one extern kernel's node ("onnx.<Op>", "kiln.<Op>" in domain "kiln",
 // or a reference fallback call) on the reference interpreter.
@@ -67,6 +67,6 @@ class ReferenceKernel {
   std::vector<bool> dynamic_outputs_;
 };
 
-}  // namespace kiln::lowering
+}  // namespace kiln::interp
 
-#endif  // KILN_LOWERING_EXTERN_EXECUTOR_H_
+#endif  // KILN_INTERP_LOOP_MODULE_H_

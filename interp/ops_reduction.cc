@@ -18,10 +18,10 @@
 #include "ir/graph/dtype.h"
 #include "ir/graph/tensor.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -821,4 +821,4 @@ void RegisterReductionOps(OpRegistry* registry) {
   registry->Register("TopK", TopK);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

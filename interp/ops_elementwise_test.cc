@@ -1,5 +1,5 @@
 // Tests of the reference elementwise kernels: one-node graphs run through
-// reference::Run, expected values computed by hand or from ONNX's examples.
+// interp::Run, expected values computed by hand or from ONNX's examples.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,9 +16,9 @@
 #include "ir/graph/dtype.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ::testing::HasSubstr;
@@ -63,7 +63,7 @@ class OneNode {
     if (outputs_.empty()) Out();
     for (ir::ValueId id : outputs_) graph_.AddOutput(id);
     graph_.AddNode(op_, node_inputs_, outputs_, attrs_, "n0");
-    return reference::Run(graph_, inputs_);
+    return interp::Run(graph_, inputs_);
   }
   // The single output; fails the test on error.
   Tensor Run1() {
@@ -666,4 +666,4 @@ TEST(Registry, AllElementwiseOpsAreRegistered) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

@@ -24,10 +24,10 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -2006,4 +2006,4 @@ void RegisterExtraOps(OpRegistry* registry) {
   registry->Register("TfIdfVectorizer", TfIdfVectorizer);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

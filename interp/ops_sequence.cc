@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "ir/graph/graph.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -686,4 +686,4 @@ void RegisterSequenceOps(OpRegistry* registry) {
   registry->Register("Loop", Loop);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::Tensor;
@@ -23,7 +23,7 @@ absl::StatusOr<std::vector<Tensor>> RunText(const std::string& text,
                                             std::vector<Tensor> inputs) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) return g.status();
-  return reference::Run(*g, inputs);
+  return interp::Run(*g, inputs);
 }
 
 std::vector<float> Values(const Tensor& t) {
@@ -210,7 +210,7 @@ TEST(FusedOps, OnlyTheKilnDomainFindsFusedKernels) {
   g.AddOutput(y);
   g.AddNode("kiln.FusedMatMul", {x, x}, {y});
   absl::StatusOr<std::vector<Tensor>> r =
-      reference::Run(g, {Tensor::FromVector<float>({1, 1}, {1})});
+      interp::Run(g, {Tensor::FromVector<float>({1, 1}, {1})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(UnsupportedOps(g), (std::vector<std::string>{"kiln.FusedMatMul"}));
@@ -220,4 +220,4 @@ TEST(FusedOps, OnlyTheKilnDomainFindsFusedKernels) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

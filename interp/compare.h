@@ -1,11 +1,11 @@
-// File: testing/compare.h — compares an actual tensor with an expected one the
+// File: interp/compare.h — compares an actual tensor with an expected one the
 // way ONNX's backend tests do (numpy.testing.assert_allclose:
 // |actual - expected| <= atol + rtol * |expected|, NaN equals NaN; exact
 // equality for integers and bools), or norm-wise (max error relative to the
 // output's largest magnitude), and reports the error metrics. The conformance
 // runner, `kilnc check` and pass/codegen tests all judge results with it.
-#ifndef KILN_TESTING_COMPARE_H_
-#define KILN_TESTING_COMPARE_H_
+#ifndef KILN_INTERP_COMPARE_H_
+#define KILN_INTERP_COMPARE_H_
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +13,7 @@
 
 #include "ir/graph/tensor.h"
 
-namespace kiln::testing {
+namespace kiln::interp {
 
 struct Tolerance {
   double rtol = 1e-3;  // ONNX backend test defaults
@@ -61,6 +61,6 @@ CompareResult CompareTensors(const ir::Tensor& actual,
                              const ir::Tensor& expected,
                              const Tolerance& tol = {});
 
-}  // namespace kiln::testing
+}  // namespace kiln::interp
 
-#endif  // KILN_TESTING_COMPARE_H_
+#endif  // KILN_INTERP_COMPARE_H_

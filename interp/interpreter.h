@@ -1,12 +1,12 @@
-// File: testing/reference/interpreter.h — the oracle. A plain, readable
+// File: interp/interpreter.h — the oracle. A plain, readable
 // scalar interpreter of ir::Graph: correctness of everything kiln compiles is
 // defined by what this computes (and by ONNX's conformance data, which it is
 // tested against).
 //
 //   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-//                         reference::Run(graph, {input}));
-#ifndef KILN_TESTING_REFERENCE_INTERPRETER_H_
-#define KILN_TESTING_REFERENCE_INTERPRETER_H_
+//                         interp::Run(graph, {input}));
+#ifndef KILN_INTERP_INTERPRETER_H_
+#define KILN_INTERP_INTERPRETER_H_
 
 #include <string>
 #include <vector>
@@ -15,7 +15,7 @@
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 
 // Runs `graph` on `inputs` (one per graph input, in order) and returns its
 // outputs in order. Errors name the node (name, index, op).
@@ -26,6 +26,6 @@ absl::StatusOr<std::vector<ir::Tensor>> Run(const ir::Graph& graph,
 // de-duplicated; empty when everything can run.
 std::vector<std::string> UnsupportedOps(const ir::Graph& graph);
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp
 
-#endif  // KILN_TESTING_REFERENCE_INTERPRETER_H_
+#endif  // KILN_INTERP_INTERPRETER_H_

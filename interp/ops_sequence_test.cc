@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "ir/graph/graph.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::AttributeMap;
@@ -69,7 +69,7 @@ TEST(Lstm, HiddenOneTwoStepsByHand) {
   ValueId yc = Output(g, "yc", DType::kF32, {1, 1, 1});
   g.AddNode("LSTM", {x, w, r, b}, {y, yh, yc}, {{"hidden_size", int64_t{1}}},
             "lstm");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, 2.0f})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, 2.0f})});
   ASSERT_TRUE(outs.ok()) << outs.status();
 
   const double wi = 0.5, wo = 0.6, wf = 0.7, wc = 0.8;
@@ -109,7 +109,7 @@ TEST(Lstm, PeepholesInitialStateAndInputForget) {
     g.AddOutput(yc);
     g.AddNode("LSTM", {x, w, r, b, kNoValue, h0, c0, p}, {kNoValue, yh, yc},
               {{"input_forget", input_forget}}, "lstm");
-    auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {3.0f})});
+    auto outs = interp::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {3.0f})});
     ASSERT_TRUE(outs.ok()) << outs.status();
 
     const double h_prev = 0.3, c_prev = -0.7;
@@ -131,7 +131,7 @@ TEST(Lstm, ClipBoundsGateInputs) {
   ValueId yh = Output(g, "yh", DType::kF32, {1, 1, 1});
   ValueId yc = Output(g, "yc", DType::kF32, {1, 1, 1});
   g.AddNode("LSTM", {x, w, r}, {kNoValue, yh, yc}, {{"clip", 0.5f}}, "lstm");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1.0f})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1.0f})});
   ASSERT_TRUE(outs.ok()) << outs.status();
   double c = Sigmoid(0.5) * Tanh(0.5);
   ExpectValues((*outs)[1], {1, 1, 1}, {c});
@@ -145,7 +145,7 @@ TEST(Lstm, WrongWeightShapeNamesNode) {
   ValueId r = Const(g, "r", {1, 4, 1}, {1, 2, 3, 4});
   ValueId y = Output(g, "y", DType::kF32, {2, 1, 1, 1});
   g.AddNode("LSTM", {x, w, r}, {y}, {}, "my_lstm");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1, 2})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1, 2})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(outs.status().message().find("my_lstm"), std::string::npos)
@@ -162,13 +162,13 @@ TEST(Lstm, HiddenSizeMismatchAndBadActivation) {
   ValueId r = Const(g, "r", {1, 4, 1}, {1, 2, 3, 4});
   ValueId y = Output(g, "y", DType::kF32, {1, 1, 1, 1});
   g.AddNode("LSTM", {x, w, r}, {y}, {{"hidden_size", int64_t{2}}}, "l1");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
   ASSERT_FALSE(outs.ok());
   EXPECT_NE(outs.status().message().find("hidden_size"), std::string::npos);
 
   g.mutable_nodes()[0].attrs = {
       {"activations", std::vector<std::string>{"Sigmoid", "Gelu", "Tanh"}}};
-  outs = reference::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
+  outs = interp::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(outs.status().message().find("Gelu"), std::string::npos);
@@ -185,7 +185,7 @@ TEST(Rnn, BidirectionalOutputLayout) {
   ValueId yh = Output(g, "yh", DType::kF32, {2, 1, 1});
   g.AddNode("RNN", {x, w, r}, {y, yh}, {{"direction", std::string("bidirectional")}},
             "rnn");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, 2.0f})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, 2.0f})});
   ASSERT_TRUE(outs.ok()) << outs.status();
   double f0 = Tanh(1.0 * 1.0);
   double f1 = Tanh(1.0 * 2.0 + 0.5 * f0);
@@ -211,7 +211,7 @@ TEST(Rnn, BidirectionalBatchMajorWithPerDirectionActivations) {
              {"activation_alpha", std::vector<float>{3.0f}},
              {"activation_beta", std::vector<float>{1.0f}}},
             "rnn");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 2, 1}, {-1, 2})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({1, 2, 1}, {-1, 2})});
   ASSERT_TRUE(outs.ok()) << outs.status();
   // Forward: relu(-1) = 0, relu(2 + 0.5 * 0) = 2.
   // Reverse: 3 * 2 + 1 = 7 at t = 1, then 3 * (-1 + 0.5 * 7) + 1 = 8.5.
@@ -238,7 +238,7 @@ TEST(Rnn, SequenceLensForwardAndReverse) {
                {"activation_beta", std::vector<float>{0.0f}}},
               "rnn");
     // x[t][b]: batch 0 is 1, 2, 3; batch 1 is 10, 20, 30.
-    auto outs = reference::Run(g, {Tensor::FromVector<float>({3, 2, 1},
+    auto outs = interp::Run(g, {Tensor::FromVector<float>({3, 2, 1},
                                                   {1, 10, 2, 20, 3, 30})});
     ASSERT_TRUE(outs.ok()) << outs.status();
     if (direction == "forward") {
@@ -270,7 +270,7 @@ TEST(Rnn, BatchMajorLayoutWithAffineInF64) {
              {"activation_beta", std::vector<float>{0.5f}}},
             "rnn");
   // Batch 0: x = 1, 2 with h0 = 1. Batch 1: x = 3, 4 with h0 = -1.
-  auto outs = reference::Run(g, {Tensor::FromVector<double>({2, 2, 1}, {1, 2, 3, 4})});
+  auto outs = interp::Run(g, {Tensor::FromVector<double>({2, 2, 1}, {1, 2, 3, 4})});
   ASSERT_TRUE(outs.ok()) << outs.status();
   // b0: 2*(1 + 0.5) + 0.5 = 3.5, then 2*(2 + 1.75) + 0.5 = 8.
   // b1: 2*(3 - 0.5) + 0.5 = 5.5, then 2*(4 + 2.75) + 0.5 = 14.
@@ -295,7 +295,7 @@ TEST(Gru, LinearBeforeResetZeroAndOne) {
     g.AddNode("GRU", {x, w, r, b, kNoValue, h0}, {y, yh},
               {{"linear_before_reset", lbr}, {"hidden_size", int64_t{1}}},
               "gru");
-    auto outs = reference::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, -2.0f})});
+    auto outs = interp::Run(g, {Tensor::FromVector<float>({2, 1, 1}, {1.0f, -2.0f})});
     ASSERT_TRUE(outs.ok()) << outs.status();
     double h = 0.5;
     std::vector<double> ys;
@@ -319,7 +319,7 @@ TEST(Gru, WrongRecurrenceShape) {
   ValueId r = Const(g, "r", {1, 4, 1}, {1, 2, 3, 4});
   ValueId y = Output(g, "y", DType::kF32, {1, 1, 1, 1});
   g.AddNode("GRU", {x, w, r}, {y}, {}, "gru7");
-  auto outs = reference::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
+  auto outs = interp::Run(g, {Tensor::FromVector<float>({1, 1, 1}, {1})});
   ASSERT_FALSE(outs.ok());
   EXPECT_NE(outs.status().message().find("gru7"), std::string::npos);
   EXPECT_NE(outs.status().message().find("R has shape"), std::string::npos)
@@ -353,10 +353,10 @@ TEST(If, TakesEachBranchWithCapture) {
   Graph g = IfGraph(true);
   Tensor a = Tensor::FromVector<float>({2}, {1, 2});
   Tensor b = Tensor::FromVector<float>({2}, {3, 4});
-  auto then_out = reference::Run(g, {Tensor::Scalar<bool>(true), a, b});
+  auto then_out = interp::Run(g, {Tensor::Scalar<bool>(true), a, b});
   ASSERT_TRUE(then_out.ok()) << then_out.status();
   ExpectValues((*then_out)[0], {2}, {1, 2});
-  auto else_out = reference::Run(g, {Tensor::Scalar<bool>(false), a, b});
+  auto else_out = interp::Run(g, {Tensor::Scalar<bool>(false), a, b});
   ASSERT_TRUE(else_out.ok()) << else_out.status();
   ExpectValues((*else_out)[0], {2}, {3, 4});
 }
@@ -372,7 +372,7 @@ TEST(If, OneElementCondAndConstantBranch) {
   g.AddNode("If", {cond}, {out},
             {{"then_branch", std::shared_ptr<const Graph>(then_g)},
              {"else_branch", std::shared_ptr<const Graph>(then_g)}});
-  auto outs = reference::Run(g, {Tensor::FromVector<bool>({1}, {true})});
+  auto outs = interp::Run(g, {Tensor::FromVector<bool>({1}, {true})});
   ASSERT_TRUE(outs.ok()) << outs.status();
   EXPECT_EQ((*outs)[0].GetAsInt64(0), 42);
 }
@@ -380,7 +380,7 @@ TEST(If, OneElementCondAndConstantBranch) {
 TEST(If, MissingBranchAndNonScalarCond) {
   Graph g = IfGraph(false);
   Tensor a = Tensor::FromVector<float>({2}, {1, 2});
-  auto missing = reference::Run(g, {Tensor::Scalar<bool>(false), a, a});
+  auto missing = interp::Run(g, {Tensor::Scalar<bool>(false), a, a});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("choose"), std::string::npos);
@@ -395,7 +395,7 @@ TEST(If, MissingBranchAndNonScalarCond) {
              {{"then_branch", CaptureBranch("a")},
               {"else_branch", CaptureBranch("a")}},
              "choose2");
-  auto bad = reference::Run(g2, {Tensor::FromVector<bool>({2}, {true, false}), a});
+  auto bad = interp::Run(g2, {Tensor::FromVector<bool>({2}, {true, false}), a});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("choose2"), std::string::npos);
@@ -414,7 +414,7 @@ TEST(If, BranchOutputCountAndDTypeMustMatch) {
              {"else_branch", CaptureBranch("a")}},
             "two_outs");
   Tensor a = Tensor::FromVector<float>({2}, {1, 2});
-  auto outs = reference::Run(g, {Tensor::Scalar<bool>(true), a});
+  auto outs = interp::Run(g, {Tensor::Scalar<bool>(true), a});
   ASSERT_FALSE(outs.ok());
   EXPECT_NE(outs.status().message().find("two_outs"), std::string::npos);
 
@@ -426,7 +426,7 @@ TEST(If, BranchOutputCountAndDTypeMustMatch) {
              {{"then_branch", CaptureBranch("a")},
               {"else_branch", CaptureBranch("a")}},
              "typed");
-  outs = reference::Run(g2, {Tensor::Scalar<bool>(true), a});
+  outs = interp::Run(g2, {Tensor::Scalar<bool>(true), a});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(outs.status().message().find("typed"), std::string::npos);
@@ -465,12 +465,12 @@ TEST(Loop, TripCountScansIterationNumbers) {
   g.AddNode("Loop", {m, kNoValue, x}, {x_final, iters},
             {{"body", PassBody("")}}, "loop");
   Tensor xv = Tensor::FromVector<float>({2}, {5, 6});
-  auto outs = reference::Run(g, {Tensor::Scalar<int64_t>(4), xv});
+  auto outs = interp::Run(g, {Tensor::Scalar<int64_t>(4), xv});
   ASSERT_TRUE(outs.ok()) << outs.status();
   ExpectValues((*outs)[0], {2}, {5, 6});
   ExpectValues((*outs)[1], {4}, {0, 1, 2, 3});
 
-  auto none = reference::Run(g, {Tensor::Scalar<int64_t>(0), xv});
+  auto none = interp::Run(g, {Tensor::Scalar<int64_t>(0), xv});
   ASSERT_TRUE(none.ok()) << none.status();
   ExpectValues((*none)[0], {2}, {5, 6});
   EXPECT_EQ((*none)[1].shape(), (Shape{0}));
@@ -487,12 +487,12 @@ TEST(Loop, CondFromCaptureStopsAfterOneIteration) {
   g.AddNode("Loop", {kNoValue, cond, x}, {x_final, iters},
             {{"body", PassBody("stop")}}, "loop");
   Tensor xv = Tensor::FromVector<float>({2}, {5, 6});
-  auto once = reference::Run(g, {Tensor::Scalar<bool>(true), Tensor::Scalar<bool>(false),
+  auto once = interp::Run(g, {Tensor::Scalar<bool>(true), Tensor::Scalar<bool>(false),
                       xv});
   ASSERT_TRUE(once.ok()) << once.status();
   ExpectValues((*once)[1], {1}, {0});
 
-  auto never = reference::Run(g, {Tensor::Scalar<bool>(false), Tensor::Scalar<bool>(false),
+  auto never = interp::Run(g, {Tensor::Scalar<bool>(false), Tensor::Scalar<bool>(false),
                        xv});
   ASSERT_TRUE(never.ok()) << never.status();
   ExpectValues((*never)[0], {2}, {5, 6});
@@ -523,7 +523,7 @@ TEST(Loop, SumsCounterWithAdd) {
   ValueId sums = Output(g, "sums", DType::kI64, {5});
   g.AddNode("Loop", {m, cond, s0}, {total, sums},
             {{"body", std::shared_ptr<const Graph>(body)}}, "counter");
-  auto outs = reference::Run(g, {Tensor::Scalar<int64_t>(5), Tensor::Scalar<bool>(true),
+  auto outs = interp::Run(g, {Tensor::Scalar<int64_t>(5), Tensor::Scalar<bool>(true),
                       Tensor::Scalar<int64_t>(0)});
   ASSERT_TRUE(outs.ok()) << outs.status();
   EXPECT_EQ((*outs)[0].GetAsInt64(0), 10);
@@ -556,7 +556,7 @@ TEST(Loop, NestedIfCapturesFromTwoScopesUp) {
   ValueId out = Output(g, "out", DType::kF32, {2});
   g.AddNode("Loop", {m, kNoValue, x}, {out},
             {{"body", std::shared_ptr<const Graph>(body)}}, "loop");
-  auto outs = reference::Run(g, {Tensor::Scalar<int64_t>(2),
+  auto outs = interp::Run(g, {Tensor::Scalar<int64_t>(2),
                       Tensor::FromVector<float>({2}, {1, 2}),
                       Tensor::FromVector<float>({2}, {3, 4}),
                       Tensor::FromVector<float>({2}, {0, 0})});
@@ -579,7 +579,7 @@ TEST(Loop, ErrorsNameTheNode) {
   g.AddNode("Loop", {m, kNoValue, x}, {out},
             {{"body", std::shared_ptr<const Graph>(body)}}, "bad_loop");
   Tensor xv = Tensor::FromVector<float>({2}, {1, 2});
-  auto outs = reference::Run(g, {Tensor::Scalar<int64_t>(1), xv});
+  auto outs = interp::Run(g, {Tensor::Scalar<int64_t>(1), xv});
   ASSERT_FALSE(outs.ok());
   EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(outs.status().message().find("bad_loop"), std::string::npos)
@@ -587,7 +587,7 @@ TEST(Loop, ErrorsNameTheNode) {
 
   // No body at all.
   g.mutable_nodes()[0].attrs.clear();
-  outs = reference::Run(g, {Tensor::Scalar<int64_t>(1), xv});
+  outs = interp::Run(g, {Tensor::Scalar<int64_t>(1), xv});
   ASSERT_FALSE(outs.ok());
   EXPECT_NE(outs.status().message().find("body"), std::string::npos);
 
@@ -598,10 +598,10 @@ TEST(Loop, ErrorsNameTheNode) {
   ValueId x_final = Output(g2, "x_final", DType::kF32, {2});
   g2.AddNode("Loop", {m2, kNoValue, x2}, {x_final}, {{"body", PassBody("")}},
              "loop_m");
-  outs = reference::Run(g2, {Tensor::FromVector<int64_t>({2}, {1, 2}), xv});
+  outs = interp::Run(g2, {Tensor::FromVector<int64_t>({2}, {1, 2}), xv});
   ASSERT_FALSE(outs.ok());
   EXPECT_NE(outs.status().message().find("loop_m"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

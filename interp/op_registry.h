@@ -1,11 +1,11 @@
-// File: testing/reference/op_registry.h — how reference kernels plug in.
+// File: interp/op_registry.h — how reference kernels plug in.
 // Each ops_*.cc file defines kernels for one family of ops and a
 // Register*Ops(OpRegistry*) function; interpreter.cc calls them all.
 //
 //   absl::StatusOr<std::vector<Tensor>> Relu(OpContext& ctx) { ... }
 //   void RegisterElementwiseOps(OpRegistry* r) { r->Register("Relu", Relu); }
-#ifndef KILN_TESTING_REFERENCE_OP_REGISTRY_H_
-#define KILN_TESTING_REFERENCE_OP_REGISTRY_H_
+#ifndef KILN_INTERP_OP_REGISTRY_H_
+#define KILN_INTERP_OP_REGISTRY_H_
 
 #include <functional>
 #include <string>
@@ -16,7 +16,7 @@
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 
 using ir::Tensor;
 
@@ -83,6 +83,6 @@ void RegisterExtraOps(OpRegistry* registry);        // losses, quantization, DFT
 // library calls FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm.
 void RegisterFusedOps(OpRegistry* registry);
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp
 
-#endif  // KILN_TESTING_REFERENCE_OP_REGISTRY_H_
+#endif  // KILN_INTERP_OP_REGISTRY_H_

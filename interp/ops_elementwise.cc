@@ -14,10 +14,10 @@
 #include "ir/graph/dtype.h"
 #include "ir/graph/tensor.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -914,4 +914,4 @@ void RegisterElementwiseOps(OpRegistry* r) {
   r->Register("Dropout", Dropout);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

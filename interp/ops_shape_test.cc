@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::AttributeMap;
@@ -843,4 +843,4 @@ TEST(OutputTypeTest, DeclaredDTypeMismatchIsReported) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

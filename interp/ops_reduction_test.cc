@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::AttributeMap;
@@ -515,4 +515,4 @@ TEST(TopK, KOutOfRange) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

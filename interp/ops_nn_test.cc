@@ -7,9 +7,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/graph.h"
-#include "testing/reference/interpreter.h"
+#include "interp/interpreter.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::AttributeMap;
@@ -631,9 +631,9 @@ TEST(ResizeTest, Errors) {
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 // A node may omit trailing optional outputs the kernel computes anyway:
@@ -657,11 +657,11 @@ TEST(InterpreterOutputs, TrailingOptionalOutputsMayBeOmitted) {
   g.AddOutput(y);
   // Batch statistics of [1, 3]: mean 2, variance 1 -> y = x - 2.
   absl::StatusOr<std::vector<ir::Tensor>> out =
-      reference::Run(g, {ir::Tensor::FromVector<float>({2, 1}, {1.0f, 3.0f})});
+      interp::Run(g, {ir::Tensor::FromVector<float>({2, 1}, {1.0f, 3.0f})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ((*out)[0].data<float>()[0], -1.0f);
   EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 1.0f);
 }
 
 }  // namespace
-}  // namespace kiln::reference
+}  // namespace kiln::interp

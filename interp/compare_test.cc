@@ -1,11 +1,11 @@
-// Tests for testing/compare.h.
-#include "testing/compare.h"
+// Tests for interp/compare.h.
+#include "interp/compare.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-namespace kiln::testing {
+namespace kiln::interp {
 namespace {
 
 using ir::Tensor;
@@ -96,4 +96,4 @@ TEST(CompareTensors, NormWiseMode) {
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::interp

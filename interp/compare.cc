@@ -1,5 +1,5 @@
 // Tensor comparison with ONNX backend-test semantics.
-#include "testing/compare.h"
+#include "interp/compare.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kiln::testing {
+namespace kiln::interp {
 
 std::string DescribeTolerance(const Tolerance& tol) {
   if (tol.max_rel.has_value()) {
@@ -96,4 +96,4 @@ CompareResult CompareTensors(const ir::Tensor& actual,
   return r;
 }
 
-}  // namespace kiln::testing
+}  // namespace kiln::interp

@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -1515,4 +1515,4 @@ void RegisterNnOps(OpRegistry* registry) {
   registry->Register("Upsample", Resize);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
-#include "testing/reference/kernel_util.h"
-#include "testing/reference/op_registry.h"
+#include "interp/kernel_util.h"
+#include "interp/op_registry.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 namespace {
 
 using ir::DType;
@@ -1313,4 +1313,4 @@ void RegisterShapeOps(OpRegistry* registry) {
   registry->Register("EyeLike", EyeLike);
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp

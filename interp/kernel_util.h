@@ -1,8 +1,8 @@
-// File: testing/reference/kernel_util.h — small helpers shared by the
+// File: interp/kernel_util.h — small helpers shared by the
 // reference kernels: axis normalization, broadcast index mapping, dtype
 // dispatch. Kept deliberately simple: the reference favours clarity.
-#ifndef KILN_TESTING_REFERENCE_KERNEL_UTIL_H_
-#define KILN_TESTING_REFERENCE_KERNEL_UTIL_H_
+#ifndef KILN_INTERP_KERNEL_UTIL_H_
+#define KILN_INTERP_KERNEL_UTIL_H_
 
 #include <cstdint>
 #include <vector>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/graph/tensor.h"
 
-namespace kiln::reference {
+namespace kiln::interp {
 
 // Maps a possibly negative axis into [0, rank); InvalidArgument otherwise.
 inline absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
@@ -75,6 +75,6 @@ auto DispatchDType(ir::DType dtype, F&& f) {
   return f(TypeTag<float>{});
 }
 
-}  // namespace kiln::reference
+}  // namespace kiln::interp
 
-#endif  // KILN_TESTING_REFERENCE_KERNEL_UTIL_H_
+#endif  // KILN_INTERP_KERNEL_UTIL_H_
