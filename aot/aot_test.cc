@@ -1,21 +1,27 @@
 // models/tiny_cnn compiled ahead of time (aot/BUILD.bazel's
 // kiln_aot_library) against kiln's reference interpreter: the default ISA
 // choice, every ISA this CPU runs forced one by one, the refusal of an ISA
-// the CPU lacks (detection overridden) or the library lacks, and the
-// options fixed at build time.
+// the CPU lacks (detection overridden) or the library lacks, the options
+// fixed at build time, and the kernel libraries' copts against the JIT's
+// flags for the same ISA.
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "aot/tiny_cnn_aot.h"
 #include "frontend/onnx/importer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "isa/isa.h"
 #include "runtime/aot.h"
+#include "runtime/jit/jit_compiler.h"
 #include "runtime/kiln.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
@@ -84,6 +90,24 @@ class TinyCnnAotTest : public ::testing::Test {
     return isas;
   }
 
+  // The copts Bazel has for each per-ISA kernel library tiny_cnn_aot_<isa>
+  // (aot/BUILD.bazel's tiny_cnn_aot_copts: every ISA kiln_aot_library builds
+  // by default), in that order.
+  static std::vector<std::pair<std::string, std::vector<std::string>>> KernelCopts() {
+    std::ifstream in(Runfile("aot/tiny_cnn_aot_copts.txt"));
+    EXPECT_TRUE(in.good());
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = absl::StrSplit(line, '\t');
+      if (f.size() != 2) continue;
+      absl::string_view isa = f[0];
+      EXPECT_TRUE(absl::ConsumePrefix(&isa, "tiny_cnn_aot_")) << line;
+      out.emplace_back(std::string(isa), absl::StrSplit(f[1], ' ', absl::SkipEmpty()));
+    }
+    return out;
+  }
+
   static bool HostRuns(const std::string& name) {
     const isa::VecIsa* isa = isa::FindIsa(name);
     return isa != nullptr && isa->emulator.empty() && isa->host_supports();
@@ -99,7 +123,30 @@ std::vector<std::vector<ir::Tensor>>* TinyCnnAotTest::inputs_ = nullptr;
 std::vector<std::vector<ir::Tensor>>* TinyCnnAotTest::expected_ = nullptr;
 
 TEST_F(TinyCnnAotTest, BuiltForTheRequestedIsas) {
-  EXPECT_THAT(BuiltIsas(), ::testing::ElementsAre("scalar", "avx2", "avx512"));
+  // The macro's default: every row of isa/isas.bzl it can build, worst first.
+  std::vector<std::string> requested;
+  for (const auto& [isa, copts] : KernelCopts()) requested.push_back(isa);
+  EXPECT_THAT(requested, ::testing::Contains("scalar"));
+  EXPECT_EQ(BuiltIsas(), requested);
+}
+
+TEST_F(TinyCnnAotTest, KernelLibrariesAreCompiledWithTheJitsFlags) {
+  // Each ISA's kernels are built with the JIT's flags for that ISA: its
+  // cxx_flags last, exactly, after the JIT's optimization flags and -w.
+  const runtime::JitOptions jit;
+  for (const auto& [name, copts] : KernelCopts()) {
+    const isa::VecIsa* isa = isa::FindIsa(name);
+    ASSERT_NE(isa, nullptr) << name;
+    ASSERT_GE(copts.size(), isa->cxx_flags.size()) << name;
+    const std::vector<std::string> head(copts.begin(), copts.end() - isa->cxx_flags.size());
+    const std::vector<std::string> tail(copts.end() - isa->cxx_flags.size(), copts.end());
+    EXPECT_EQ(tail, isa->cxx_flags) << name;
+    EXPECT_THAT(head, ::testing::Contains("-O3")) << name;
+    for (const std::string& f : head) {
+      if (f == "-w") continue;
+      EXPECT_THAT(jit.optimization_flags, ::testing::Contains(f)) << name << ": " << f;
+    }
+  }
 }
 
 TEST_F(TinyCnnAotTest, DefaultPicksTheBestIsaThisCpuRunsAndMatchesReference) {

@@ -1,7 +1,8 @@
 // File: isa/isa.h — a VecISA module is a policy, not an emitter: its name, how
 // to tell whether the running CPU has it, the compiler and flags that build
 // generated code for it, the Highway target those flags select, its vector
-// width, and tuning knobs. Modules live in isa/<name>/ and register here.
+// width, and tuning knobs. Each is one row of isa/isas.bzl (its host
+// detection in isa/<name>/); the table here is generated from the rows.
 //
 //   KILN_ASSIGN_OR_RETURN(const isa::VecIsa* target, isa::SelectIsa(flag));
 //   std::vector<std::string> cmd = {target->cxx, target->cxx_flags...};
@@ -32,22 +33,15 @@ struct VecIsa {
   int64_t parallel_grain = 32768;
 };
 
-// Adds a module; called by each isa/<name> package at static-init time.
-// Returns true so it can initialize a namespace-scope bool.
-bool RegisterIsa(VecIsa isa);
-
-// All registered modules, best first.
+// Every module, best first.
 std::vector<const VecIsa*> AllIsas();
-// nullptr if no module of that name is linked in.
+// nullptr if no module has that name.
 const VecIsa* FindIsa(absl::string_view name);
 // The best module this CPU runs (scalar at worst).
 const VecIsa* BestHostIsa();
 // `name` empty: the best host ISA. Otherwise that module, or InvalidArgument
 // when unknown or when this CPU lacks it (never a SIGILL later).
 absl::StatusOr<const VecIsa*> SelectIsa(absl::string_view name);
-
-// Highway's view of the running CPU (hwy::SupportedTargets()).
-bool HostHasHwyTarget(int64_t hwy_target);
 
 }  // namespace kiln::isa
 

@@ -1,42 +1,15 @@
-// The VecISA registry and host CPU detection (through Highway).
-#include <algorithm>
-#include <memory>
-
+// File: isa/registry.cc — lookups over the VecISA table generated from
+// isa/isas.bzl: by name, the best the host runs, selection with refusals.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
-#include "hwy/targets.h"
 #include "isa/isa.h"
+#include "isa/isa_table.h"
 
 namespace kiln::isa {
-namespace {
-
-struct Registry {
-  absl::Mutex mu;
-  std::vector<std::unique_ptr<VecIsa>> isas;
-};
-
-Registry& GetRegistry() {
-  static Registry* r = new Registry;
-  return *r;
-}
-
-}  // namespace
-
-bool RegisterIsa(VecIsa isa) {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  r.isas.push_back(std::make_unique<VecIsa>(std::move(isa)));
-  std::stable_sort(r.isas.begin(), r.isas.end(),
-                   [](const auto& a, const auto& b) { return a->rank > b->rank; });
-  return true;
-}
 
 std::vector<const VecIsa*> AllIsas() {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
   std::vector<const VecIsa*> out;
-  for (const auto& i : r.isas) out.push_back(i.get());
+  for (const VecIsa& i : internal::IsaTable()) out.push_back(&i);
   return out;
 }
 
@@ -59,7 +32,7 @@ absl::StatusOr<const VecIsa*> SelectIsa(absl::string_view name) {
     const VecIsa* best = BestHostIsa();
     if (best == nullptr) {
       return absl::FailedPreconditionError(
-          "no VecISA module supports this CPU (is isa/scalar linked in?)");
+          "no VecISA module supports this CPU (isa/isas.bzl lacks the scalar row?)");
     }
     return best;
   }
@@ -77,10 +50,6 @@ absl::StatusOr<const VecIsa*> SelectIsa(absl::string_view name) {
         BestHostIsa() ? BestHostIsa()->name : "none", "'"));
   }
   return isa;
-}
-
-bool HostHasHwyTarget(int64_t hwy_target) {
-  return (hwy::SupportedTargets() & hwy_target) != 0;
 }
 
 }  // namespace kiln::isa

@@ -105,13 +105,13 @@ std::string ShardName(const WriterOptions& w, absl::string_view isa, int s) {
 }
 
 // Fails the C++ build when the copts Bazel used for this ISA's shards do
-// not make Highway's static target the one the ISA module names.
+// not make Highway's static target the one the ISA's row names.
 std::string TargetGuard(const isa::VecIsa& isa) {
   return absl::StrFormat(
       "\n#include \"hwy/highway.h\"\n"
       "#if HWY_STATIC_TARGET != %dLL\n"
       "#error \"kiln AOT: this unit must be compiled with the %s module's flags "
-      "(tools/aot.bzl KILN_AOT_ISA_COPTS vs isa/%s)\"\n"
+      "(tools/aot.bzl copts vs %s's row in isa/isas.bzl)\"\n"
       "#endif\n",
       isa.hwy_target, isa.name, isa.name);
 }

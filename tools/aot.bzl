@@ -19,30 +19,13 @@ per-ISA kernel tables and program descriptions, the weights (linked in with
 runtime/aot.h picks the best ISA the CPU runs, or the one CompileOptions::isa
 names, refusing one the CPU lacks.
 
-The copts below must make Highway's static target the one isa/<name>/
-registers: every generated unit checks HWY_STATIC_TARGET with #error.
+An ISA's row in isa/isas.bzl gives its kernel library's copts (the flags
+the JIT uses for it; every generated unit checks HWY_STATIC_TARGET with
+#error) and oneDNN's ISA while kilnc compiles its program; the default
+`isas` is every row kiln_aot_library can build.
 """
 
-KILN_AOT_ISAS = ["scalar", "avx2", "avx512"]
-
-# VecIsa::cxx_flags of each module (isa/<name>/<name>.cc).
-KILN_AOT_ISA_COPTS = {
-    "scalar": ["-DHWY_COMPILE_ONLY_SCALAR"],
-    "avx2": ["-march=haswell", "-maes", "-DHWY_COMPILE_ONLY_STATIC"],
-    "avx512": ["-march=skylake-avx512", "-DHWY_COMPILE_ONLY_STATIC"],
-}
-
-# oneDNN's ISA (DNNL_MAX_CPU_ISA) while kilnc compiles an ISA's program:
-# the propagate-layout pass asks oneDNN which channel block its convs want,
-# and the answer must be for the CPUs that run that ISA, not for the build
-# host (runtime/aot.cc warns at Create when the running CPU's oneDNN class
-# differs, e.g. an ISA forced below the CPU's). The glue run (weights, which
-# do not depend on it) uses the best ISA's.
-_ONEDNN_CAP = {
-    "avx512": "AVX512_CORE",
-    "avx2": "AVX2",
-    "scalar": "SSE41",
-}
+load("//isa:isas.bzl", "KILN_AOT_ISAS", "kiln_isa_row")
 
 # runtime/jit's optimization flags (JitOptions::optimization_flags); -w:
 # warnings in generated code are not the user's to fix.
@@ -73,7 +56,8 @@ def kiln_aot_library(
     Args:
       name: the cc_library, the C++ namespace of its header and the file stem.
       model: label of the .onnx file.
-      isas: VecISA modules to compile kernels for (keys of KILN_AOT_ISA_COPTS).
+      isas: VecISA modules to compile kernels for (rows of isa/isas.bzl with
+        an onednn_max_isa; default: all of them).
       shards: translation units per ISA (big models build faster in parallel).
       kilnc_flags: compile flags for `kilnc aot` (--shape=..., --disable-pass=...).
       gen_test: also a cc_test `<name>_test` (tools/aot_test_main.cc): seeded
@@ -83,10 +67,23 @@ def kiln_aot_library(
       testonly: as for any rule.
       tags: of every rule.
     """
+    rows = {}
     for isa in isas:
-        if isa not in KILN_AOT_ISA_COPTS:
-            fail("kiln_aot_library: unknown ISA '%s' (known: %s)" % (isa, ", ".join(KILN_AOT_ISA_COPTS.keys())))
-    best = [isa for isa in ["avx512", "avx2", "scalar"] if isa in isas][0]
+        if isa not in KILN_AOT_ISAS:
+            fail("kiln_aot_library: unknown ISA '%s' (known: %s)" % (isa, ", ".join(KILN_AOT_ISAS)))
+        rows[isa] = kiln_isa_row(isa)
+
+    # oneDNN's ISA (DNNL_MAX_CPU_ISA) while kilnc compiles an ISA's program
+    # (its row's onednn_max_isa): the propagate-layout pass asks oneDNN which
+    # channel block its convs want, and the answer must be for the CPUs that
+    # run that ISA, not for the build host (runtime/aot.cc warns at Create
+    # when the running CPU's oneDNN class differs, e.g. an ISA forced below
+    # the CPU's). The glue run (weights, which do not depend on it) uses the
+    # best ISA's.
+    best = isas[0]
+    for isa in isas:
+        if rows[isa].rank > rows[best].rank:
+            best = isa
     pkg = native.package_name()
     header = (pkg + "/" if pkg else "") + name + ".h"
     kilnc = str(Label("//tools:kilnc"))
@@ -102,7 +99,7 @@ def kiln_aot_library(
         srcs = [model],
         outs = _glue_files(name),
         tools = [kilnc],
-        cmd = "DNNL_MAX_CPU_ISA=%s %s --part=glue > /dev/null" % (_ONEDNN_CAP[best], common),
+        cmd = "DNNL_MAX_CPU_ISA=%s %s --part=glue > /dev/null" % (rows[best].onednn_max_isa, common),
         testonly = testonly,
         tags = tags,
         visibility = ["//visibility:private"],
@@ -120,7 +117,7 @@ def kiln_aot_library(
             outs = _isa_files(name, isa, shards),
             tools = [kilnc],
             cmd = "DNNL_MAX_CPU_ISA=%s %s --part=%s --weights=$(location %s) > /dev/null" % (
-                _ONEDNN_CAP[isa],
+                rows[isa].onednn_max_isa,
                 common,
                 isa,
                 name + "_weights.inc",
@@ -132,7 +129,7 @@ def kiln_aot_library(
         native.cc_library(
             name = "%s_%s" % (name, isa),
             srcs = ["%s_%s_%d.cc" % (name, isa, s) for s in range(shards)],
-            copts = _KERNEL_COPTS + KILN_AOT_ISA_COPTS[isa],
+            copts = _KERNEL_COPTS + rows[isa].cxx_flags,
             linkopts = ["-fopenmp"],
             deps = [str(Label("@system//:hwy"))],
             testonly = testonly,

@@ -7,21 +7,25 @@ KILN_TEST_ISA and --kiln_isa=<isa> (read with runtime/jit/isa_test_util.h),
 plus a test_suite `name` over all of them. One shard alone:
     bazel test --test_tag_filters=isa_avx512 //...
 A shard whose ISA the host cannot run (and cannot emulate) skips visibly.
+The default shards are every row of isa/isas.bzl.
 """
 
-KILN_ISAS = ["scalar", "avx2", "avx512", "neon"]
+load("//isa:isas.bzl", "KILN_ISA_NAMES")
 
 def kiln_isa_test(
         name,
         srcs,
         deps = [],
-        isas = KILN_ISAS,
+        isas = KILN_ISA_NAMES,
         tags = [],
         args = [],
         env = {},
         copts = [],
         data = [],
         **kwargs):
+    for isa in isas:
+        if isa not in KILN_ISA_NAMES:
+            fail("kiln_isa_test: unknown ISA '%s' (isa/isas.bzl has: %s)" % (isa, ", ".join(KILN_ISA_NAMES)))
     lib = name + "_lib"
     native.cc_library(
         name = lib,

@@ -1,8 +1,9 @@
-// Tests for the avx2 VecISA module: registration, host detection checked
-// against an independent source (GCC's cpuid builtins / the build target),
-// and that the module's flags make Highway select the module's target.
+// Tests for the avx2 VecISA module: its row in the table, host detection
+// checked against an independent source (GCC's cpuid builtins / the build
+// target), and that the row's flags make Highway select the row's target.
 #include <gtest/gtest.h>
 
+#include "isa/avx2/avx2.h"
 #include "isa/isa.h"
 #include "isa/static_target.h"
 
@@ -19,12 +20,13 @@ bool HostReallyHas() {
       ;
 }
 
-TEST(avx2Isa, IsRegistered) {
+TEST(avx2Isa, IsInTheTable) {
   const VecIsa* isa = FindIsa("avx2");
   ASSERT_NE(isa, nullptr);
   EXPECT_EQ(isa->name, "avx2");
   EXPECT_GT(isa->vector_bytes, 0);
   EXPECT_NE(isa->hwy_target, 0);
+  EXPECT_EQ(isa->host_supports, &avx2::HostSupports);
 }
 
 TEST(avx2Isa, HostDetectionMatchesCpuid) {

@@ -1,22 +1,11 @@
-// isa/avx512: x86 AVX-512 F/BW/DQ/VL, Highway's HWY_AVX3.
-#include "hwy/detect_targets.h"
-#include "isa/isa.h"
+// File: isa/avx512/avx512.cc — x86 AVX-512 F/BW/DQ/VL: host detection
+// through Highway (HWY_AVX3).
+#include "isa/avx512/avx512.h"
 
-namespace kiln::isa {
-namespace {
+#include "hwy/targets.h"
 
-const bool kRegistered = RegisterIsa(VecIsa{
-    .name = "avx512",
-    .rank = 30,
-    .vector_bytes = 64,
-    .hwy_target = HWY_AVX3,
-    .cxx = "g++",
-    .cxx_flags = {"-march=skylake-avx512", "-DHWY_COMPILE_ONLY_STATIC"},
-    .emulator = "",
-    .host_supports = [] { return HostHasHwyTarget(HWY_AVX3); },
-    .transpose_tile = 16,
-    .parallel_grain = 65536,
-});
+namespace kiln::isa::avx512 {
 
-}  // namespace
-}  // namespace kiln::isa
+bool HostSupports() { return (hwy::SupportedTargets() & HWY_AVX3) != 0; }
+
+}  // namespace kiln::isa::avx512

@@ -1,8 +1,9 @@
-// Tests for the avx512 VecISA module: registration, host detection checked
-// against an independent source (GCC's cpuid builtins / the build target),
-// and that the module's flags make Highway select the module's target.
+// Tests for the avx512 VecISA module: its row in the table, host detection
+// checked against an independent source (GCC's cpuid builtins / the build
+// target), and that the row's flags make Highway select the row's target.
 #include <gtest/gtest.h>
 
+#include "isa/avx512/avx512.h"
 #include "isa/isa.h"
 #include "isa/static_target.h"
 
@@ -19,12 +20,13 @@ bool HostReallyHas() {
       ;
 }
 
-TEST(avx512Isa, IsRegistered) {
+TEST(avx512Isa, IsInTheTable) {
   const VecIsa* isa = FindIsa("avx512");
   ASSERT_NE(isa, nullptr);
   EXPECT_EQ(isa->name, "avx512");
   EXPECT_GT(isa->vector_bytes, 0);
   EXPECT_NE(isa->hwy_target, 0);
+  EXPECT_EQ(isa->host_supports, &avx512::HostSupports);
 }
 
 TEST(avx512Isa, HostDetectionMatchesCpuid) {

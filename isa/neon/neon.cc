@@ -1,34 +1,11 @@
-// isa/neon: AArch64 Advanced SIMD, Highway's HWY_NEON. On an x86 host its code
-// is built with the aarch64 cross compiler and run under qemu-aarch64 (tests
-// only); -march=armv8-a+crypto because Highway's NEON target wants AES.
-#include "hwy/detect_targets.h"
-#include "isa/isa.h"
+// File: isa/neon/neon.cc — AArch64 Advanced SIMD: host detection through
+// Highway (HWY_NEON).
+#include "isa/neon/neon.h"
 
-namespace kiln::isa {
-namespace {
+#include "hwy/targets.h"
 
-const bool kRegistered = RegisterIsa(VecIsa{
-    .name = "neon",
-    .rank = 10,
-    .vector_bytes = 16,
-    .hwy_target = HWY_NEON,
-    .cxx =
-#if defined(__aarch64__)
-        "g++",
-#else
-        "aarch64-linux-gnu-g++",
-#endif
-    .cxx_flags = {"-march=armv8-a+crypto", "-DHWY_COMPILE_ONLY_STATIC"},
-    .emulator =
-#if defined(__aarch64__)
-        "",
-#else
-        "qemu-aarch64 -L /usr/aarch64-linux-gnu",
-#endif
-    .host_supports = [] { return HostHasHwyTarget(HWY_NEON); },
-    .transpose_tile = 8,
-    .parallel_grain = 32768,
-});
+namespace kiln::isa::neon {
 
-}  // namespace
-}  // namespace kiln::isa
+bool HostSupports() { return (hwy::SupportedTargets() & HWY_NEON) != 0; }
+
+}  // namespace kiln::isa::neon

@@ -1,9 +1,10 @@
-// Tests for the neon VecISA module: registration, host detection checked
-// against an independent source (GCC's cpuid builtins / the build target),
-// and that the module's flags make Highway select the module's target.
+// Tests for the neon VecISA module: its row in the table, host detection
+// checked against an independent source (GCC's cpuid builtins / the build
+// target), and that the row's flags make Highway select the row's target.
 #include <gtest/gtest.h>
 
 #include "isa/isa.h"
+#include "isa/neon/neon.h"
 #include "isa/static_target.h"
 
 namespace kiln::isa {
@@ -19,12 +20,13 @@ bool HostReallyHas() {
       ;
 }
 
-TEST(neonIsa, IsRegistered) {
+TEST(neonIsa, IsInTheTable) {
   const VecIsa* isa = FindIsa("neon");
   ASSERT_NE(isa, nullptr);
   EXPECT_EQ(isa->name, "neon");
   EXPECT_GT(isa->vector_bytes, 0);
   EXPECT_NE(isa->hwy_target, 0);
+  EXPECT_EQ(isa->host_supports, &neon::HostSupports);
 }
 
 TEST(neonIsa, HostDetectionMatchesCpuid) {

@@ -1,22 +1,9 @@
-// isa/scalar: the portable fallback; Highway's HWY_SCALAR target, no SIMD.
-#include "hwy/detect_targets.h"
-#include "isa/isa.h"
+// File: isa/scalar/scalar.cc — the portable fallback (Highway's HWY_SCALAR):
+// every CPU runs it.
+#include "isa/scalar/scalar.h"
 
-namespace kiln::isa {
-namespace {
+namespace kiln::isa::scalar {
 
-const bool kRegistered = RegisterIsa(VecIsa{
-    .name = "scalar",
-    .rank = 0,
-    .vector_bytes = 4,
-    .hwy_target = HWY_SCALAR,
-    .cxx = "g++",
-    .cxx_flags = {"-DHWY_COMPILE_ONLY_SCALAR"},
-    .emulator = "",
-    .host_supports = [] { return true; },
-    .transpose_tile = 1,
-    .parallel_grain = 32768,
-});
+bool HostSupports() { return true; }
 
-}  // namespace
-}  // namespace kiln::isa
+}  // namespace kiln::isa::scalar

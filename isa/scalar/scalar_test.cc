@@ -1,9 +1,10 @@
-// Tests for the scalar VecISA module: registration, host detection checked
-// against an independent source (GCC's cpuid builtins / the build target),
-// and that the module's flags make Highway select the module's target.
+// Tests for the scalar VecISA module: its row in the table, host detection
+// checked against an independent source (GCC's cpuid builtins / the build
+// target), and that the row's flags make Highway select the row's target.
 #include <gtest/gtest.h>
 
 #include "isa/isa.h"
+#include "isa/scalar/scalar.h"
 #include "isa/static_target.h"
 
 namespace kiln::isa {
@@ -11,12 +12,13 @@ namespace {
 
 bool HostReallyHas() { return true; }
 
-TEST(scalarIsa, IsRegistered) {
+TEST(scalarIsa, IsInTheTable) {
   const VecIsa* isa = FindIsa("scalar");
   ASSERT_NE(isa, nullptr);
   EXPECT_EQ(isa->name, "scalar");
   EXPECT_GT(isa->vector_bytes, 0);
   EXPECT_NE(isa->hwy_target, 0);
+  EXPECT_EQ(isa->host_supports, &scalar::HostSupports);
 }
 
 TEST(scalarIsa, HostDetectionMatchesCpuid) {
