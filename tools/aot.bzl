@@ -15,7 +15,7 @@ Genrules run `kilnc aot` (runtime/aot_writer.h) on the model: one per ISA
 which become a cc_library compiled with that VecISA module's flags,
 `<name>_<isa>`) and one for the weights and the header. `<name>` holds the
 per-ISA kernel tables and program descriptions, the weights (linked in with
-.incbin, see ARCHITECTURE.md) and the generated header `<name>.h`. At run time
+.incbin, see docs/decisions/0032) and the generated header `<name>.h`. At run time
 runtime/aot.h picks the best ISA the CPU runs, or the one CompileOptions::isa
 names, refusing one the CPU lacks.
 

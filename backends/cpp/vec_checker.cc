@@ -176,8 +176,8 @@ constexpr int64_t kMaxVectorLanes = 64;
 // A reduction that does not depend on the kernel's vector variable is
 // vectorized along its last reduction variable only from this extent on
 // (the f32 lanes of the widest target): shorter ones are a single masked
-// step and a horizontal combine, slower than the scalar loop (MaxPool's
-// 3x3 valid-position count: 0.5 -> 1.4 ms on resnet18 when vectorized).
+// step and a horizontal combine, slower than the scalar loop
+// (docs/decisions/0021-short-reductions-stay-scalar.md).
 constexpr int64_t kMinInnerReduceExtent = 16;
 
 struct LaneForm {

@@ -21,7 +21,7 @@ dnnl::stream& CpuStream();
 // creation. A reorder only moves bytes, so the result does not depend on
 // the team size; a team of two would fork and join an OpenMP team for every
 // weight, and on a loaded host the join waits on a descheduled, spinning
-// worker (densenet121: ~1.7 s of compile time instead of ~0.1 s). May throw
+// worker (docs/decisions/0028-one-thread-setting.md). May throw
 // dnnl::error like any oneDNN call.
 void ReorderOnce(dnnl::memory& src, dnnl::memory& dst);
 

@@ -599,9 +599,9 @@ std::optional<TensorSpec> MergeLeadingDims(const TensorSpec& spec, size_t rank) 
 // activations [..., M, K] is one 2-D matmul with the batch folded into M.
 // Why: oneDNN 2.6 picks a blocked (prepackable) weights layout for its
 // brgemm matmul only at rank 2; at rank 3 `any` resolves to the plain
-// layout and every call re-packs B (AVX-512, 128x768x3072, one thread:
-// 36 vs 73 GFLOP/s). Operands (bias, binary post-ops) must either broadcast
-// over all rows or span them like the dst. nullopt: not such a call.
+// layout and every call re-packs B (docs/decisions/0012). Operands (bias,
+// binary post-ops) must either broadcast over all rows or span them like the
+// dst. nullopt: not such a call.
 std::optional<FusedCall> FoldMatMulBatch(const FusedCall& call) {
   if (call.kind != CallKind::kMatMul) return std::nullopt;
   const size_t rank = call.dst.shape.size();
@@ -810,9 +810,9 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     if (!m.as_conv && prepack && call.kind == CallKind::kMatMul && starts(pd, "gemm")) {
       // The gemm-based matmul takes whatever weights layout it is given and
       // resolves `any` to row-major [K, N]; with the weights transposed
-      // ([N, K] row-major) its packing runs up to 2x faster for wide N
-      // (fusion_benchmark BM_MatMulWeightsLayout: 128x768x3072 at one
-      // thread). Prepacking makes that layout free at run time.
+      // ([N, K] row-major) its packing is faster for wide N
+      // (fusion_benchmark BM_MatMulWeightsLayout; docs/decisions/0011).
+      // Prepacking makes that layout free at run time.
       const memory::desc kn = pd.query_md(dnnl::query::weights_md, 0);
       const memory::desc nk = TransposedLastTwo(user_w_md);
       if (kn == DenseRowMajor(user_w_md)) {

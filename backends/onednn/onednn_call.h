@@ -56,8 +56,8 @@ struct OneDnnCallOptions {
 };
 
 // Rows (M) from which kAuto runs a gemm-based linear layer as a 1x1 conv. At
-// M = 1 both run at the same speed (the gemm's matrix-vector path); at M = 4
-// the conv is ~2.7x faster, at 16 and 32 on par (linear_forms_benchmark).
+// M = 1 the gemm's matrix-vector path is as fast; above, the conv is faster
+// or on par where measured (linear_forms_benchmark; docs/decisions/0013).
 inline constexpr int64_t kLinearAsConvMinRows = 2;
 
 // Channel blocks of the activation layouts a primitive runs on: 8 for

@@ -8,7 +8,7 @@
 // Within one sweep, nodes after a fold get libonnx's own per-node inference
 // function run on the sweep's types, so a Shape of a Reshape whose target
 // was just folded folds in the same sweep: a model needs about two full
-// inference runs, not one per dependent stage (swin_t: 2, not 17).
+// inference runs, not one per dependent stage.
 //
 // Why on the GraphProto, before import: libonnx's shape inference is the
 // only shape inference kiln has. Folding in the proto and re-running it

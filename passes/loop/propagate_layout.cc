@@ -386,13 +386,11 @@ bool Converts(const Kernel& k, const LoopProgram& p, const std::vector<char>& bl
   });
 }
 
-// Why a cost and not a vote: on AVX-512 hosts 1x1 convs run on nChw8c only
-// with jit_1x1:avx2, yet nChw8c removes all 124 reorders of a RegNet. One
+// Why a cost and not a vote: on AVX-512 CPUs 1x1 convs run on nChw8c only
+// with jit_1x1:avx2, yet nChw8c removes every reorder of a RegNet. One
 // reordered element costs about as much as this many multiply-adds on the
-// slower kernel: fitted on CPU time per inference (one thread) where
-// regnet_y_400mf is a tie at ~50, mobilenet_v3_large wants nChw16c below
-// ~220 and shufflenet_v2_x1_0 was 15% faster on nChw8c than on nChw16c
-// when one block served the whole program (ARCHITECTURE.md).
+// slower kernel, fitted on CPU time per inference (docs/decisions/0025;
+// data in benchmarks/results/2026-12-01-vm-propagate-layout-avx512.md).
 constexpr int64_t kSlowerMacsPerReorderedElement = 100;
 
 // What kernel `k` of `p` pays, in reordered elements, when `blocked`

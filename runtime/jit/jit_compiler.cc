@@ -261,9 +261,9 @@ std::string CheckEntry(const std::string& artifact, const std::string& meta,
   return "";
 }
 
-// Highway's headers take most of a generated unit's compile time (about 2 s
-// of CPU per unit at -O3); precompiled once, a unit including them costs a
-// tenth of that. Generated units include these themselves, so the header
+// Highway's headers take most of a generated unit's compile time;
+// precompiled once, a unit including them costs a small fraction of it
+// (docs/decisions/0030-batched-jit-builds.md). Generated units include these themselves, so the header
 // only changes where their text is parsed, never what it means.
 constexpr absl::string_view kPchName = "kiln_jit_pch.h";
 constexpr absl::string_view kPchText =

@@ -65,8 +65,8 @@ struct JitOptions {
   bool precompiled_header = true;
   // Fewest Highway units for which a build makes the precompiled header when
   // the cache lacks it (one that exists is always used). Making it costs
-  // about two units' compile on one core: with 3 units on 2 cores a fresh
-  // build got slower (ConvNeXt-T 7 s -> 15 s), with 6 faster (BERT 28 -> 15 s).
+  // about two units' compile on one core, which small builds do not repay
+  // (docs/decisions/0030-batched-jit-builds.md).
   int precompiled_header_min_units = 6;
   // Per compiler process; a compile that runs longer fails.
   absl::Duration compile_timeout = absl::Minutes(10);
