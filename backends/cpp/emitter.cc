@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backends/cpp/op_forms.h"
 #include "backends/cpp/prelude.h"
 #include "backends/cpp/vec_checker.h"
 #include "ir/loop/verifier.h"
@@ -308,10 +309,6 @@ class KernelEmitter {
     auto arg = [&](int j) { return S(op.args[j]); };
     auto adt = [&](int j) { return k_.body[op.args[j]].dtype; };
     const bool fl = ir::IsFloat(t);
-    // Float math in double, rounded to the value type (as the interpreter).
-    auto fcall = [&](const std::string& fn) {
-      return absl::StrCat("static_cast<", vt, ">(", fn, "(static_cast<double>(", arg(0), ")))");
-    };
     switch (op.code) {
       case OpCode::kLoad: {
         const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
@@ -355,82 +352,13 @@ class KernelEmitter {
       default:
         break;
     }
-    const bool in_float = !op.args.empty() && ir::IsFloat(adt(0));
-    if (in_float) {
-      const std::string d0 = absl::StrCat("static_cast<double>(", arg(0), ")");
-      const std::string d1 = op.args.size() > 1 ? absl::StrCat("static_cast<double>(", arg(1), ")")
-                                                 : std::string();
-      auto round = [&](const std::string& e) { return absl::StrCat("static_cast<", vt, ">(", e, ")"); };
-      switch (op.code) {
-        case OpCode::kExp: return fcall("std::exp");
-        case OpCode::kLog: return fcall("std::log");
-        case OpCode::kSqrt: return fcall("std::sqrt");
-        case OpCode::kRsqrt: return round(absl::StrCat("1.0 / std::sqrt(", d0, ")"));
-        case OpCode::kTanh: return fcall("std::tanh");
-        case OpCode::kErf: return fcall("std::erf");
-        case OpCode::kSigmoid: return round(absl::StrCat("1.0 / (1.0 + std::exp(-", d0, "))"));
-        case OpCode::kFloor: return fcall("std::floor");
-        case OpCode::kCeil: return fcall("std::ceil");
-        case OpCode::kRound: return fcall("std::nearbyint");
-        case OpCode::kSin: return fcall("std::sin");
-        case OpCode::kCos: return fcall("std::cos");
-        case OpCode::kTan: return fcall("std::tan");
-        case OpCode::kAsin: return fcall("std::asin");
-        case OpCode::kAcos: return fcall("std::acos");
-        case OpCode::kAtan: return fcall("std::atan");
-        case OpCode::kSinh: return fcall("std::sinh");
-        case OpCode::kCosh: return fcall("std::cosh");
-        case OpCode::kAsinh: return fcall("std::asinh");
-        case OpCode::kAcosh: return fcall("std::acosh");
-        case OpCode::kAtanh: return fcall("std::atanh");
-        case OpCode::kReciprocal: return round(absl::StrCat("1.0 / ", d0));
-        case OpCode::kNeg: return absl::StrCat("(-", arg(0), ")");
-        case OpCode::kAbs: return absl::StrCat("std::fabs(", arg(0), ")");
-        case OpCode::kSign: return absl::StrCat("kiln_rt::SignF(", arg(0), ")");
-        case OpCode::kIsNan: return absl::StrCat("std::isnan(", arg(0), ")");
-        case OpCode::kIsInf: return absl::StrCat("std::isinf(", arg(0), ")");
-        case OpCode::kAdd: return absl::StrCat("(", arg(0), " + ", arg(1), ")");
-        case OpCode::kSub: return absl::StrCat("(", arg(0), " - ", arg(1), ")");
-        case OpCode::kMul: return absl::StrCat("(", arg(0), " * ", arg(1), ")");
-        case OpCode::kDiv: return absl::StrCat("(", arg(0), " / ", arg(1), ")");
-        case OpCode::kMax: return absl::StrCat("kiln_rt::MaxF(", arg(0), ", ", arg(1), ")");
-        case OpCode::kMin: return absl::StrCat("kiln_rt::MinF(", arg(0), ", ", arg(1), ")");
-        case OpCode::kPow: return round(absl::StrCat("std::pow(", d0, ", ", d1, ")"));
-        case OpCode::kFmod: return round(absl::StrCat("std::fmod(", d0, ", ", d1, ")"));
-        case OpCode::kMod: return round(absl::StrCat("kiln_rt::ModF(", d0, ", ", d1, ")"));
-        default: break;
-      }
-    } else {
-      switch (op.code) {
-        case OpCode::kNeg: return absl::StrCat("kiln_rt::NegW(", arg(0), ")");
-        case OpCode::kAbs: return absl::StrCat("kiln_rt::AbsW(", arg(0), ")");
-        case OpCode::kSign: return absl::StrCat("kiln_rt::SignI(", arg(0), ")");
-        case OpCode::kNot: return absl::StrCat("(!", arg(0), ")");
-        case OpCode::kAdd: return absl::StrCat("kiln_rt::AddW(", arg(0), ", ", arg(1), ")");
-        case OpCode::kSub: return absl::StrCat("kiln_rt::SubW(", arg(0), ", ", arg(1), ")");
-        case OpCode::kMul: return absl::StrCat("kiln_rt::MulW(", arg(0), ", ", arg(1), ")");
-        case OpCode::kMax: return absl::StrCat("std::max(", arg(0), ", ", arg(1), ")");
-        case OpCode::kMin: return absl::StrCat("std::min(", arg(0), ", ", arg(1), ")");
-        case OpCode::kPow: return absl::StrCat("kiln_rt::PowI(", arg(0), ", ", arg(1), ")");
-        case OpCode::kDiv: return absl::StrCat("kiln_rt::DivI(", arg(0), ", ", arg(1), ", &kiln_err)");
-        case OpCode::kMod: return absl::StrCat("kiln_rt::ModI(", arg(0), ", ", arg(1), ", &kiln_err)");
-        case OpCode::kFmod: return absl::StrCat("kiln_rt::FmodI(", arg(0), ", ", arg(1), ", &kiln_err)");
-        case OpCode::kAnd: return absl::StrCat("(", arg(0), " && ", arg(1), ")");
-        case OpCode::kOr: return absl::StrCat("(", arg(0), " || ", arg(1), ")");
-        case OpCode::kXor: return absl::StrCat("(", arg(0), " != ", arg(1), ")");
-        default: break;
-      }
-    }
-    switch (op.code) {
-      case OpCode::kEq: return absl::StrCat("(", arg(0), " == ", arg(1), ")");
-      case OpCode::kNe: return absl::StrCat("(", arg(0), " != ", arg(1), ")");
-      case OpCode::kLt: return absl::StrCat("(", arg(0), " < ", arg(1), ")");
-      case OpCode::kLe: return absl::StrCat("(", arg(0), " <= ", arg(1), ")");
-      case OpCode::kGt: return absl::StrCat("(", arg(0), " > ", arg(1), ")");
-      case OpCode::kGe: return absl::StrCat("(", arg(0), " >= ", arg(1), ")");
-      default: break;
-    }
-    return "0 /* unsupported */";
+    // A pointwise op: its row's scalar form (ir/loop/opcodes.def).
+    const OpForm* form =
+        op.args.empty() ? nullptr : FindOpForm(op.code, ir::loop::OperandKindOf(adt(0)));
+    if (form == nullptr) return "0 /* unsupported */";
+    std::vector<std::string> args;
+    for (size_t j = 0; j < op.args.size(); ++j) args.push_back(arg(static_cast<int>(j)));
+    return ExpandForm(form->scalar, args, vt);
   }
 
   // store_indirect: nothing is written for an index outside
@@ -717,10 +645,6 @@ class KernelEmitter {
     return load;
   }
 
-  static std::string ToMask(DType t, const std::string& m) {
-    return t == DType::kI32 ? absl::StrCat("hn::RebindMask(df, ", m, ")") : m;
-  }
-
   std::string Lanewise(int i, int var, const std::string& scalar_fn) {
     const Op& op = k_.body[i];
     const DType t = Dt(op.args[0]);
@@ -827,94 +751,17 @@ class KernelEmitter {
       default:
         break;
     }
-    const DType in = op.args.empty() ? t : adt(0);
-    if (in == DType::kF32) {
-      auto m = [&](const char* fn) { return absl::StrCat(fn, "(df, ", x(0), ")"); };
-      switch (op.code) {
-        case OpCode::kExp: return m("KilnExp");
-        case OpCode::kLog: return m("KilnLog");
-        case OpCode::kSqrt: return absl::StrCat("hn::Sqrt(", x(0), ")");
-        case OpCode::kRsqrt:
-          return absl::StrCat("hn::Div(hn::Set(df, 1.0f), hn::Sqrt(", x(0), "))");
-        case OpCode::kTanh: return m("KilnTanh");
-        case OpCode::kErf: return m("KilnErf");
-        case OpCode::kSigmoid: return m("KilnSigmoid");
-        case OpCode::kFloor: return absl::StrCat("hn::Floor(", x(0), ")");
-        case OpCode::kCeil: return absl::StrCat("hn::Ceil(", x(0), ")");
-        case OpCode::kRound: return absl::StrCat("hn::Round(", x(0), ")");
-        case OpCode::kSin: return m("KilnSin");
-        case OpCode::kCos: return m("KilnCos");
-        case OpCode::kAsin: return m("KilnAsin");
-        case OpCode::kAcos: return m("KilnAcos");
-        case OpCode::kAtan: return m("KilnAtan");
-        case OpCode::kSinh: return m("KilnSinh");
-        case OpCode::kAsinh: return m("KilnAsinh");
-        case OpCode::kAcosh: return m("KilnAcosh");
-        case OpCode::kAtanh: return m("KilnAtanh");
-        case OpCode::kTan:
-          return Lanewise(i, var, "static_cast<float>(std::tan(static_cast<double>(a)))");
-        case OpCode::kCosh:
-          return Lanewise(i, var, "static_cast<float>(std::cosh(static_cast<double>(a)))");
-        case OpCode::kReciprocal: return absl::StrCat("hn::Div(hn::Set(df, 1.0f), ", x(0), ")");
-        case OpCode::kNeg: return absl::StrCat("hn::Neg(", x(0), ")");
-        case OpCode::kAbs: return absl::StrCat("hn::Abs(", x(0), ")");
-        case OpCode::kSign: return m("KilnSignF");
-        case OpCode::kIsNan: return absl::StrCat("hn::IsNaN(", x(0), ")");
-        case OpCode::kIsInf: return absl::StrCat("hn::IsInf(", x(0), ")");
-        case OpCode::kAdd: return absl::StrCat("hn::Add(", x(0), ", ", x(1), ")");
-        case OpCode::kSub: return absl::StrCat("hn::Sub(", x(0), ", ", x(1), ")");
-        case OpCode::kMul: return absl::StrCat("hn::Mul(", x(0), ", ", x(1), ")");
-        case OpCode::kDiv: return absl::StrCat("hn::Div(", x(0), ", ", x(1), ")");
-        case OpCode::kMax: return absl::StrCat("KilnMaxF(df, ", x(0), ", ", x(1), ")");
-        case OpCode::kMin: return absl::StrCat("KilnMinF(df, ", x(0), ", ", x(1), ")");
-        case OpCode::kPow:
-          return Lanewise(i, var, "static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)))");
-        case OpCode::kFmod:
-          return Lanewise(i, var, "static_cast<float>(std::fmod(static_cast<double>(a), static_cast<double>(b)))");
-        case OpCode::kMod:
-          return Lanewise(i, var, "static_cast<float>(kiln_rt::ModF(static_cast<double>(a), static_cast<double>(b)))");
-        case OpCode::kEq: return absl::StrCat("(", x(0), " == ", x(1), ")");
-        case OpCode::kNe: return absl::StrCat("hn::Not(", x(0), " == ", x(1), ")");
-        case OpCode::kLt: return absl::StrCat("(", x(0), " < ", x(1), ")");
-        case OpCode::kLe: return absl::StrCat("(", x(0), " <= ", x(1), ")");
-        case OpCode::kGt: return absl::StrCat("(", x(0), " > ", x(1), ")");
-        case OpCode::kGe: return absl::StrCat("(", x(0), " >= ", x(1), ")");
-        default: break;
-      }
-    } else if (in == DType::kI32) {
-      switch (op.code) {
-        case OpCode::kNeg: return absl::StrCat("hn::Neg(", x(0), ")");
-        case OpCode::kAbs: return absl::StrCat("hn::Abs(", x(0), ")");
-        case OpCode::kSign: return absl::StrCat("KilnSignI(di, ", x(0), ")");
-        case OpCode::kAdd: return absl::StrCat("hn::Add(", x(0), ", ", x(1), ")");
-        case OpCode::kSub: return absl::StrCat("hn::Sub(", x(0), ", ", x(1), ")");
-        case OpCode::kMul: return absl::StrCat("hn::Mul(", x(0), ", ", x(1), ")");
-        case OpCode::kMax: return absl::StrCat("hn::Max(", x(0), ", ", x(1), ")");
-        case OpCode::kMin: return absl::StrCat("hn::Min(", x(0), ", ", x(1), ")");
-        case OpCode::kPow: return Lanewise(i, var, "kiln_rt::PowI(a, b)");
-        case OpCode::kDiv: return Lanewise(i, var, "kiln_rt::DivI(a, b, &kiln_err)");
-        case OpCode::kMod: return Lanewise(i, var, "kiln_rt::ModI(a, b, &kiln_err)");
-        case OpCode::kFmod: return Lanewise(i, var, "kiln_rt::FmodI(a, b, &kiln_err)");
-        case OpCode::kEq: return ToMask(in, absl::StrCat("(", x(0), " == ", x(1), ")"));
-        case OpCode::kNe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " == ", x(1), ")"));
-        case OpCode::kLt: return ToMask(in, absl::StrCat("(", x(0), " < ", x(1), ")"));
-        case OpCode::kLe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " > ", x(1), ")"));
-        case OpCode::kGt: return ToMask(in, absl::StrCat("(", x(0), " > ", x(1), ")"));
-        case OpCode::kGe: return ToMask(in, absl::StrCat("hn::Not(", x(0), " < ", x(1), ")"));
-        default: break;
-      }
-    } else {  // bool
-      switch (op.code) {
-        case OpCode::kNot: return absl::StrCat("hn::Not(", x(0), ")");
-        case OpCode::kAnd: return absl::StrCat("hn::And(", x(0), ", ", x(1), ")");
-        case OpCode::kOr: return absl::StrCat("hn::Or(", x(0), ", ", x(1), ")");
-        case OpCode::kXor:
-        case OpCode::kNe: return absl::StrCat("hn::Xor(", x(0), ", ", x(1), ")");
-        case OpCode::kEq: return absl::StrCat("hn::Not(hn::Xor(", x(0), ", ", x(1), "))");
-        default: break;
-      }
+    // A pointwise op on f32, i32 or bool operands (the checker vectorizes no
+    // other dtype): its row's vector form, or its scalar form lane by lane.
+    const OpForm* form =
+        op.args.empty() ? nullptr : FindOpForm(op.code, ir::loop::OperandKindOf(adt(0)));
+    if (form == nullptr) return "/* unsupported */";
+    if (form->lanewise()) {
+      return Lanewise(i, var, ExpandForm(form->scalar, {"a", "b"}, ValueType(t)));
     }
-    return "/* unsupported */";
+    std::vector<std::string> args;
+    for (size_t j = 0; j < op.args.size(); ++j) args.push_back(x(static_cast<int>(j)));
+    return ExpandForm(form->vector, args, ValueType(t));
   }
 
   void EmitVectorStore(int i, int var, bool tail) {

@@ -67,8 +67,9 @@
 //    lane (reducing over a non-contiguous dim: "accumulate columns"). A
 //    reduce that does not is vectorized along its innermost reduction
 //    variable with vector accumulators and a horizontal combine.
-//  - f32, i32 and bool values vectorize (tan, cosh, pow, fmod and mod, and
-//    i32 div/mod/pow, call the scalar function lane by lane); other dtypes,
+//  - f32, i32 and bool values vectorize (a pointwise op whose row in
+//    ir/loop/opcodes.def has no vector instruction, such as tan or i32 div,
+//    runs its scalar form lane by lane); other dtypes,
 //    argmax reductions and Welford reductions that would need per-lane
 //    accumulators are scalar (the reason is recorded); Welford along the
 //    last reduction variable is two vector passes (sum, squared deviations).

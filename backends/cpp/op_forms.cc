@@ -52,7 +52,6 @@ const OpForm* FindOpForm(OpCode code, OperandKind kind) {
 std::string ExpandForm(absl::string_view form, absl::Span<const std::string> args,
                        absl::string_view type) {
   std::string out;
-  out.reserve(form.size() + 32);
   for (size_t i = 0; i < form.size(); ++i) {
     const char c = form[i];
     const char next = i + 1 < form.size() ? form[i + 1] : '\0';

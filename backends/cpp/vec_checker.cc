@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backends/cpp/op_forms.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -581,18 +582,12 @@ std::string ShortLaneInvariantReduce(const VecAnalysis& a, int i, int var) {
                       kMinInnerReduceExtent, ")");
 }
 
-// f32 / i32 ops whose vector form calls the scalar function lane by lane
-// (VectorExpr's Lanewise cases): no vector instruction.
+// Pointwise ops on f32 / i32 whose row has no vector instruction: the
+// emitter calls their scalar form lane by lane.
 bool LanewiseMath(OpCode code, DType in) {
-  if (in == DType::kF32) {
-    return code == OpCode::kTan || code == OpCode::kCosh || code == OpCode::kPow ||
-           code == OpCode::kFmod || code == OpCode::kMod;
-  }
-  if (in == DType::kI32) {
-    return code == OpCode::kPow || code == OpCode::kDiv || code == OpCode::kMod ||
-           code == OpCode::kFmod;
-  }
-  return false;
+  if (in != DType::kF32 && in != DType::kI32) return false;
+  const OpForm* form = FindOpForm(code, ir::loop::OperandKindOf(in));
+  return form != nullptr && form->lanewise();
 }
 
 std::string StrideText(const VecAnalysis& a, int i, int var) {

@@ -46,6 +46,8 @@ int64_t FloatToInt(double v) {
   return static_cast<int64_t>(v);
 }
 
+uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
+
 int64_t IntPow(int64_t base, int64_t exp) {
   if (exp < 0) {
     if (base == 1) return 1;
@@ -60,6 +62,45 @@ int64_t IntPow(int64_t base, int64_t exp) {
   }
   return static_cast<int64_t>(result);
 }
+
+// Floor modulo of floats: the sign of the divisor.
+double FloorModFloat(double x, double y) {
+  double r = std::fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+
+// Integer division and modulo: b == 0 fails, b == -1 cannot overflow.
+constexpr char kDivisionByZero[] = "integer division by zero";
+
+int64_t DivInt(DType dt, int64_t a, int64_t b, const char** error) {
+  if (b == 0) {
+    *error = kDivisionByZero;
+    return 0;
+  }
+  if (b == -1) return Wrap(dt, 0 - U(a));
+  return Wrap(dt, U(a / b));
+}
+
+int64_t FmodInt(int64_t a, int64_t b, const char** error) {
+  if (b == 0) {
+    *error = kDivisionByZero;
+    return 0;
+  }
+  return b == -1 ? 0 : a % b;
+}
+
+int64_t ModInt(int64_t a, int64_t b, const char** error) {
+  if (b == 0) {
+    *error = kDivisionByZero;
+    return 0;
+  }
+  return b == -1 ? 0 : FloorModInt(a, b);
+}
+
+// A float form's result: a double rounded to the result dtype, or a bool.
+void SetFloatFormResult(DType dt, double r, Val& out) { out.f = RoundFloat(dt, r); }
+void SetFloatFormResult(DType, bool r, Val& out) { out.i = r ? 1 : 0; }
 
 // A buffer's storage; floats in `f`, integers and bool in `i`.
 struct Storage {
@@ -525,158 +566,57 @@ class Interpreter {
       default:
         break;
     }
-    if (OpArity(op.code) == 1) return EvalUnary(at, op, arg(0), arg_dtype(0), out);
-    return EvalBinary(at, op, arg(0), arg(1), arg_dtype(0), out);
+    return EvalPointwise(at, op, arg_dtype(0), out);
   }
 
-  absl::Status EvalUnary(size_t at, const Op& op, const Val& a, DType in,
-                         Val& out) {
+  // A pointwise op: its row's form for the operands' kind (opcodes.def).
+  absl::Status EvalPointwise(size_t at, const Op& op, DType in, Val& out) {
     const DType dt = op.dtype;
-    if (IsFloat(in)) {
-      const double x = a.f;
-      double r = 0;
-      switch (op.code) {
-        case OpCode::kExp: r = std::exp(x); break;
-        case OpCode::kLog: r = std::log(x); break;
-        case OpCode::kSqrt: r = std::sqrt(x); break;
-        case OpCode::kRsqrt: r = 1.0 / std::sqrt(x); break;
-        case OpCode::kTanh: r = std::tanh(x); break;
-        case OpCode::kErf: r = std::erf(x); break;
-        case OpCode::kSigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
-        case OpCode::kFloor: r = std::floor(x); break;
-        case OpCode::kCeil: r = std::ceil(x); break;
-        case OpCode::kRound: r = std::nearbyint(x); break;
-        case OpCode::kSin: r = std::sin(x); break;
-        case OpCode::kCos: r = std::cos(x); break;
-        case OpCode::kTan: r = std::tan(x); break;
-        case OpCode::kAsin: r = std::asin(x); break;
-        case OpCode::kAcos: r = std::acos(x); break;
-        case OpCode::kAtan: r = std::atan(x); break;
-        case OpCode::kSinh: r = std::sinh(x); break;
-        case OpCode::kCosh: r = std::cosh(x); break;
-        case OpCode::kAsinh: r = std::asinh(x); break;
-        case OpCode::kAcosh: r = std::acosh(x); break;
-        case OpCode::kAtanh: r = std::atanh(x); break;
-        case OpCode::kReciprocal: r = 1.0 / x; break;
-        case OpCode::kNeg: r = -x; break;
-        case OpCode::kAbs: r = std::fabs(x); break;
-        case OpCode::kSign:
-          r = std::isnan(x) ? x : (x > 0) - (x < 0);
-          break;
-        case OpCode::kIsNan: out.i = std::isnan(x) ? 1 : 0; return absl::OkStatus();
-        case OpCode::kIsInf: out.i = std::isinf(x) ? 1 : 0; return absl::OkStatus();
-        default:
-          return OpError(at, "not a unary float op");
-      }
-      out.f = RoundFloat(dt, r);
-      return absl::OkStatus();
-    }
-    const uint64_t x = static_cast<uint64_t>(a.i);
-    switch (op.code) {
-      case OpCode::kNeg: out.i = Wrap(dt, 0 - x); break;
-      case OpCode::kAbs: out.i = Wrap(dt, a.i < 0 ? 0 - x : x); break;
-      case OpCode::kSign: out.i = (a.i > 0) - (a.i < 0); break;
-      case OpCode::kNot: out.i = a.i == 0 ? 1 : 0; break;
-      default:
-        return OpError(at, "not a unary integer op");
-    }
+    const Val& va = values_[op.args[0]];
+    const Val& vb = op.args.size() > 1 ? values_[op.args[1]] : va;
+    switch (OperandKindOf(in)) {
+      case OperandKind::kFloat: {
+        const double x = va.f, y = vb.f;
+        switch (op.code) {
+#define KILN_FLOAT(Name, eval, scalar, vector) \
+  case OpCode::k##Name:                        \
+    SetFloatFormResult(dt, eval, out);         \
     return absl::OkStatus();
-  }
-
-  absl::Status EvalBinary(size_t at, const Op& op, const Val& a, const Val& b,
-                          DType in, Val& out) {
-    const DType dt = op.dtype;
-    switch (op.code) {
-      case OpCode::kEq:
-      case OpCode::kNe:
-      case OpCode::kLt:
-      case OpCode::kLe:
-      case OpCode::kGt:
-      case OpCode::kGe: {
-        bool r;
-        if (IsFloat(in)) {
-          switch (op.code) {
-            case OpCode::kEq: r = a.f == b.f; break;
-            case OpCode::kNe: r = a.f != b.f; break;
-            case OpCode::kLt: r = a.f < b.f; break;
-            case OpCode::kLe: r = a.f <= b.f; break;
-            case OpCode::kGt: r = a.f > b.f; break;
-            default: r = a.f >= b.f; break;
-          }
-        } else {
-          switch (op.code) {
-            case OpCode::kEq: r = a.i == b.i; break;
-            case OpCode::kNe: r = a.i != b.i; break;
-            case OpCode::kLt: r = a.i < b.i; break;
-            case OpCode::kLe: r = a.i <= b.i; break;
-            case OpCode::kGt: r = a.i > b.i; break;
-            default: r = a.i >= b.i; break;
-          }
-        }
-        out.i = r ? 1 : 0;
-        return absl::OkStatus();
-      }
-      case OpCode::kAnd: out.i = (a.i != 0 && b.i != 0); return absl::OkStatus();
-      case OpCode::kOr: out.i = (a.i != 0 || b.i != 0); return absl::OkStatus();
-      case OpCode::kXor: out.i = ((a.i != 0) != (b.i != 0)); return absl::OkStatus();
-      default:
-        break;
-    }
-    if (IsFloat(in)) {
-      const double x = a.f, y = b.f;
-      double r;
-      switch (op.code) {
-        case OpCode::kAdd: r = x + y; break;
-        case OpCode::kSub: r = x - y; break;
-        case OpCode::kMul: r = x * y; break;
-        case OpCode::kDiv: r = x / y; break;
-        case OpCode::kMax:
-          r = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::max(x, y);
-          break;
-        case OpCode::kMin:
-          r = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::min(x, y);
-          break;
-        case OpCode::kPow: r = std::pow(x, y); break;
-        case OpCode::kFmod: r = std::fmod(x, y); break;
-        case OpCode::kMod:
-          r = std::fmod(x, y);
-          if (r != 0 && ((r < 0) != (y < 0))) r += y;
-          break;
-        default:
-          return OpError(at, "not a binary float op");
-      }
-      out.f = RoundFloat(dt, r);
-      return absl::OkStatus();
-    }
-    const uint64_t x = static_cast<uint64_t>(a.i), y = static_cast<uint64_t>(b.i);
-    switch (op.code) {
-      case OpCode::kAdd: out.i = Wrap(dt, x + y); break;
-      case OpCode::kSub: out.i = Wrap(dt, x - y); break;
-      case OpCode::kMul: out.i = Wrap(dt, x * y); break;
-      case OpCode::kMax: out.i = std::max(a.i, b.i); break;
-      case OpCode::kMin: out.i = std::min(a.i, b.i); break;
-      case OpCode::kPow: out.i = Wrap(dt, static_cast<uint64_t>(IntPow(a.i, b.i))); break;
-      case OpCode::kDiv:
-      case OpCode::kMod:
-      case OpCode::kFmod: {
-        if (b.i == 0) return OpError(at, "integer division by zero");
-        if (b.i == -1) {
-          out.i = op.code == OpCode::kDiv ? Wrap(dt, 0 - x) : 0;
-          break;
-        }
-        if (op.code == OpCode::kDiv) {
-          out.i = Wrap(dt, static_cast<uint64_t>(a.i / b.i));
-        } else if (op.code == OpCode::kFmod) {
-          out.i = a.i % b.i;
-        } else {
-          out.i = FloorModInt(a.i, b.i);
+#include "ir/loop/opcodes.def"
+          default:
+            break;
         }
         break;
       }
-      default:
-        return OpError(at, "not a binary integer op");
-    }
+      case OperandKind::kInt: {
+        const int64_t a = va.i, b = vb.i;
+        const char* error = nullptr;  // set by a checked form
+        switch (op.code) {
+#define KILN_INT(Name, eval, scalar, vector) \
+  case OpCode::k##Name:                      \
+    out.i = eval;                            \
+    return error == nullptr ? absl::OkStatus() : OpError(at, error);
+#include "ir/loop/opcodes.def"
+          default:
+            break;
+        }
+        break;
+      }
+      case OperandKind::kBool: {
+        const int64_t a = va.i, b = vb.i;
+        switch (op.code) {
+#define KILN_BOOL(Name, eval, scalar, vector) \
+  case OpCode::k##Name:                       \
+    out.i = eval;                             \
     return absl::OkStatus();
+#include "ir/loop/opcodes.def"
+          default:
+            break;
+        }
+        break;
+      }
+    }
+    return OpError(at, absl::StrCat("no form for ", DTypeName(in), " operands"));
   }
 
   const LoopProgram& p_;

@@ -1,9 +1,11 @@
-// Loop IR data structures: names of enums, op typing rules, buffers and the
-// kernel builder.
+// Loop IR data structures: names of enums, op typing rules (the pointwise
+// ops' from their rows in opcodes.def), buffers and the kernel builder.
 #include "ir/loop/loop_ir.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
@@ -11,80 +13,102 @@
 namespace kiln::ir::loop {
 namespace {
 
-// Which operand dtypes an op accepts.
-enum class Domain : uint8_t {
-  kNone,     // no value operands, or special rules (load, select, ...)
-  kFloat,    // f32 f16 f64
-  kNumeric,  // floats and integers
+// Bits of the operand kinds a pointwise op accepts (its form lines in
+// opcodes.def).
+constexpr uint8_t kFloatForm = 1, kIntForm = 2, kBoolForm = 4;
+
+constexpr uint8_t FormsOf(OpCode code) {
+  uint8_t forms = 0;
+  switch (code) {
+#define KILN_FLOAT(Name, eval, scalar, vector) case OpCode::k##Name:
+#include "ir/loop/opcodes.def"
+      forms |= kFloatForm;
+      break;
+    default:
+      break;
+  }
+  switch (code) {
+#define KILN_INT(Name, eval, scalar, vector) case OpCode::k##Name:
+#include "ir/loop/opcodes.def"
+      forms |= kIntForm;
+      break;
+    default:
+      break;
+  }
+  switch (code) {
+#define KILN_BOOL(Name, eval, scalar, vector) case OpCode::k##Name:
+#include "ir/loop/opcodes.def"
+      forms |= kBoolForm;
+      break;
+    default:
+      break;
+  }
+  return forms;
+}
+
+constexpr bool HasCheckedIntForm(OpCode code) {
+  switch (code) {
+#define KILN_INT_CHECKED(Name, eval, scalar, vector) case OpCode::k##Name:
+#include "ir/loop/opcodes.def"
+      return true;
+    default:
+      return false;
+  }
+}
+
+enum class Result : uint8_t {
+  kNone,     // the op's own rule (InferResultDType)
+  kOperand,  // the operands' dtype
   kBool,
-  kEquality,  // numeric or bool
 };
 
 struct OpInfo {
   OpCode code;
   const char* name;
   int arity;
-  Domain domain;
-  bool bool_result;
+  uint8_t forms;  // kFloatForm | kIntForm | kBoolForm; 0: not pointwise
+  Result result;
+  bool checked;   // the integer form can fail
 };
 
 constexpr OpInfo kOps[] = {
-    {OpCode::kLoad, "load", 0, Domain::kNone, false},
-    {OpCode::kStore, "store", 1, Domain::kNone, false},
-    {OpCode::kConstant, "constant", 0, Domain::kNone, false},
-    {OpCode::kIndex, "index", 0, Domain::kNone, false},
-    {OpCode::kCast, "cast", 1, Domain::kNone, false},
-    {OpCode::kSelect, "select", 3, Domain::kNone, false},
-    {OpCode::kReduce, "reduce", 1, Domain::kNone, false},
-    {OpCode::kExp, "exp", 1, Domain::kFloat, false},
-    {OpCode::kLog, "log", 1, Domain::kFloat, false},
-    {OpCode::kSqrt, "sqrt", 1, Domain::kFloat, false},
-    {OpCode::kRsqrt, "rsqrt", 1, Domain::kFloat, false},
-    {OpCode::kTanh, "tanh", 1, Domain::kFloat, false},
-    {OpCode::kErf, "erf", 1, Domain::kFloat, false},
-    {OpCode::kSigmoid, "sigmoid", 1, Domain::kFloat, false},
-    {OpCode::kFloor, "floor", 1, Domain::kFloat, false},
-    {OpCode::kCeil, "ceil", 1, Domain::kFloat, false},
-    {OpCode::kRound, "round", 1, Domain::kFloat, false},
-    {OpCode::kSin, "sin", 1, Domain::kFloat, false},
-    {OpCode::kCos, "cos", 1, Domain::kFloat, false},
-    {OpCode::kTan, "tan", 1, Domain::kFloat, false},
-    {OpCode::kAsin, "asin", 1, Domain::kFloat, false},
-    {OpCode::kAcos, "acos", 1, Domain::kFloat, false},
-    {OpCode::kAtan, "atan", 1, Domain::kFloat, false},
-    {OpCode::kSinh, "sinh", 1, Domain::kFloat, false},
-    {OpCode::kCosh, "cosh", 1, Domain::kFloat, false},
-    {OpCode::kAsinh, "asinh", 1, Domain::kFloat, false},
-    {OpCode::kAcosh, "acosh", 1, Domain::kFloat, false},
-    {OpCode::kAtanh, "atanh", 1, Domain::kFloat, false},
-    {OpCode::kReciprocal, "reciprocal", 1, Domain::kFloat, false},
-    {OpCode::kNeg, "neg", 1, Domain::kNumeric, false},
-    {OpCode::kAbs, "abs", 1, Domain::kNumeric, false},
-    {OpCode::kSign, "sign", 1, Domain::kNumeric, false},
-    {OpCode::kNot, "not", 1, Domain::kBool, false},
-    {OpCode::kIsNan, "isnan", 1, Domain::kFloat, true},
-    {OpCode::kIsInf, "isinf", 1, Domain::kFloat, true},
-    {OpCode::kAdd, "add", 2, Domain::kNumeric, false},
-    {OpCode::kSub, "sub", 2, Domain::kNumeric, false},
-    {OpCode::kMul, "mul", 2, Domain::kNumeric, false},
-    {OpCode::kDiv, "div", 2, Domain::kNumeric, false},
-    {OpCode::kMax, "max", 2, Domain::kNumeric, false},
-    {OpCode::kMin, "min", 2, Domain::kNumeric, false},
-    {OpCode::kPow, "pow", 2, Domain::kNumeric, false},
-    {OpCode::kMod, "mod", 2, Domain::kNumeric, false},
-    {OpCode::kFmod, "fmod", 2, Domain::kNumeric, false},
-    {OpCode::kAnd, "and", 2, Domain::kBool, false},
-    {OpCode::kOr, "or", 2, Domain::kBool, false},
-    {OpCode::kXor, "xor", 2, Domain::kBool, false},
-    {OpCode::kEq, "eq", 2, Domain::kEquality, true},
-    {OpCode::kNe, "ne", 2, Domain::kEquality, true},
-    {OpCode::kLt, "lt", 2, Domain::kNumeric, true},
-    {OpCode::kLe, "le", 2, Domain::kNumeric, true},
-    {OpCode::kGt, "gt", 2, Domain::kNumeric, true},
-    {OpCode::kGe, "ge", 2, Domain::kNumeric, true},
-    {OpCode::kLoadIndirect, "load_indirect", 1, Domain::kNone, false},
-    {OpCode::kStoreIndirect, "store_indirect", 2, Domain::kNone, false},
+    {OpCode::kLoad, "load", 0, 0, Result::kNone, false},
+    {OpCode::kStore, "store", 1, 0, Result::kNone, false},
+    {OpCode::kConstant, "constant", 0, 0, Result::kNone, false},
+    {OpCode::kIndex, "index", 0, 0, Result::kNone, false},
+    {OpCode::kCast, "cast", 1, 0, Result::kNone, false},
+    {OpCode::kSelect, "select", 3, 0, Result::kNone, false},
+    {OpCode::kReduce, "reduce", 1, 0, Result::kNone, false},
+#define KILN_OP(Name, token, arity, result)                                  \
+  {OpCode::k##Name, token, arity, FormsOf(OpCode::k##Name), Result::result, \
+   HasCheckedIntForm(OpCode::k##Name)},
+#include "ir/loop/opcodes.def"
+    {OpCode::kLoadIndirect, "load_indirect", 1, 0, Result::kNone, false},
+    {OpCode::kStoreIndirect, "store_indirect", 2, 0, Result::kNone, false},
 };
+
+// Every row of opcodes.def is unary or binary, has a form, and fails only
+// where its result has the operands' dtype (loop fusion relies on it).
+constexpr bool RowsAreConsistent() {
+  for (const OpInfo& info : kOps) {
+    const bool row = info.result != Result::kNone;
+    if (row != (info.forms != 0)) return false;
+    if (row && info.arity != 1 && info.arity != 2) return false;
+    if (info.checked && info.result != Result::kOperand) return false;
+  }
+  return true;
+}
+static_assert(RowsAreConsistent(), "an inconsistent row in ir/loop/opcodes.def");
+
+// The table is in OpCode order.
+constexpr bool InEnumOrder() {
+  int expect = 0;
+  for (const OpInfo& info : kOps) {
+    if (static_cast<int>(info.code) != expect++) return false;
+  }
+  return true;
+}
+static_assert(InEnumOrder(), "kOps must list every OpCode in order");
 
 constexpr std::pair<StoreCombine, const char*> kCombineNames[] = {
     {StoreCombine::kNone, "none"}, {StoreCombine::kAdd, "add"},
@@ -93,10 +117,8 @@ constexpr std::pair<StoreCombine, const char*> kCombineNames[] = {
 };
 
 const OpInfo* Info(OpCode code) {
-  for (const OpInfo& info : kOps) {
-    if (info.code == code) return &info;
-  }
-  return nullptr;
+  const size_t i = static_cast<size_t>(code);
+  return i < sizeof(kOps) / sizeof(kOps[0]) ? &kOps[i] : nullptr;
 }
 
 constexpr std::pair<ReduceKind, const char*> kReduceNames[] = {
@@ -112,27 +134,39 @@ constexpr std::pair<ReduceKind, const char*> kReduceNames[] = {
     {ReduceKind::kWelfordVar, "welford_var"},
 };
 
-bool InDomain(DType d, Domain domain) {
-  switch (domain) {
-    case Domain::kFloat: return IsFloat(d);
-    case Domain::kNumeric: return IsFloat(d) || IsInteger(d);
-    case Domain::kBool: return d == DType::kBool;
-    case Domain::kEquality:
-      return IsFloat(d) || IsInteger(d) || d == DType::kBool;
-    case Domain::kNone: return true;
+bool IsNumeric(DType d) { return IsFloat(d) || IsInteger(d); }
+
+uint8_t FormBit(OperandKind kind) {
+  switch (kind) {
+    case OperandKind::kFloat: return kFloatForm;
+    case OperandKind::kInt: return kIntForm;
+    case OperandKind::kBool: return kBoolForm;
   }
-  return false;
+  return 0;
 }
 
-absl::string_view DomainName(Domain domain) {
-  switch (domain) {
-    case Domain::kFloat: return "a float";
-    case Domain::kNumeric: return "a numeric";
-    case Domain::kBool: return "a bool";
-    case Domain::kEquality: return "a numeric or bool";
-    case Domain::kNone: break;
+bool Accepts(const OpInfo& info, DType d) {
+  return d != DType::kInvalid && (info.forms & FormBit(OperandKindOf(d))) != 0;
+}
+
+// "a float", "a numeric", "a numeric or bool", ...: the operands `info`
+// accepts.
+std::string AcceptedName(const OpInfo& info) {
+  std::vector<const char*> kinds;
+  const uint8_t numeric = kFloatForm | kIntForm;
+  if ((info.forms & numeric) == numeric) {
+    kinds.push_back("numeric");
+  } else if (info.forms & kFloatForm) {
+    kinds.push_back("float");
+  } else if (info.forms & kIntForm) {
+    kinds.push_back("integer");
   }
-  return "any";
+  if (info.forms & kBoolForm) kinds.push_back("bool");
+  std::string out = kinds.empty() || kinds[0][0] != 'i' ? "a" : "an";
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    absl::StrAppend(&out, k == 0 ? " " : " or ", kinds[k]);
+  }
+  return out;
 }
 
 absl::Status TypeError(const Op& op, absl::string_view msg) {
@@ -230,7 +264,23 @@ int OpArity(OpCode code) {
 
 bool IsElementwise(OpCode code) {
   const OpInfo* info = Info(code);
-  return info != nullptr && info->domain != Domain::kNone;
+  return info != nullptr && info->forms != 0;
+}
+
+OperandKind OperandKindOf(DType dtype) {
+  if (IsFloat(dtype)) return OperandKind::kFloat;
+  if (dtype == DType::kBool) return OperandKind::kBool;
+  return OperandKind::kInt;
+}
+
+bool HasForm(OpCode code, OperandKind kind) {
+  const OpInfo* info = Info(code);
+  return info != nullptr && (info->forms & FormBit(kind)) != 0;
+}
+
+bool MayFail(OpCode code, DType operand) {
+  const OpInfo* info = Info(code);
+  return info != nullptr && info->checked && IsInteger(operand);
 }
 
 absl::string_view ReduceKindName(ReduceKind kind) {
@@ -318,8 +368,7 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
                                           DTypeName(args[1]),
                                           ", not an integer"));
       }
-      if (op.combine != StoreCombine::kNone &&
-          !InDomain(args[0], Domain::kNumeric)) {
+      if (op.combine != StoreCombine::kNone && !IsNumeric(args[0])) {
         return TypeError(op, absl::StrCat("combine ",
                                           StoreCombineName(op.combine), " of ",
                                           DTypeName(args[0])));
@@ -348,7 +397,7 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
     case OpCode::kReduce: {
       const bool welford = op.reduce == ReduceKind::kWelfordMean ||
                            op.reduce == ReduceKind::kWelfordVar;
-      if (welford ? !IsFloat(args[0]) : !InDomain(args[0], Domain::kNumeric)) {
+      if (welford ? !IsFloat(args[0]) : !IsNumeric(args[0])) {
         return TypeError(op, absl::StrCat(ReduceKindName(op.reduce),
                                           " of ", DTypeName(args[0])));
       }
@@ -366,8 +415,8 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
       break;
   }
   for (DType d : args) {
-    if (!InDomain(d, info->domain)) {
-      return TypeError(op, absl::StrCat("needs ", DomainName(info->domain),
+    if (!Accepts(*info, d)) {
+      return TypeError(op, absl::StrCat("needs ", AcceptedName(*info),
                                         " operand, got ", DTypeName(d)));
     }
   }
@@ -376,7 +425,7 @@ absl::StatusOr<DType> InferResultDType(const Op& op,
                                       DTypeName(args[0]), " and ",
                                       DTypeName(args[1])));
   }
-  return info->bool_result ? DType::kBool : args[0];
+  return info->result == Result::kBool ? DType::kBool : args[0];
 }
 
 std::vector<int64_t> Kernel::VarExtents() const {

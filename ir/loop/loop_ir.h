@@ -84,24 +84,10 @@ enum class OpCode : uint8_t {
   kCast,      // args[0] converted to dtype
   kSelect,    // args[0] ? args[1] : args[2]
   kReduce,    // reduce `reduce` over the reduction space
-  // Unary, float only.
-  kExp, kLog, kSqrt, kRsqrt, kTanh, kErf, kSigmoid, kFloor, kCeil, kRound,
-  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh,
-  kAtanh, kReciprocal,
-  // Unary, numeric.
-  kNeg, kAbs, kSign,
-  // Unary, bool.
-  kNot,
-  // Float -> bool.
-  kIsNan, kIsInf,
-  // Binary, numeric, same dtype in and out.
-  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
-  kMod,   // floor modulo: the sign of the divisor (ONNX Mod fmod=0)
-  kFmod,  // truncated modulo: the sign of the dividend (C fmod)
-  // Binary, bool.
-  kAnd, kOr, kXor,
-  // Comparisons: numeric (or bool for eq/ne) operands, bool result.
-  kEq, kNe, kLt, kLe, kGt, kGe,
+  // The pointwise ops, one row each in opcodes.def (kExp, kAdd, kEq, ...):
+  // their typing, semantics and generated code.
+#define KILN_OP(Name, token, arity, result) k##Name,
+#include "ir/loop/opcodes.def"
   // Data-dependent load: buffer[index + n * stride] where n is args[0] (an
   // integer) normalized against `extent` as ONNX Gather does: n in
   // [-extent, 0) wraps once to n + extent; n outside [-extent, extent) is an
@@ -130,7 +116,22 @@ absl::string_view OpCodeName(OpCode code);
 std::optional<OpCode> OpCodeFromName(absl::string_view name);
 // Number of value operands (Load 0, Store 1, Select 3, ...).
 int OpArity(OpCode code);
-bool IsElementwise(OpCode code);  // the unary, binary and comparison ops
+bool IsElementwise(OpCode code);  // the pointwise ops of opcodes.def
+
+// The operand kinds a pointwise op's row (opcodes.def) gives forms for.
+enum class OperandKind : uint8_t {
+  kFloat,  // f16, f32, f64
+  kInt,    // i64, i32, i8, u8
+  kBool,
+};
+// kInvalid counts as kInt.
+OperandKind OperandKindOf(DType dtype);
+// Whether pointwise op `code` accepts operands of `kind` (false for the
+// other ops).
+bool HasForm(OpCode code, OperandKind kind);
+// Whether pointwise op `code` on operands of dtype `operand` can fail at run
+// time (integer division and modulo by zero); false for the other ops.
+bool MayFail(OpCode code, DType operand);
 
 enum class ReduceKind : uint8_t {
   kSum,

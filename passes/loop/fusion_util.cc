@@ -96,35 +96,17 @@ bool IsKnownOp(OpCode code) {
     case OpCode::kLoad: case OpCode::kStore: case OpCode::kConstant:
     case OpCode::kIndex: case OpCode::kCast: case OpCode::kSelect:
     case OpCode::kReduce:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
-    case OpCode::kRsqrt: case OpCode::kTanh: case OpCode::kErf:
-    case OpCode::kSigmoid: case OpCode::kFloor: case OpCode::kCeil:
-    case OpCode::kRound: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kTan: case OpCode::kAsin: case OpCode::kAcos:
-    case OpCode::kAtan: case OpCode::kSinh: case OpCode::kCosh:
-    case OpCode::kAsinh: case OpCode::kAcosh: case OpCode::kAtanh:
-    case OpCode::kReciprocal: case OpCode::kNeg: case OpCode::kAbs:
-    case OpCode::kSign: case OpCode::kNot: case OpCode::kIsNan:
-    case OpCode::kIsInf: case OpCode::kAdd: case OpCode::kSub:
-    case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-    case OpCode::kMin: case OpCode::kPow: case OpCode::kMod:
-    case OpCode::kFmod: case OpCode::kAnd: case OpCode::kOr:
-    case OpCode::kXor: case OpCode::kEq: case OpCode::kNe:
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
       return true;
     default:
-      return false;
+      return ir::loop::IsElementwise(code);
   }
 }
 
 bool IsPureOp(const Op& op) {
   if (!IsKnownOp(op.code) || op.code == OpCode::kStore) return false;
-  if ((op.code == OpCode::kDiv || op.code == OpCode::kMod ||
-       op.code == OpCode::kFmod) &&
-      !ir::IsFloat(op.dtype)) {
-    return false;  // integer division by zero is an error
-  }
-  return true;
+  // Integer division by zero is an error. An op that can fail (a
+  // KILN_INT_CHECKED form in opcodes.def) has its operands' dtype.
+  return !ir::loop::MayFail(op.code, op.dtype);
 }
 
 int32_t ReadBufferOf(const Op& op) {
