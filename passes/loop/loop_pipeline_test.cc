@@ -5,6 +5,7 @@
 #include "ir/loop/module.h"
 #include "passes/loop/loop_pipeline.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -321,6 +322,58 @@ TEST(LoopPipeline, UnknownDisabledPassIsAnError) {
   absl::Status s = DefaultLoopPipeline().Run(&*lp, opts);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("fuse-everything"), std::string::npos) << s;
+}
+
+// The registry and the default pipeline name the same passes.
+TEST(LoopPipeline, RegistryHoldsEveryPipelinePass) {
+  std::vector<std::string> in_pipeline = DefaultLoopPipeline().PassNames();
+  std::sort(in_pipeline.begin(), in_pipeline.end());
+  in_pipeline.erase(std::unique(in_pipeline.begin(), in_pipeline.end()), in_pipeline.end());
+  EXPECT_EQ(LoopPassNames(), in_pipeline);
+  for (const std::string& name : LoopPassNames()) {
+    absl::StatusOr<std::unique_ptr<LoopPass>> pass = CreateLoopPass(name, ConvLayoutOracle());
+    ASSERT_TRUE(pass.ok()) << pass.status();
+    EXPECT_EQ((*pass)->name(), name);
+  }
+}
+
+TEST(LoopPipeline, UnknownPassNameListsTheRegistry) {
+  absl::StatusOr<std::unique_ptr<LoopPass>> pass =
+      CreateLoopPass("fuse-everything", ConvLayoutOracle());
+  EXPECT_EQ(pass.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(pass.status().message().find("'fuse-everything'"), std::string::npos);
+  EXPECT_NE(pass.status().message().find("demote-index, eliminate-dead-buffers"),
+            std::string::npos)
+      << pass.status();
+}
+
+// The registry's propagate-layout asks the oracle it was given.
+TEST(LoopPipeline, RegistryPassesTheOracleToPropagateLayout) {
+  absl::StatusOr<ir::loop::LoopModule> lp = FromGraphText(R"(
+graph g(%x: f32[1,8,4,4]) -> (%y) opset 17 {
+  %w1 = constant f32[8,8,1,1] splat(0.5)
+  %w2 = constant f32[8,8,1,1] splat(0.25)
+  %c = Conv(%x, %w1) : f32[1,8,4,4]
+  %r = Relu(%c) : f32[1,8,4,4]
+  %y = Conv(%r, %w2) : f32[1,8,4,4]
+}
+)");
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  int asked = 0;
+  ConvLayoutOracle oracle = [&asked](const ir::loop::LoopModule&,
+                                     const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+    ++asked;
+    return ConvLayout{8, 8, {}};
+  };
+  absl::StatusOr<std::unique_ptr<LoopPass>> pass = CreateLoopPass("propagate-layout", oracle);
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  absl::StatusOr<bool> changed = (*pass)->Run(&*lp);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  EXPECT_GT(asked, 0);
+  absl::Status s = kiln::testing::RunFileCheck(ir::loop::PrintProgram(lp->program),
+                                               "CHECK: buffer %r: f32[1,1,4,4,8] intermediate");
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(LoopPipeline, PassOrder) {
