@@ -1,7 +1,8 @@
 // Tests for `kilnc opt` (tools/opt.h): argument parsing, running graph and
 // loop passes and pipelines on text IR, "(unchanged)", --verify-results, the
-// errors (unknown pass, bad IR, a graph pass on loop IR), and the kilnc
-// binary's subcommand end to end (exit codes, -o).
+// errors (unknown pass, bad IR, a graph pass on loop IR), the test-file
+// runner (tools/opt_file_test.h), and the kilnc binary's subcommand end to
+// end (exit codes, -o).
 #include "tools/opt.h"
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/filecheck.h"
+#include "tools/opt_file_test.h"
 
 namespace kiln::tools {
 namespace {
@@ -251,6 +253,108 @@ graph g(%x: f32[1,16,6,6]) -> (%y) opset 17 {
                     "--verify-results"}),
              kConvs, "in.txt");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+}
+
+// ------------------------------------------------------------- test files
+
+// Three cases: the second runs the first's RUN line, the third has two RUN
+// lines, one checking the LOWERED: lines.
+constexpr char kTestFile[] = R"(# RUN: --pass=fuse-vertical --verify-results
+# exp into neg.
+# CHECK: kernel k1
+# CHECK-NEXT: load %x[i0]
+# CHECK-NEXT: exp
+buffer %x: f32[8] input
+buffer %t: f32[8] intermediate
+buffer %y: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  %1 = exp %0
+  store %t[i0], %1
+}
+kernel k1 over (i0: 8) {
+  %0 = load %t[i0]
+  %1 = neg %0
+  store %y[i0], %1
+}
+# -----
+# A graph output stays.
+# CHECK: (unchanged)
+buffer %x: f32[8] input
+buffer %t: f32[8] output
+kernel k0 over (i0: 8) {
+  %0 = load %x[i0]
+  store %t[i0], %0
+}
+// -----
+// RUN: --pipeline=loop --verify-results
+// RUN: --lower --check-prefix=LOWERED
+// Exp then Neg: two kernels lowered, one after the pipeline.
+// LOWERED: kernel
+// LOWERED: kernel
+// LOWERED-NOT: kernel
+// CHECK: kernel
+// CHECK-NOT: kernel
+graph g(%x: f32[8]) -> (%y) opset 18 {
+  %e = Exp(%x) : f32[8]
+  %y = Neg(%e) : f32[8]
+}
+)";
+
+TEST(OptTestFile, RunsEveryCase) {
+  absl::StatusOr<int> cases = RunOptTestFile(kTestFile, "t.txt");
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  EXPECT_EQ(*cases, 3);
+}
+
+TEST(OptTestFile, ReportsEachFailingCaseWithItsLine) {
+  std::string text = kTestFile;
+  // Case 2 (line 20) now expects a change; case 3 (line 29) a third kernel.
+  text.replace(text.find("# CHECK: (unchanged)"), 20, "# CHECK: kernel k1  ");
+  text.replace(text.find("// LOWERED-NOT: kernel"), 22, "// LOWERED: kernel    ");
+  absl::StatusOr<int> cases = RunOptTestFile(text, "t.txt");
+  EXPECT_EQ(cases.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string m(cases.status().message());
+  EXPECT_EQ(m.find("t.txt:1:"), std::string::npos) << m;
+  ExpectChecks(m, R"(
+    CHECK: t.txt:20: case 'A graph output stays.' failed
+    CHECK-NEXT: RUN: --pass=fuse-vertical --verify-results
+    CHECK-NEXT: check line 21 (kernel k1): no match
+    CHECK: --- kilnc opt output ---
+    CHECK-NEXT: (unchanged)
+    CHECK: t.txt:29: case 'Exp then Neg: two kernels lowered, one after the pipeline.' failed
+    CHECK-NEXT: RUN: --lower --check-prefix=LOWERED
+    CHECK-NEXT: check line 34 (kernel): no match
+  )");
+}
+
+TEST(OptTestFile, ErrorsOfOptNameTheFileLine) {
+  absl::StatusOr<int> cases = RunOptTestFile(
+      "# RUN: --pass=fuse-vertical\n# -----\n# CHECK: kernel\nbuffer %x: f32[8] input\n"
+      "kernel k0 over (i0: 8) {\n  %0 = frobnicate\n}\n",
+      "t.txt");
+  EXPECT_EQ(cases.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(cases.status().message().find("t.txt:6:"), std::string::npos) << cases.status();
+}
+
+TEST(OptTestFile, MalformedFiles) {
+  EXPECT_EQ(RunOptTestFile("# just a comment\n", "t.txt").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunOptTestFile("# CHECK: x\nbuffer %x: f32[2] input\n", "t.txt").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunOptTestFile("# RUN: --pass=demote-index\n# CHECK: x\n# -----\n"
+                           "# CHECK: (unchanged)\nbuffer %x: f32[2] input\n",
+                           "t.txt")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // RUN lines name no file, and take only opt's flags.
+  for (const char* run : {"--pass=demote-index in.txt", "-o out.txt", "--passes=x"}) {
+    absl::StatusOr<int> cases = RunOptTestFile(
+        absl::StrCat("# RUN: ", run, "\n# CHECK: (unchanged)\nbuffer %x: f32[2] input\n"),
+        "t.txt");
+    EXPECT_EQ(cases.status().code(), absl::StatusCode::kFailedPrecondition) << run;
+  }
 }
 
 // ------------------------------------------------------------- the binary
