@@ -2,6 +2,7 @@
 // order, each ordering constraint says why.
 #include "passes/graph_pipeline.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -36,6 +37,18 @@ absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
   if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
+
+template <typename Pass>
+std::unique_ptr<GraphPass> Create() {
+  return std::make_unique<Pass>();
+}
+
+// Every graph pass, one row each (names come from the passes themselves).
+constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
+    Create<EliminateDeadCode>,      Create<EliminateIdentity>,
+    Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
+    Create<FoldConstantTranspose>,  Create<FuseOneDnnPostOps>,
+};
 
 }  // namespace
 
@@ -113,6 +126,22 @@ GraphPipeline DefaultGraphPipeline() {
   // the weight folds leave the unfolded constants.
   p.Add(std::make_unique<EliminateDeadCode>());
   return p;
+}
+
+std::vector<std::string> GraphPassNames() {
+  std::vector<std::string> names;
+  for (auto create : kGraphPasses) names.emplace_back(create()->name());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<GraphPass>> CreateGraphPass(absl::string_view name) {
+  for (auto create : kGraphPasses) {
+    std::unique_ptr<GraphPass> pass = create();
+    if (pass->name() == name) return pass;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown graph pass '", name, "'; graph passes: ", absl::StrJoin(GraphPassNames(), ", ")));
 }
 
 }  // namespace kiln::passes

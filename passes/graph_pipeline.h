@@ -1,6 +1,6 @@
 // File: passes/graph_pipeline.h — runs graph passes in order with the
 // verifier between them (debug builds, or when asked) and optional dumps of
-// the IR after every pass.
+// the IR after every pass; and the registry of every graph pass by name.
 //
 //   passes::PipelineOptions opts;
 //   opts.dump_dir = "/tmp/dump";            // 00-input.txt, 01-<pass>.txt, ...
@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "passes/graph_pass.h"
 
@@ -47,6 +48,14 @@ class GraphPipeline {
 
 // kiln's graph pipeline, in order (passes/graph_pipeline.cc says why).
 GraphPipeline DefaultGraphPipeline();
+
+// The registry: every graph pass by name (its --pass= / --disable-pass=
+// token), sorted. `kilnc opt --pass=NAME` runs them; DefaultGraphPipeline
+// runs each of them (graph_pipeline_test keeps the two in step).
+std::vector<std::string> GraphPassNames();
+// A new instance of the graph pass `name`; InvalidArgument listing the
+// names when there is none.
+absl::StatusOr<std::unique_ptr<GraphPass>> CreateGraphPass(absl::string_view name);
 
 }  // namespace kiln::passes
 

@@ -1,8 +1,9 @@
 // Tests for the graph pipeline driver (order, dumps, disabling,
-// verification) and for the default pipeline on whole graphs: the shipped
+// verification), the pass registry, and for the default pipeline on whole graphs: the shipped
 // tiny CNN keeps matching its ONNX test data with every BatchNorm folded.
 #include "passes/graph_pipeline.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,28 @@ TEST(GraphPipeline, DefaultOrder) {
                 "eliminate-identity", "fold-constant-transpose", "fold-batch-norm",
                 "fold-binary-into-weights", "fuse-onednn-post-ops",
                 "eliminate-dead-code"}));
+}
+
+// The registry and the default pipeline name the same passes.
+TEST(GraphPipeline, RegistryHoldsEveryPipelinePass) {
+  std::vector<std::string> in_pipeline = DefaultGraphPipeline().PassNames();
+  std::sort(in_pipeline.begin(), in_pipeline.end());
+  in_pipeline.erase(std::unique(in_pipeline.begin(), in_pipeline.end()), in_pipeline.end());
+  EXPECT_EQ(GraphPassNames(), in_pipeline);
+  for (const std::string& name : GraphPassNames()) {
+    absl::StatusOr<std::unique_ptr<GraphPass>> pass = CreateGraphPass(name);
+    ASSERT_TRUE(pass.ok()) << pass.status();
+    EXPECT_EQ((*pass)->name(), name);
+  }
+}
+
+TEST(GraphPipeline, UnknownPassNameListsTheRegistry) {
+  absl::StatusOr<std::unique_ptr<GraphPass>> pass = CreateGraphPass("fold-everything");
+  EXPECT_EQ(pass.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(pass.status().message().find("'fold-everything'"), std::string::npos);
+  EXPECT_NE(pass.status().message().find("fold-batch-norm, fold-binary-into-weights"),
+            std::string::npos)
+      << pass.status();
 }
 
 TEST(GraphPipeline, RunsAllPassesAndDumps) {

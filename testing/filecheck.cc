@@ -2,7 +2,6 @@
 // order over the output, tracking the current position and line.
 #include "testing/filecheck.h"
 
-#include <cstring>
 #include <optional>
 #include <regex>
 #include <string>
@@ -66,11 +65,14 @@ absl::StatusOr<std::regex> CompilePattern(absl::string_view p, int line) {
   }
 }
 
-absl::StatusOr<std::vector<Directive>> ParseDirectives(absl::string_view text) {
-  static const std::pair<const char*, Kind> kNames[] = {
-      {"CHECK-NEXT:", Kind::kNext}, {"CHECK-SAME:", Kind::kSame},
-      {"CHECK-NOT:", Kind::kNot},   {"CHECK-LABEL:", Kind::kLabel},
-      {"CHECK:", Kind::kCheck}};
+absl::StatusOr<std::vector<Directive>> ParseDirectives(absl::string_view text,
+                                                       absl::string_view prefix) {
+  const std::pair<std::string, Kind> kNames[] = {
+      {absl::StrCat(prefix, "-NEXT:"), Kind::kNext},
+      {absl::StrCat(prefix, "-SAME:"), Kind::kSame},
+      {absl::StrCat(prefix, "-NOT:"), Kind::kNot},
+      {absl::StrCat(prefix, "-LABEL:"), Kind::kLabel},
+      {absl::StrCat(prefix, ":"), Kind::kCheck}};
   std::vector<Directive> out;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -79,7 +81,7 @@ absl::StatusOr<std::vector<Directive>> ParseDirectives(absl::string_view text) {
       size_t at = line.find(name);
       if (at == absl::string_view::npos) continue;
       absl::string_view pattern =
-          absl::StripAsciiWhitespace(line.substr(at + strlen(name)));
+          absl::StripAsciiWhitespace(line.substr(at + name.size()));
       if (pattern.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("check line ", line_no, ": empty ", name));
@@ -91,7 +93,8 @@ absl::StatusOr<std::vector<Directive>> ParseDirectives(absl::string_view text) {
     }
   }
   if (out.empty()) {
-    return absl::InvalidArgumentError("no CHECK directive: the test checks nothing");
+    return absl::InvalidArgumentError(
+        absl::StrCat("no ", prefix, " directive: the test checks nothing"));
   }
   return out;
 }
@@ -124,9 +127,9 @@ std::string Context(const std::string& s, size_t pos) {
 
 }  // namespace
 
-absl::Status RunFileCheck(absl::string_view output_view,
-                          absl::string_view check_text) {
-  absl::StatusOr<std::vector<Directive>> directives = ParseDirectives(check_text);
+absl::Status RunFileCheck(absl::string_view output_view, absl::string_view check_text,
+                          absl::string_view prefix) {
+  absl::StatusOr<std::vector<Directive>> directives = ParseDirectives(check_text, prefix);
   if (!directives.ok()) return directives.status();
   const std::string output(output_view);
   size_t pos = 0;            // matching continues from here

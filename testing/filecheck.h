@@ -14,7 +14,8 @@
 //   CHECK-NOT: P   P does not occur between the previous match and the next
 //   CHECK-LABEL: P like CHECK; CHECK-NOTs never look across it
 // P is literal text except {{regex}} spans (ECMAScript). Whitespace runs in
-// P match any whitespace run.
+// P match any whitespace run. Another prefix than CHECK (LOWERED:,
+// LOWERED-NEXT:, ...) lets one text hold the checks of several outputs.
 #ifndef KILN_TESTING_FILECHECK_H_
 #define KILN_TESTING_FILECHECK_H_
 
@@ -27,7 +28,8 @@ namespace kiln::testing {
 // FailedPrecondition naming the directive's line and showing the output
 // around where matching stopped. InvalidArgument when check_text has no
 // directive at all (a test that checks nothing is a mistake) or a bad regex.
-absl::Status RunFileCheck(absl::string_view output, absl::string_view check_text);
+absl::Status RunFileCheck(absl::string_view output, absl::string_view check_text,
+                          absl::string_view prefix = "CHECK");
 
 }  // namespace kiln::testing
 

@@ -40,6 +40,15 @@ TEST(FileCheck, RegexAndWhitespace) {
   EXPECT_FALSE(RunFileCheck(kOutput, "CHECK: Relu.%x").ok());
 }
 
+TEST(FileCheck, OtherPrefix) {
+  const char* checks = "CHECK: Add\nLOWERED: Relu\nLOWERED-NEXT: Add\nLOWERED-NOT: Exp";
+  EXPECT_TRUE(RunFileCheck(kOutput, checks, "LOWERED").ok());
+  EXPECT_FALSE(RunFileCheck(kOutput, "LOWERED: Exp\nCHECK: Relu", "LOWERED").ok());
+  // CHECK lines are not LOWERED lines.
+  EXPECT_EQ(RunFileCheck(kOutput, "CHECK: Relu", "LOWERED").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FileCheck, ChecksNothingIsAnError) {
   EXPECT_EQ(RunFileCheck(kOutput, "no directives").code(),
             absl::StatusCode::kInvalidArgument);

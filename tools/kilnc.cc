@@ -6,6 +6,7 @@
 //   kilnc explain MODEL  every kernel, its ops, backend and vectorization
 //   kilnc bench MODEL    compile times, latency, memory
 //   kilnc profile MODEL  per-kernel times and a Chrome/Perfetto trace
+//   kilnc opt FILE       run named passes on a text-IR file (tools/opt.h)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@
 #include "runtime/kiln.h"
 #include "interp/interpreter.h"
 #include "tools/kilnc_lib.h"
+#include "tools/opt.h"
 
 namespace kiln::tools {
 namespace {
@@ -1015,6 +1017,11 @@ int RunProfile(const Command& cmd) {
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "opt") return OptMain(args, WorkingDir(), std::cout, std::cerr);
+  if (args.size() == 2 && args[0] == "help" && args[1] == "opt") {
+    std::cout << OptUsage();
+    return kExitOk;
+  }
   absl::StatusOr<Command> cmd = ParseCommandLine(args);
   if (!cmd.ok()) {
     std::cerr << "kilnc: " << cmd.status().message() << "\n";

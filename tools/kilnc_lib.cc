@@ -43,6 +43,8 @@ Commands:
                   the kernels that take the most time
   aot MODEL       write the sources of an ahead-of-time compiled library
                   (what tools/aot.bzl's kiln_aot_library builds)
+  opt FILE        run named graph or loop passes on a text-IR file and
+                  print the result (kiln's pass driver, as LLVM's opt)
 
 Run 'kilnc <command> --help' for the flags of a command.
 Models run compiled by default; check and run take --engine=reference for

@@ -2,6 +2,7 @@
 // order, each ordering constraint says why.
 #include "passes/loop/loop_pipeline.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -36,6 +37,21 @@ absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
   if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
+
+template <typename Pass>
+std::unique_ptr<LoopPass> Create(const ConvLayoutOracle&) {
+  return std::make_unique<Pass>();
+}
+
+std::unique_ptr<LoopPass> CreatePropagateLayout(const ConvLayoutOracle& oracle) {
+  return std::make_unique<PropagateLayout>(oracle);
+}
+
+// Every loop pass, one row each (names come from the passes themselves).
+constexpr std::unique_ptr<LoopPass> (*kLoopPasses[])(const ConvLayoutOracle&) = {
+    Create<DemoteIndex>,  Create<EliminateDeadBuffers>, Create<FuseHorizontal>,
+    Create<FuseVertical>, CreatePropagateLayout,
+};
 
 }  // namespace
 
@@ -110,6 +126,23 @@ LoopPipeline DefaultLoopPipeline() {
   // indices, and no later pass may widen what it proved fits int32.
   p.Add(std::make_unique<DemoteIndex>());
   return p;
+}
+
+std::vector<std::string> LoopPassNames() {
+  std::vector<std::string> names;
+  for (auto create : kLoopPasses) names.emplace_back(create(ConvLayoutOracle())->name());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<LoopPass>> CreateLoopPass(
+    absl::string_view name, const ConvLayoutOracle& conv_layout_oracle) {
+  for (auto create : kLoopPasses) {
+    std::unique_ptr<LoopPass> pass = create(conv_layout_oracle);
+    if (pass->name() == name) return pass;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown loop pass '", name, "'; loop passes: ", absl::StrJoin(LoopPassNames(), ", ")));
 }
 
 }  // namespace kiln::passes

@@ -1,7 +1,8 @@
 // File: passes/loop/loop_pipeline.h — runs loop passes in order over a
 // ir::loop::LoopModule, with the loop IR verifier after every pass that changed
 // something (on by default: it is cheap next to the passes) and optional
-// dumps of the text form after every pass.
+// dumps of the text form after every pass; and the registry of every loop
+// pass by name.
 //
 //   passes::LoopPipelineOptions opts;
 //   opts.dump_dir = "/tmp/dump";     // 00-input.txt, 01-<pass>.txt, ...
@@ -15,8 +16,11 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
+#include "passes/loop/propagate_layout.h"
 
 namespace kiln::passes {
 
@@ -45,6 +49,17 @@ class LoopPipeline {
 
 // kiln's loop pipeline, in order (passes/loop/loop_pipeline.cc says why).
 LoopPipeline DefaultLoopPipeline();
+
+// The registry: every loop pass by name (its --pass= / --disable-pass=
+// token), sorted. `kilnc opt --pass=NAME` runs them; DefaultLoopPipeline
+// runs each of them (loop_pipeline_test keeps the two in step).
+std::vector<std::string> LoopPassNames();
+// A new instance of the loop pass `name`; InvalidArgument listing the
+// names when there is none. propagate-layout asks `conv_layout_oracle`
+// which layouts the conv library wants (an empty one: every buffer stays
+// plain).
+absl::StatusOr<std::unique_ptr<LoopPass>> CreateLoopPass(
+    absl::string_view name, const ConvLayoutOracle& conv_layout_oracle);
 
 }  // namespace kiln::passes
 
