@@ -2,7 +2,7 @@
 // Conv/GEMM nodes) to extern kernels: the op and its attributes, inputs
 // materialized as row-major buffers. The runtime dispatches them to oneDNN;
 // tests run them through the reference interpreter
-// (lowering/extern_executor.h).
+// (interp/loop_module.h).
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -12,7 +12,7 @@
 //
 // Whole lowered programs, extern kernels included: RunLoweredCases runs the
 // loop kernels on the ISA (batched as above) and each extern kernel on the
-// host's reference (lowering/extern_executor.h), for ISAs without oneDNN.
+// host's reference (interp/loop_module.h), for ISAs without oneDNN.
 #ifndef KILN_BACKENDS_CPP_TEST_UTIL_H_
 #define KILN_BACKENDS_CPP_TEST_UTIL_H_
 
