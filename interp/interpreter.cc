@@ -220,12 +220,16 @@ std::vector<std::string> OpRegistry::SupportedOps() const {
 const OpRegistry& OpRegistry::Default() {
   static const OpRegistry* registry = [] {
     auto* r = new OpRegistry;
-    RegisterElementwiseOps(r);
-    RegisterReductionOps(r);
+    RegisterMathOps(r);
     RegisterNnOps(r);
-    RegisterShapeOps(r);
-    RegisterSequenceOps(r);
-    RegisterExtraOps(r);
+    RegisterTensorOps(r);
+    RegisterReductionOps(r);
+    RegisterLogicalOps(r);
+    RegisterGeneratorOps(r);
+    RegisterQuantizationOps(r);
+    RegisterObjectDetectionOps(r);
+    RegisterRnnOps(r);
+    RegisterControlFlowOps(r);
     RegisterFusedOps(r);
     return r;
   }();
