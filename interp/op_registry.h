@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
@@ -54,23 +55,26 @@ struct OpContext {
 // more when the node omits trailing optional outputs (the extras are dropped).
 using OpKernel = std::function<absl::StatusOr<std::vector<Tensor>>(OpContext&)>;
 
+// Each op has exactly one kernel: registering an op twice is a kiln bug,
+// reported by status() (Run returns it), never resolved by registration order.
 class OpRegistry {
  public:
-  void Register(std::string op, OpKernel kernel) {
-    kernels_[std::move(op)] = std::move(kernel);
-  }
+  void Register(std::string op, OpKernel kernel);
   // nullptr if the op has no kernel.
   const OpKernel* Find(absl::string_view op) const {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;
   }
   std::vector<std::string> SupportedOps() const;
+  // OK, or an internal error naming the first op registered twice.
+  const absl::Status& status() const { return status_; }
 
   // The registry with every reference kernel.
   static const OpRegistry& Default();
 
  private:
   absl::flat_hash_map<std::string, OpKernel> kernels_;
+  absl::Status status_;
 };
 
 // One per family file.
