@@ -210,6 +210,13 @@ absl::StatusOr<const Tensor*> OpContext::Input(int i) const {
   return inputs[i];
 }
 
+void OpRegistry::Register(std::string op, OpKernel kernel) {
+  auto [it, added] = kernels_.try_emplace(std::move(op), std::move(kernel));
+  if (!added && status_.ok()) {
+    status_ = kiln::InternalError("op ", it->first, " has two reference kernels");
+  }
+}
+
 std::vector<std::string> OpRegistry::SupportedOps() const {
   std::vector<std::string> ops;
   for (const auto& [op, kernel] : kernels_) ops.push_back(op);
@@ -220,12 +227,16 @@ std::vector<std::string> OpRegistry::SupportedOps() const {
 const OpRegistry& OpRegistry::Default() {
   static const OpRegistry* registry = [] {
     auto* r = new OpRegistry;
-    RegisterElementwiseOps(r);
-    RegisterReductionOps(r);
+    RegisterMathOps(r);
     RegisterNnOps(r);
-    RegisterShapeOps(r);
-    RegisterSequenceOps(r);
-    RegisterExtraOps(r);
+    RegisterTensorOps(r);
+    RegisterReductionOps(r);
+    RegisterLogicalOps(r);
+    RegisterGeneratorOps(r);
+    RegisterQuantizationOps(r);
+    RegisterObjectDetectionOps(r);
+    RegisterRnnOps(r);
+    RegisterControlFlowOps(r);
     RegisterFusedOps(r);
     return r;
   }();
@@ -234,6 +245,7 @@ const OpRegistry& OpRegistry::Default() {
 
 absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
                                         absl::Span<const Tensor> inputs) {
+  KILN_RETURN_IF_ERROR(OpRegistry::Default().status());
   return RunInScope(graph, inputs, nullptr);
 }
 

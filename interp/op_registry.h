@@ -1,9 +1,10 @@
 // File: interp/op_registry.h — how reference kernels plug in.
-// Each ops_*.cc file defines kernels for one family of ops and a
-// Register*Ops(OpRegistry*) function; interpreter.cc calls them all.
+// Each ONNX operator family (the onnx/defs folder defining the op: math, nn,
+// tensor, ...) has one file of that name defining its kernels and a
+// Register<Family>Ops(OpRegistry*) function; interpreter.cc calls them all.
 //
 //   absl::StatusOr<std::vector<Tensor>> Relu(OpContext& ctx) { ... }
-//   void RegisterElementwiseOps(OpRegistry* r) { r->Register("Relu", Relu); }
+//   void RegisterMathOps(OpRegistry* r) { r->Register("Relu", Relu); }
 #ifndef KILN_INTERP_OP_REGISTRY_H_
 #define KILN_INTERP_OP_REGISTRY_H_
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
@@ -53,32 +55,39 @@ struct OpContext {
 // more when the node omits trailing optional outputs (the extras are dropped).
 using OpKernel = std::function<absl::StatusOr<std::vector<Tensor>>(OpContext&)>;
 
+// Each op has exactly one kernel: registering an op twice is a kiln bug,
+// reported by status() (Run returns it), never resolved by registration order.
 class OpRegistry {
  public:
-  void Register(std::string op, OpKernel kernel) {
-    kernels_[std::move(op)] = std::move(kernel);
-  }
+  void Register(std::string op, OpKernel kernel);
   // nullptr if the op has no kernel.
   const OpKernel* Find(absl::string_view op) const {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;
   }
   std::vector<std::string> SupportedOps() const;
+  // OK, or an internal error naming the first op registered twice.
+  const absl::Status& status() const { return status_; }
 
   // The registry with every reference kernel.
   static const OpRegistry& Default();
 
  private:
   absl::flat_hash_map<std::string, OpKernel> kernels_;
+  absl::Status status_;
 };
 
-// One per ops_*.cc file.
-void RegisterElementwiseOps(OpRegistry* registry);  // unary, binary, logic, Cast, Where, ...
-void RegisterReductionOps(OpRegistry* registry);    // Reduce*, ArgMax/Min, Softmax, norms, CumSum, TopK
-void RegisterNnOps(OpRegistry* registry);           // Conv, ConvTranspose, Gemm, MatMul, Einsum, BatchNorm, pools, Resize
-void RegisterShapeOps(OpRegistry* registry);        // Reshape, Transpose, Slice, Gather, Concat, Pad, ...
-void RegisterSequenceOps(OpRegistry* registry);     // LSTM, GRU, If
-void RegisterExtraOps(OpRegistry* registry);        // losses, quantization, DFT, GridSample, NMS, Unique, Scan, ...
+// One per family file.
+void RegisterMathOps(OpRegistry* registry);
+void RegisterNnOps(OpRegistry* registry);
+void RegisterTensorOps(OpRegistry* registry);
+void RegisterReductionOps(OpRegistry* registry);
+void RegisterLogicalOps(OpRegistry* registry);
+void RegisterGeneratorOps(OpRegistry* registry);
+void RegisterQuantizationOps(OpRegistry* registry);
+void RegisterObjectDetectionOps(OpRegistry* registry);
+void RegisterRnnOps(OpRegistry* registry);
+void RegisterControlFlowOps(OpRegistry* registry);
 // kiln's own ops (domain "kiln"), registered as "kiln.<Op>": the fused
 // library calls FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm.
 void RegisterFusedOps(OpRegistry* registry);

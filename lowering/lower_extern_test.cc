@@ -194,6 +194,23 @@ TEST(LowerKilnOps, IsExternOpKnowsKilnNodes) {
   EXPECT_FALSE(IsExternOp(n)) << "a default-domain FusedGemm is no kiln op";
 }
 
+TEST(LowerKilnOps, IsExternOpFollowsTheOpTable) {
+  ir::Node n;
+  for (const char* op : {"Conv", "ConvTranspose", "ConvInteger", "Gemm",
+                         "MatMul", "MatMulInteger", "LSTM", "GRU", "RNN"}) {
+    n.op = op;
+    EXPECT_TRUE(IsExternOp(n)) << op;
+  }
+  // Lowered to loop kernels.
+  for (const char* op : {"LRN", "Einsum", "Relu", "If"}) {
+    n.op = op;
+    EXPECT_FALSE(IsExternOp(n)) << op;
+  }
+  n.op = "Conv";
+  n.domain = "com.example";
+  EXPECT_FALSE(IsExternOp(n));
+}
+
 TEST(LowerKilnOps, RefusesOtherDomainsAndDefaultDomainFusedOps) {
   absl::StatusOr<ir::Graph> other = ir::ParseGraph(R"(
 graph main(%a: f32[2,3]) -> (%c) opset 17 {

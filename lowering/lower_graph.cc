@@ -15,7 +15,6 @@
 #include "lowering/extern_attrs.h"
 #include "lowering/lowerer.h"
 #include "lowering/ops_fallback.h"
-#include "lowering/ops_scatter.h"
 
 namespace kiln::lowering {
 namespace internal {
@@ -103,20 +102,52 @@ void Emitter::Store(int32_t buffer, const Shape& shape, const Coords& coords,
 }
 
 // ---------------------------------------------------------------------------
+// The op table.
+
+void LowerTable::Add(absl::string_view op, LowerFn lowering) {
+  if (!lowerings_.emplace(std::string(op), std::move(lowering)).second &&
+      status_.ok()) {
+    status_ = InternalError("op ", op, " has two lowerings");
+  }
+}
+
+void LowerTable::AddExternCall(absl::string_view op) {
+  Add(op, LowerExternCall);
+  extern_calls_.emplace(op);
+}
+
+const LowerFn* LowerTable::Find(absl::string_view op) const {
+  auto it = lowerings_.find(op);
+  return it == lowerings_.end() ? nullptr : &it->second;
+}
+
+bool LowerTable::IsExternCall(absl::string_view op) const {
+  return extern_calls_.find(op) != extern_calls_.end();
+}
+
+const LowerTable& OpLowerings() {
+  static const LowerTable* const table = [] {
+    auto* t = new LowerTable;
+    AddMathLowerings(*t);
+    AddNnLowerings(*t);
+    AddTensorLowerings(*t);
+    AddReductionLowerings(*t);
+    AddLogicalLowerings(*t);
+    AddGeneratorLowerings(*t);
+    AddQuantizationLowerings(*t);
+    AddObjectDetectionLowerings(*t);
+    AddRnnLowerings(*t);
+    AddFusedLowerings(*t);
+    return t;
+  }();
+  return *table;
+}
+
+// ---------------------------------------------------------------------------
 // Lowerer.
 
 Lowerer::Lowerer(const ir::Graph& graph, const LoweringOptions& options)
-    : graph_(graph), options_(options) {
-  AddElementwiseLowerings(table_);
-  AddReductionLowerings(table_);
-  AddMovementLowerings(table_);
-  AddExternLowerings(table_);
-  AddResizeLowerings(table_);
-  AddNnExtraLowerings(table_);
-  AddLossLowerings(table_);
-  AddScatterLowerings(table_);  // before Misc: its refusals fill gaps only
-  AddMiscLowerings(table_);
-}
+    : graph_(graph), options_(options) {}
 
 std::string Lowerer::NodeLabel() const {
   if (node_ == nullptr) return "";
@@ -376,11 +407,11 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
     if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_fused) {
       return Unimplemented("op domain '", node.domain, "' is not supported");
     }
-    auto it = table_.find(node.op);
-    if (it == table_.end()) {
+    const LowerFn* lowering = OpLowerings().Find(node.op);
+    if (lowering == nullptr) {
       return Unimplemented("no lowering for op ", node.op);
     }
-    KILN_RETURN_IF_ERROR(it->second(*this, node));
+    KILN_RETURN_IF_ERROR((*lowering)(*this, node));
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const ValueId o = node.outputs[i];
       if (o != ir::kNoValue && !operands_.contains(o)) {
@@ -479,6 +510,7 @@ absl::Status Lowerer::BindOutputs() {
 }
 
 absl::StatusOr<ir::loop::LoopModule> Lowerer::Run() {
+  KILN_RETURN_IF_ERROR(OpLowerings().status());
   KILN_RETURN_IF_ERROR(CheckStaticShapes());
   for (ValueId v : graph_.outputs()) graph_outputs_.insert(v);
   for (ValueId v : graph_.inputs()) {

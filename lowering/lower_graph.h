@@ -51,7 +51,9 @@ struct LoweringOptions {
 absl::StatusOr<ir::loop::LoopModule> LowerGraph(const ir::Graph& graph,
                                           const LoweringOptions& options = {});
 
-// The ONNX op types lowered to extern kernels (Conv, Gemm, MatMul, ...).
+// Whether LowerGraph lowers `node` to an extern kernel (a library call):
+// Conv, Gemm, MatMul, the RNN ops, ... and kiln's fused ops, as the op table
+// says.
 bool IsExternOp(const ir::Node& node);
 
 }  // namespace kiln::lowering

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/text.h"
+#include "lowering/lowerer.h"
 #include "lowering/lowering_test_util.h"
 
 namespace kiln::lowering {
@@ -483,6 +484,44 @@ graph g(%b: f32[1,4,4], %s: f32[1,1,4]) -> (%y) opset 18 {
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(lp.status().message().find("nms"), std::string::npos);
   EXPECT_NE(lp.status().message().find("NonMaxSuppression"), std::string::npos);
+}
+
+absl::Status NoKernels(internal::Lowerer&, const ir::Node&) {
+  return absl::OkStatus();
+}
+
+TEST(LowerTable, RefusesASecondLoweringOfAnOp) {
+  internal::LowerTable table;
+  table.Add("Relu", NoKernels);
+  table.AddExternCall("Conv");
+  EXPECT_TRUE(table.status().ok()) << table.status();
+  table.Add("Relu", NoKernels);
+  EXPECT_EQ(table.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(table.status().message().find("op Relu has two lowerings"),
+            std::string::npos)
+      << table.status();
+
+  internal::LowerTable externs;
+  externs.AddExternCall("Conv");
+  externs.Add("Conv", NoKernels);
+  EXPECT_EQ(externs.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(externs.IsExternCall("Conv"));
+}
+
+TEST(LowerTable, EveryOpHasOneLowering) {
+  const internal::LowerTable& table = internal::OpLowerings();
+  EXPECT_TRUE(table.status().ok()) << table.status();
+  // One lowering covers every form of these ops (run-time pads, axes or
+  // training_mode, MaxPool's Indices, BatchNormalization in training mode);
+  // LRN and Einsum are loop kernels, not extern calls.
+  for (const char* op : {"MaxPool", "Pad", "ReduceSum", "Dropout",
+                         "BatchNormalization", "LRN", "Einsum"}) {
+    EXPECT_NE(table.Find(op), nullptr) << op;
+  }
+  EXPECT_FALSE(table.IsExternCall("LRN"));
+  EXPECT_FALSE(table.IsExternCall("Einsum"));
+  EXPECT_TRUE(table.IsExternCall("Conv"));
+  EXPECT_EQ(table.Find("If"), nullptr);
 }
 
 TEST(LowerGraphErrors, BadModelDataIsInvalidArgument) {

@@ -1,6 +1,6 @@
 // File: lowering/lowerer.h — internal to lowering/: the state shared by the
-// per-family op lowerings (ops_*.cc): how a graph value is read (Operand),
-// buffer allocation, kernel creation and the op table.
+// per-family op lowerings (math.cc, nn.cc, tensor.cc, ...): how a graph value
+// is read (Operand), buffer allocation, kernel creation and the op table.
 #ifndef KILN_LOWERING_LOWERER_H_
 #define KILN_LOWERING_LOWERER_H_
 
@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "ir/graph/graph.h"
 #include "ir/loop/index_expr.h"
 #include "ir/loop/loop_ir.h"
@@ -93,18 +94,49 @@ class Emitter {
 
 class Lowerer;
 using LowerFn = std::function<absl::Status(Lowerer&, const ir::Node&)>;
-using LowerTable = std::map<std::string, LowerFn, std::less<>>;
 
-// Op families register their lowerings (ops_*.cc).
-void AddElementwiseLowerings(LowerTable& table);
+// The op table: each op type has exactly one lowering. Every family file
+// (math.cc, nn.cc, tensor.cc, ... named after the onnx/defs folder that
+// defines the op) adds its ops; adding an op twice is a kiln bug, reported by
+// status() (LowerGraph returns it), never resolved by registration order.
+class LowerTable {
+ public:
+  void Add(absl::string_view op, LowerFn lowering);
+  // Adds `op` lowered to one extern kernel (LowerExternCall).
+  void AddExternCall(absl::string_view op);
+
+  // nullptr when `op` has no lowering.
+  const LowerFn* Find(absl::string_view op) const;
+  // Whether `op` was added with AddExternCall.
+  bool IsExternCall(absl::string_view op) const;
+  // OK, or an internal error naming the first op added twice.
+  const absl::Status& status() const { return status_; }
+
+ private:
+  std::map<std::string, LowerFn, std::less<>> lowerings_;
+  std::set<std::string, std::less<>> extern_calls_;
+  absl::Status status_;
+};
+
+// One per family file.
+void AddMathLowerings(LowerTable& table);
+void AddNnLowerings(LowerTable& table);
+void AddTensorLowerings(LowerTable& table);
 void AddReductionLowerings(LowerTable& table);
-void AddMovementLowerings(LowerTable& table);
-void AddExternLowerings(LowerTable& table);
-// Registered after the extern lowerings, so they take precedence.
-void AddResizeLowerings(LowerTable& table);
-void AddNnExtraLowerings(LowerTable& table);
-void AddLossLowerings(LowerTable& table);
-void AddMiscLowerings(LowerTable& table);
+void AddLogicalLowerings(LowerTable& table);
+void AddGeneratorLowerings(LowerTable& table);
+void AddQuantizationLowerings(LowerTable& table);
+void AddObjectDetectionLowerings(LowerTable& table);
+void AddRnnLowerings(LowerTable& table);
+// kiln's own ops (domain "kiln"): the fused library calls.
+void AddFusedLowerings(LowerTable& table);
+
+// Every family's lowerings, built once.
+const LowerTable& OpLowerings();
+
+// Lowers the current node to one extern kernel: the op and its attributes,
+// inputs materialized as row-major buffers (extern_call.cc).
+absl::Status LowerExternCall(Lowerer& L, const ir::Node& n);
 
 class Lowerer {
  public:
@@ -181,7 +213,6 @@ class Lowerer {
 
   const ir::Graph& graph_;
   const LoweringOptions& options_;
-  LowerTable table_;
   ir::loop::LoopModule result_;
   const ir::Node* node_ = nullptr;
   int node_index_ = 0;

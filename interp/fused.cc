@@ -1,16 +1,23 @@
-// Reference kernels for kiln's own fused library-call ops (domain "kiln"):
-// FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm. Each runs its anchor
-// with the ONNX op's reference kernel, then applies the post-op chain in order.
+// File: interp/fused.cc — reference kernels of kiln's own fused library-call ops
+// (domain "kiln"): FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm. Each
+// runs its anchor with the ONNX op's reference kernel, then applies the post-op
+// chain in order.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "ir/status_macros.h"
 #include "interp/kernel_util.h"
 #include "interp/op_registry.h"
+#include "ir/graph/dtype.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+#include "ir/status_macros.h"
 
 namespace kiln::interp {
 namespace {

@@ -1,55 +1,38 @@
-// Reference kernels: shape and data-movement ops (see op_registry.h for the
-// family's list) — views, copies, indexing (Gather*/Scatter*) and producers
-// of shapes and constants, with every index and shape from the model checked.
+// File: interp/tensor.cc — reference kernels of ONNX's tensor family (onnx/defs/tensor):
+// views, copies, indexing (Gather*/Scatter*), Shape/Size, Cast, Where, IsNaN/IsInf,
+// Resize and GridSample, with every index and shape from the model checked.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <limits>
+#include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ir/status_macros.h"
+#include "absl/strings/string_view.h"
+#include "interp/elementwise.h"
 #include "interp/kernel_util.h"
 #include "interp/op_registry.h"
+#include "ir/graph/dtype.h"
+#include "ir/graph/tensor.h"
+#include "ir/status_macros.h"
 
 namespace kiln::interp {
 namespace {
 
 using ir::DType;
+using ir::Float16;
 using ir::Shape;
-using Result = absl::StatusOr<std::vector<Tensor>>;
-
-// Results larger than this are refused: shapes come from model data.
-constexpr int64_t kMaxElements = int64_t{1} << 34;
-
-std::string ShapeStr(const Shape& s) { return ir::ShapeToString(s); }
-
-// OK when `shape` is a valid result shape: no negative dims and at most
-// kMaxElements elements (no overflow while multiplying).
-absl::Status CheckResultShape(const OpContext& ctx, const Shape& shape) {
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return ctx.Error("negative dimension ", d, " in result shape ",
-                       ShapeStr(shape));
-    }
-  }
-  for (int64_t d : shape) {
-    if (d == 0) return absl::OkStatus();
-  }
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (n > kMaxElements / d) {
-      return ctx.Error("result shape ", ShapeStr(shape), " has more than 2^34 ",
-                       "elements");
-    }
-    n *= d;
-  }
-  return absl::OkStatus();
-}
+using Outputs = std::vector<Tensor>;
+using Result = absl::StatusOr<Outputs>;
 
 absl::StatusOr<int64_t> Axis(const OpContext& ctx, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank) {
@@ -74,30 +57,12 @@ absl::StatusOr<std::vector<int64_t>> Axes(const OpContext& ctx,
   return out;
 }
 
-int64_t Product(const Shape& s, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end && i < s.size(); ++i) n *= s[i];
-  return n;
-}
-
 bool IsIntegerIndexType(DType d) {
   return d == DType::kI64 || d == DType::kI32;
 }
 
-// A shape-like or index input as int64 values; InvalidArgument unless it has
-// an integer dtype.
-absl::StatusOr<std::vector<int64_t>> IntValues(const OpContext& ctx, int i,
-                                               absl::string_view what) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* t, ctx.Input(i));
-  if (!ir::IsInteger(t->dtype())) {
-    return ctx.Error(what, " must have an integer type, got ",
-                     t->TypeString());
-  }
-  return t->ToInt64Vector();
-}
-
 // The value of a one-element input as int64 or double.
-absl::StatusOr<int64_t> ScalarInt(const OpContext& ctx, int i,
+absl::StatusOr<int64_t> OneElementInt(const OpContext& ctx, int i,
                                   absl::string_view what) {
   KILN_ASSIGN_OR_RETURN(const Tensor* t, ctx.Input(i));
   if (t->num_elements() != 1) {
@@ -111,65 +76,6 @@ absl::StatusOr<int64_t> ScalarInt(const OpContext& ctx, int i,
   return t->GetAsInt64(0);
 }
 
-template <typename T>
-T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::FloatToHalf(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return v != 0;
-  } else if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(v)) return T{0};
-    if (v <= static_cast<double>(std::numeric_limits<T>::min())) {
-      return std::numeric_limits<T>::min();
-    }
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
-      return std::numeric_limits<T>::max();
-    }
-    return static_cast<T>(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-// Walks the multi-indices of a shape in row-major order.
-class MultiIndex {
- public:
-  explicit MultiIndex(const Shape& shape)
-      : shape_(shape), index_(shape.size(), 0) {}
-  const std::vector<int64_t>& index() const { return index_; }
-  void Next() {
-    for (int i = static_cast<int>(shape_.size()) - 1; i >= 0; --i) {
-      if (++index_[i] < shape_[i]) return;
-      index_[i] = 0;
-    }
-  }
-
- private:
-  const Shape& shape_;
-  std::vector<int64_t> index_;
-};
-
-// A tensor of `shape` whose element at (flat i, multi-index idx) is
-// in[src(i, idx)], or `fill` (element 0; zero when null) when src returns a
-// negative value. src must return indices valid for `in`.
-template <typename SrcFn>
-Tensor Remap(const Tensor& in, const Shape& shape, SrcFn src,
-             const Tensor* fill = nullptr) {
-  return DispatchDType(in.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(in.dtype(), shape);
-    const T* x = in.data<T>();
-    T* y = out.data<T>();
-    const T f = fill != nullptr ? fill->data<T>()[0] : T{};
-    MultiIndex mi(out.shape());
-    for (int64_t i = 0; i < out.num_elements(); ++i, mi.Next()) {
-      const int64_t s = src(i, mi.index());
-      y[i] = s < 0 ? f : x[s];
-    }
-    return out;
-  });
-}
-
 // Copies `count` elements of `esize` bytes.
 void CopyElems(void* dst, int64_t di, const void* src, int64_t si,
                int64_t count, size_t esize) {
@@ -179,19 +85,6 @@ void CopyElems(void* dst, int64_t di, const void* src, int64_t si,
 }
 
 // ---- Views.
-
-Result Flatten(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.node.AttrOr<int64_t>("axis", 1));
-  const int64_t r = x->rank();
-  if (axis < -r || axis > r) {
-    return ctx.Error("axis ", axis, " is out of range for rank ", r);
-  }
-  if (axis < 0) axis += r;
-  Shape s{Product(x->shape(), 0, axis), Product(x->shape(), axis, r)};
-  KILN_ASSIGN_OR_RETURN(Tensor y, x->Reshaped(s));
-  return std::vector<Tensor>{std::move(y)};
-}
 
 Result Reshape(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
@@ -214,12 +107,12 @@ Result Reshape(OpContext& ctx) {
       out[i] = 1;
     } else if (v == 0 && allowzero == 0) {
       if (static_cast<int64_t>(i) >= x->rank()) {
-        return ctx.Error("shape ", ShapeStr(shape), " copies dim ", i,
+        return ctx.Error("shape ", ir::ShapeToString(shape), " copies dim ", i,
                          " (0) but the input is ", x->TypeString());
       }
       out[i] = x->dim(i);
     } else if (v < 0) {
-      return ctx.Error("invalid dim ", v, " in shape ", ShapeStr(shape));
+      return ctx.Error("invalid dim ", v, " in shape ", ir::ShapeToString(shape));
     } else {
       if (v == 0) has_zero = true;
       out[i] = v;
@@ -227,26 +120,26 @@ Result Reshape(OpContext& ctx) {
   }
   if (infer >= 0) {
     if (has_zero) {
-      return ctx.Error("shape ", ShapeStr(shape),
+      return ctx.Error("shape ", ir::ShapeToString(shape),
                        " has both -1 and 0 with allowzero=1");
     }
     int64_t known = 1;
     for (int64_t d : out) {
-      if (d != 0 && known > kMaxElements / d) {
-        return ctx.Error("shape ", ShapeStr(shape), " is too large");
+      if (d != 0 && known > kMaxResultElements / d) {
+        return ctx.Error("shape ", ir::ShapeToString(shape), " is too large");
       }
       known *= d;
     }
     if (known == 0 || x->num_elements() % known != 0) {
       return ctx.Error("cannot reshape ", x->TypeString(), " to ",
-                       ShapeStr(shape));
+                       ir::ShapeToString(shape));
     }
     out[infer] = x->num_elements() / known;
   }
   KILN_RETURN_IF_ERROR(CheckResultShape(ctx, out));
   if (ir::NumElements(out) != x->num_elements()) {
     return ctx.Error("cannot reshape ", x->TypeString(), " to ",
-                     ShapeStr(shape), " (", ShapeStr(out), ")");
+                     ir::ShapeToString(shape), " (", ir::ShapeToString(out), ")");
   }
   KILN_ASSIGN_OR_RETURN(Tensor y, x->Reshaped(out));
   return std::vector<Tensor>{std::move(y)};
@@ -581,7 +474,7 @@ Result Pad(OpContext& ctx) {
   for (int64_t i = 0; i < na; ++i) {
     const int64_t a = axes[i];
     const int64_t b = pads[i], e = pads[i + na];
-    if (std::abs(b) > kMaxElements || std::abs(e) > kMaxElements) {
+    if (std::abs(b) > kMaxResultElements || std::abs(e) > kMaxResultElements) {
       return ctx.Error("pad ", b, ", ", e, " is too large");
     }
     before[a] = b;
@@ -648,23 +541,6 @@ Result Pad(OpContext& ctx) {
   return std::vector<Tensor>{std::move(y)};
 }
 
-Result Expand(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                        IntValues(ctx, 1, "shape"));
-  for (int64_t d : shape) {
-    if (d < 0) return ctx.Error("negative dim ", d, " in shape");
-  }
-  absl::StatusOr<Shape> out = ir::BroadcastShapes(x->shape(), shape);
-  if (!out.ok()) return ctx.Error(out.status().message());
-  KILN_RETURN_IF_ERROR(CheckResultShape(ctx, *out));
-  BroadcastMap map(x->shape(), *out);
-  Tensor y = Remap(*x, *out, [&](int64_t i, const std::vector<int64_t>&) {
-    return map(i);
-  });
-  return std::vector<Tensor>{std::move(y)};
-}
-
 Result Tile(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> reps,
@@ -676,7 +552,7 @@ Result Tile(OpContext& ctx) {
   Shape out(r);
   for (int64_t i = 0; i < r; ++i) {
     if (reps[i] < 0) return ctx.Error("negative repeat ", reps[i]);
-    if (x->dim(i) != 0 && reps[i] > kMaxElements / x->dim(i)) {
+    if (x->dim(i) != 0 && reps[i] > kMaxResultElements / x->dim(i)) {
       return ctx.Error("repeat ", reps[i], " of axis ", i, " is too large");
     }
     out[i] = x->dim(i) * reps[i];
@@ -749,7 +625,7 @@ Result Trilu(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(int64_t upper, ctx.node.AttrOr<int64_t>("upper", 1));
   int64_t k = 0;
   if (ctx.has_input(1)) {
-    KILN_ASSIGN_OR_RETURN(k, ScalarInt(ctx, 1, "k"));
+    KILN_ASSIGN_OR_RETURN(k, OneElementInt(ctx, 1, "k"));
   }
   if (x->rank() < 2) {
     return ctx.Error("input must have rank >= 2, got ", x->TypeString());
@@ -798,6 +674,43 @@ Result Compress(OpContext& ctx) {
     return s;
   });
   return std::vector<Tensor>{std::move(y)};
+}
+
+absl::StatusOr<Outputs> ReverseSequence(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(const Tensor* lens, ctx.Input(1));
+  KILN_RETURN_IF_ERROR(RequireInteger(ctx, *lens, "sequence_lens"));
+  if (x->rank() < 2) return ctx.Error("input must have rank >= 2");
+  KILN_ASSIGN_OR_RETURN(int64_t batch_axis, ctx.node.AttrOr<int64_t>("batch_axis", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t time_axis, ctx.node.AttrOr<int64_t>("time_axis", 0));
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0))) {
+    return ctx.Error("batch_axis and time_axis must be 0 and 1 in some order, got ",
+                     batch_axis, " and ", time_axis);
+  }
+  const int64_t nb = x->dim(batch_axis), nt = x->dim(time_axis);
+  if (lens->rank() != 1 || lens->dim(0) != nb) {
+    return ctx.Error("sequence_lens ", lens->TypeString(), " must have ", nb,
+                     " values");
+  }
+  const std::vector<int64_t> len = lens->ToInt64Vector();
+  for (int64_t l : len) {
+    if (l < 0 || l > nt) {
+      return ctx.Error("sequence length ", l, " is outside [0, ", nt, "]");
+    }
+  }
+  const std::vector<int64_t> strides = ir::RowMajorStrides(x->shape());
+  Tensor y = *x;
+  const size_t esize = ir::DTypeSize(x->dtype());
+  const auto* src = static_cast<const uint8_t*>(x->raw_data());
+  auto* dst = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t i = 0; i < x->num_elements(); ++i) {
+    const int64_t b = (i / strides[batch_axis]) % nb;
+    const int64_t t = (i / strides[time_axis]) % nt;
+    if (t >= len[b]) continue;
+    const int64_t from = i + (len[b] - 1 - 2 * t) * strides[time_axis];
+    std::memcpy(dst + i * esize, src + from * esize, esize);
+  }
+  return Outputs{std::move(y)};
 }
 
 // ---- Indexing.
@@ -1015,7 +928,7 @@ Result ScatterND(OpContext& ctx) {
   expected.insert(expected.end(), x->shape().begin() + m, x->shape().end());
   if (upd->shape() != expected || upd->dtype() != x->dtype()) {
     return ctx.Error("updates ", upd->TypeString(), " should be ",
-                     ir::DTypeName(x->dtype()), ShapeStr(expected));
+                     ir::DTypeName(x->dtype()), ir::ShapeToString(expected));
   }
   const int64_t slice = plan.slice;
   Tensor y = ScatterInto(*x, *upd, red, upd->num_elements(), [&](int64_t i) {
@@ -1034,7 +947,7 @@ Result ScatterElements(OpContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckElementsShapes(ctx, *x, *ind, axis));
   if (upd->shape() != ind->shape() || upd->dtype() != x->dtype()) {
     return ctx.Error("updates ", upd->TypeString(), " should be ",
-                     ir::DTypeName(x->dtype()), ShapeStr(ind->shape()));
+                     ir::DTypeName(x->dtype()), ir::ShapeToString(ind->shape()));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> idx,
                         Indices(ctx, 1, x->dim(axis), "indices"));
@@ -1071,7 +984,7 @@ Result NonZero(OpContext& ctx) {
 
 Result OneHot(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* ind, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(int64_t depth, ScalarInt(ctx, 1, "depth"));
+  KILN_ASSIGN_OR_RETURN(int64_t depth, OneElementInt(ctx, 1, "depth"));
   KILN_ASSIGN_OR_RETURN(const Tensor* values, ctx.Input(2));
   KILN_ASSIGN_OR_RETURN(int64_t a, ctx.node.AttrOr<int64_t>("axis", -1));
   if (values->num_elements() != 2) {
@@ -1104,7 +1017,101 @@ Result OneHot(OpContext& ctx) {
   return std::vector<Tensor>{std::move(y)};
 }
 
-// ---- Shape and constant producers.
+template <typename T>
+auto UniqueKey(T v) {
+  if constexpr (std::is_same_v<T, ir::Float16>) {
+    return ir::HalfToFloat(v);
+  } else {
+    return v;
+  }
+}
+
+absl::StatusOr<Outputs> Unique(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t sorted, ctx.node.AttrOr<int64_t>("sorted", 1));
+  // Slices along the axis (or single elements when there is no axis).
+  Shape slice_dims;
+  int64_t outer = 1, count = x->num_elements(), inner = 1;
+  int64_t axis = -1;
+  if (ctx.node.HasAttr("axis")) {
+    KILN_ASSIGN_OR_RETURN(int64_t a, ctx.node.Attr<int64_t>("axis"));
+    absl::StatusOr<int64_t> na = NormalizeAxis(a, x->rank());
+    if (!na.ok()) return ctx.Error(na.status().message());
+    axis = *na;
+    count = x->dim(axis);
+    outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x->dim(d);
+    for (int64_t d = axis + 1; d < x->rank(); ++d) inner *= x->dim(d);
+  }
+  // first[u]: first slice index of unique value u, in first-seen order.
+  std::vector<int64_t> first, inverse(count), counts;
+  DispatchDType(x->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using K = decltype(UniqueKey(T{}));
+    const T* p = x->data<T>();
+    auto slice = [&](int64_t s) {
+      std::vector<K> key;
+      key.reserve(outer * inner);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t j = 0; j < inner; ++j) {
+          key.push_back(UniqueKey(p[(o * count + s) * inner + j]));
+        }
+      }
+      return key;
+    };
+    std::map<std::vector<K>, int64_t> seen;
+    std::vector<std::vector<K>> keys;
+    for (int64_t s = 0; s < count; ++s) {
+      std::vector<K> key = slice(s);
+      auto [it, inserted] = seen.emplace(key, static_cast<int64_t>(first.size()));
+      if (inserted) {
+        first.push_back(s);
+        counts.push_back(0);
+        keys.push_back(std::move(key));
+      }
+      inverse[s] = it->second;
+      ++counts[it->second];
+    }
+    if (sorted) {
+      std::vector<int64_t> perm(first.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::sort(perm.begin(), perm.end(),
+                [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+      std::vector<int64_t> rank(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) rank[perm[i]] = i;
+      std::vector<int64_t> f2(perm.size()), c2(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) {
+        f2[i] = first[perm[i]];
+        c2[i] = counts[perm[i]];
+      }
+      first = std::move(f2);
+      counts = std::move(c2);
+      for (int64_t& v : inverse) v = rank[v];
+    }
+  });
+  const int64_t nu = static_cast<int64_t>(first.size());
+  Shape yshape = axis < 0 ? Shape{nu} : x->shape();
+  if (axis >= 0) yshape[axis] = nu;
+  Tensor y(x->dtype(), yshape);
+  const size_t esize = ir::DTypeSize(x->dtype());
+  const auto* src = static_cast<const uint8_t*>(x->raw_data());
+  auto* dst = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t u = 0; u < nu; ++u) {
+      std::memcpy(dst + ((o * nu + u) * inner) * esize,
+                  src + ((o * count + first[u]) * inner) * esize, inner * esize);
+    }
+  }
+  Outputs out;
+  out.push_back(std::move(y));
+  out.push_back(Tensor::FromVector<int64_t>({nu}, first));
+  out.push_back(Tensor::FromVector<int64_t>({count}, inverse));
+  out.push_back(Tensor::FromVector<int64_t>({nu}, counts));
+  out.resize(std::min<size_t>(out.size(), ctx.num_outputs()));
+  return out;
+}
+
+// ---- Shape, Size.
 
 Result ShapeOp(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
@@ -1129,188 +1136,628 @@ Result Size(OpContext& ctx) {
   return std::vector<Tensor>{Tensor::Scalar<int64_t>(x->num_elements())};
 }
 
-Result ConstantOfShape(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                        IntValues(ctx, 0, "shape"));
-  KILN_RETURN_IF_ERROR(CheckResultShape(ctx, shape));
-  Tensor value = Tensor::Scalar<float>(0.0f);
-  if (ctx.node.HasAttr("value")) {
-    KILN_ASSIGN_OR_RETURN(value, ctx.node.Attr<Tensor>("value"));
-    if (value.num_elements() != 1) {
-      return ctx.Error("value must have one element, got ",
-                       value.TypeString());
-    }
-  }
-  Tensor y = Remap(value, shape,
-                   [](int64_t, const std::vector<int64_t>&) { return 0; });
-  return std::vector<Tensor>{std::move(y)};
-}
+// ---- IsNaN, IsInf, Where.
 
-Result Range(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* start, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(const Tensor* limit, ctx.Input(1));
-  KILN_ASSIGN_OR_RETURN(const Tensor* delta, ctx.Input(2));
-  const DType dt = start->dtype();
-  for (const Tensor* t : {start, limit, delta}) {
-    if (t->num_elements() != 1 || t->dtype() != dt) {
-      return ctx.Error("start, limit and delta must be scalars of one type, "
-                       "got ", start->TypeString(), ", ", limit->TypeString(),
-                       ", ", delta->TypeString());
-    }
-  }
-  if (dt == DType::kBool) return ctx.Error("bool is not a Range type");
-  int64_t n = 0;
-  if (ir::IsFloat(dt)) {
-    const double s = start->GetAsDouble(0), l = limit->GetAsDouble(0),
-                 d = delta->GetAsDouble(0);
-    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) ||
-        !std::isfinite(d)) {
-      return ctx.Error("invalid range start=", s, " limit=", l, " delta=", d);
-    }
-    const double count = std::ceil((l - s) / d);
-    if (count > static_cast<double>(kMaxElements)) {
-      return ctx.Error("range has more than 2^34 elements");
-    }
-    n = count > 0 ? static_cast<int64_t>(count) : 0;
-  } else {
-    const __int128 s = start->GetAsInt64(0), l = limit->GetAsInt64(0),
-                   d = delta->GetAsInt64(0);
-    if (d == 0) return ctx.Error("delta is 0");
-    __int128 count = 0;
-    if (d > 0 && l > s) count = (l - s + d - 1) / d;
-    if (d < 0 && l < s) count = (s - l + (-d) - 1) / (-d);
-    if (count > kMaxElements) {
-      return ctx.Error("range has more than 2^34 elements");
-    }
-    n = static_cast<int64_t>(count);
-  }
-  Tensor y(dt, {n});
-  DispatchDType(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* out = y.data<T>();
-    if constexpr (std::is_integral_v<T>) {
-      const int64_t s = start->GetAsInt64(0), d = delta->GetAsInt64(0);
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = static_cast<T>(static_cast<int64_t>(s + __int128{i} * d));
-      }
-    } else {
-      const double s = start->GetAsDouble(0), d = delta->GetAsDouble(0);
-      for (int64_t i = 0; i < n; ++i) out[i] = FromDouble<T>(s + i * d);
-    }
-    return 0;
-  });
-  return std::vector<Tensor>{std::move(y)};
-}
-
-Result Constant(OpContext& ctx) {
-  const ir::Node& node = ctx.node;
-  if (node.HasAttr("value")) {
-    KILN_ASSIGN_OR_RETURN(Tensor t, node.Attr<Tensor>("value"));
-    return std::vector<Tensor>{std::move(t)};
-  }
-  if (node.HasAttr("value_float")) {
-    KILN_ASSIGN_OR_RETURN(float v, node.Attr<float>("value_float"));
-    return std::vector<Tensor>{Tensor::Scalar<float>(v)};
-  }
-  if (node.HasAttr("value_floats")) {
-    KILN_ASSIGN_OR_RETURN(auto v, node.Attr<std::vector<float>>("value_floats"));
-    const int64_t n = static_cast<int64_t>(v.size());
-    return std::vector<Tensor>{Tensor::FromVector<float>({n}, v)};
-  }
-  if (node.HasAttr("value_int")) {
-    KILN_ASSIGN_OR_RETURN(int64_t v, node.Attr<int64_t>("value_int"));
-    return std::vector<Tensor>{Tensor::Scalar<int64_t>(v)};
-  }
-  if (node.HasAttr("value_ints")) {
-    KILN_ASSIGN_OR_RETURN(auto v, node.Attr<std::vector<int64_t>>("value_ints"));
-    const int64_t n = static_cast<int64_t>(v.size());
-    return std::vector<Tensor>{Tensor::FromVector<int64_t>({n}, v)};
-  }
-  if (node.HasAttr("value_string") || node.HasAttr("value_strings") ||
-      node.HasAttr("sparse_value")) {
-    return absl::UnimplementedError(absl::StrCat(
-        node.Describe(), ": string and sparse constants are not supported"));
-  }
-  return ctx.Error("has no value attribute");
-}
-
-// ONNX TensorProto data type codes.
-std::optional<DType> DTypeFromOnnx(int64_t code) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 11: return DType::kF64;
-    default: return std::nullopt;
-  }
-}
-
-Result EyeLike(OpContext& ctx) {
+// Like Unary, but f is a predicate and the output is bool.
+template <unsigned kAllowed, typename F>
+Result UnaryPredicate(OpContext& ctx, F f) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(int64_t k, ctx.node.AttrOr<int64_t>("k", 0));
-  if (x->rank() != 2) {
-    return ctx.Error("input must be 2-D, got ", x->TypeString());
-  }
-  DType dt = x->dtype();
-  if (ctx.node.HasAttr("dtype")) {
-    KILN_ASSIGN_OR_RETURN(int64_t code, ctx.node.Attr<int64_t>("dtype"));
-    std::optional<DType> d = DTypeFromOnnx(code);
-    if (!d.has_value()) {
-      return absl::UnimplementedError(absl::StrCat(
-          ctx.node.Describe(), ": unsupported dtype code ", code));
-    }
-    dt = *d;
-  }
-  Tensor y(dt, x->shape());
-  if (k >= x->dim(1) || k <= -x->dim(0)) return std::vector<Tensor>{y};
-  DispatchDType(dt, [&](auto tag) {
+  return DispatchDType(x->dtype(), [&](auto tag) -> Result {
     using T = typename decltype(tag)::type;
-    T* out = y.data<T>();
-    for (int64_t i = 0; i < x->dim(0); ++i) {
-      const int64_t j = i + k;
-      if (j >= 0 && j < x->dim(1)) out[i * x->dim(1) + j] = FromDouble<T>(1);
+    if constexpr (!kAccepts<kAllowed, T>) {
+      return WrongDType(ctx, x->dtype());
+    } else {
+      Tensor out(DType::kBool, x->shape());
+      const T* in = x->data<T>();
+      bool* o = out.data<bool>();
+      for (int64_t i = 0; i < x->num_elements(); ++i) o[i] = f(Load(in[i]));
+      return std::vector<Tensor>{std::move(out)};
     }
-    return 0;
   });
-  return std::vector<Tensor>{std::move(y)};
+}
+
+Result IsNaN(OpContext& ctx) {
+  return UnaryPredicate<kFloat>(ctx, [](auto x) { return std::isnan(x); });
+}
+
+Result IsInf(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(int64_t pos, ctx.node.AttrOr<int64_t>("detect_positive", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t neg, ctx.node.AttrOr<int64_t>("detect_negative", 1));
+  return UnaryPredicate<kFloat>(ctx, [=](auto x) {
+    return std::isinf(x) && (x > 0 ? pos != 0 : neg != 0);
+  });
+}
+
+Result Where(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* cond, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(1));
+  KILN_ASSIGN_OR_RETURN(const Tensor* y, ctx.Input(2));
+  if (cond->dtype() != DType::kBool) {
+    return ctx.Error("condition must be bool, got ",
+                     ir::DTypeName(cond->dtype()));
+  }
+  KILN_RETURN_IF_ERROR(CheckSameDType(ctx, *x, *y));
+  KILN_ASSIGN_OR_RETURN(Shape xy, BroadcastShape(ctx, x->shape(), y->shape()));
+  KILN_ASSIGN_OR_RETURN(Shape shape, BroadcastShape(ctx, cond->shape(), xy));
+  Tensor out(x->dtype(), shape);
+  DispatchDType(x->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool* c = cond->data<bool>();
+    const T* px = x->data<T>();
+    const T* py = y->data<T>();
+    T* po = out.data<T>();
+    const int64_t n = out.num_elements();
+    if (cond->shape() == shape && x->shape() == shape && y->shape() == shape) {
+      for (int64_t i = 0; i < n; ++i) po[i] = c[i] ? px[i] : py[i];
+      return;
+    }
+    const BroadcastMap mc(cond->shape(), shape);
+    const BroadcastMap mx(x->shape(), shape);
+    const BroadcastMap my(y->shape(), shape);
+    for (int64_t i = 0; i < n; ++i) po[i] = c[mc(i)] ? px[mx(i)] : py[my(i)];
+  });
+  return std::vector<Tensor>{std::move(out)};
+}
+
+// ---- Cast, CastLike, Identity.
+
+Tensor CastTensor(const Tensor& x, DType to) {
+  Tensor out(to, x.shape());
+  DispatchDType(x.dtype(), [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    DispatchDType(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      const From* in = x.data<From>();
+      To* o = out.data<To>();
+      for (int64_t i = 0; i < x.num_elements(); ++i) o[i] = Convert<To>(in[i]);
+    });
+  });
+  return out;
+}
+
+Result Cast(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t to, ctx.node.Attr<int64_t>("to"));
+  std::optional<DType> dtype = DTypeFromOnnx(to);
+  if (!dtype) {
+    return Unimplemented(ctx, "cast to ONNX data type ", to,
+                         " (kiln supports f32, f16, f64, i64, i32, i8, u8, bool)");
+  }
+  return std::vector<Tensor>{CastTensor(*x, *dtype)};
+}
+
+Result CastLike(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(const Tensor* like, ctx.Input(1));
+  return std::vector<Tensor>{CastTensor(*x, like->dtype())};
+}
+
+Result Identity(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  return std::vector<Tensor>{*x};
+}
+
+// ---- Resize, Upsample.
+
+struct ResizeParams {
+  std::string mode;          // nearest | linear | cubic
+  std::string coord_mode;    // coordinate_transformation_mode
+  std::string nearest_mode;  // or "legacy": floor when up-, ceil when downsampling
+  double cubic_a = -0.75;
+  double extrapolation = 0.0;
+  bool exclude_outside = false;
+};
+
+// Source taps of one output axis: output index o reads
+// idx[begin[o] .. begin[o+1]) with weights w, unless extrapolate[o].
+struct AxisTaps {
+  std::vector<int64_t> begin = {0};
+  std::vector<int64_t> idx;
+  std::vector<double> w;
+  std::vector<char> extrapolate;
+};
+
+absl::StatusOr<AxisTaps> ComputeTaps(const OpContext& ctx,
+                                     const ResizeParams& p, int64_t in,
+                                     int64_t out, double scale,
+                                     double roi_start, double roi_end) {
+  AxisTaps t;
+  const double out_w = scale * static_cast<double>(in);
+  const double in_d = static_cast<double>(in);
+  for (int64_t o = 0; o < out; ++o) {
+    const double xo = static_cast<double>(o);
+    double x;
+    const std::string& cm = p.coord_mode;
+    if (cm == "half_pixel") {
+      x = (xo + 0.5) / scale - 0.5;
+    } else if (cm == "half_pixel_symmetric") {
+      const double adjustment = static_cast<double>(out) / out_w;
+      const double offset = in_d / 2 * (1 - adjustment);
+      x = offset + (xo + 0.5) / scale - 0.5;
+    } else if (cm == "pytorch_half_pixel") {
+      x = out_w == 1 ? -0.5 : (xo + 0.5) / scale - 0.5;
+    } else if (cm == "align_corners") {
+      x = out_w == 1 ? 0.0 : xo * (in_d - 1) / (out_w - 1);
+    } else if (cm == "asymmetric") {
+      x = xo / scale;
+    } else if (cm == "tf_half_pixel_for_nn") {
+      x = (xo + 0.5) / scale;
+    } else if (cm == "tf_crop_and_resize") {
+      x = out_w == 1 ? (roi_end - roi_start) * (in_d - 1) / 2
+                     : xo * (roi_end - roi_start) * (in_d - 1) / (out_w - 1);
+      x += roi_start * (in_d - 1);
+    } else {
+      return ctx.Error("unknown coordinate_transformation_mode '", cm, "'");
+    }
+    const bool extrapolate =
+        cm == "tf_crop_and_resize" && (x < 0 || x > in_d - 1);
+    t.extrapolate.push_back(extrapolate);
+    if (!extrapolate && std::isfinite(x)) {
+      double x0 = std::floor(x);
+      double ratio = x - x0;
+      if (ratio == 0) {  // prefer the left neighbour: ratio in (0, 1]
+        x0 -= 1;
+        ratio = 1;
+      }
+      double coeffs[4];
+      int taps = 2;
+      int64_t first = static_cast<int64_t>(x0);
+      if (p.mode == "nearest") {
+        bool right;
+        if (ratio == 1) {
+          right = true;
+        } else if (p.nearest_mode == "round_prefer_floor") {
+          right = ratio > 0.5;
+        } else if (p.nearest_mode == "round_prefer_ceil") {
+          right = ratio >= 0.5;
+        } else if (p.nearest_mode == "floor") {
+          right = false;
+        } else if (p.nearest_mode == "ceil") {
+          right = true;
+        } else if (p.nearest_mode == "legacy") {
+          right = scale < 1;
+        } else {
+          return ctx.Error("unknown nearest_mode '", p.nearest_mode, "'");
+        }
+        coeffs[0] = right ? 0 : 1;
+        coeffs[1] = right ? 1 : 0;
+      } else if (p.mode == "linear") {
+        coeffs[0] = 1 - ratio;
+        coeffs[1] = ratio;
+      } else {
+        const double a = p.cubic_a, r = ratio, q = 1 - ratio;
+        coeffs[0] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
+        coeffs[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+        coeffs[2] = ((a + 2) * q - (a + 3)) * q * q + 1;
+        coeffs[3] = ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a;
+        taps = 4;
+        first -= 1;
+      }
+      if (p.exclude_outside) {
+        double sum = 0;
+        for (int i = 0; i < taps; ++i) {
+          const int64_t j = first + i;
+          if (j < 0 || j >= in) coeffs[i] = 0;
+          sum += coeffs[i];
+        }
+        if (sum != 0) {
+          for (int i = 0; i < taps; ++i) coeffs[i] /= sum;
+        }
+      }
+      for (int i = 0; i < taps; ++i) {
+        if (coeffs[i] == 0) continue;
+        t.idx.push_back(std::clamp<int64_t>(first + i, 0, in - 1));
+        t.w.push_back(coeffs[i]);
+      }
+    }
+    t.begin.push_back(static_cast<int64_t>(t.idx.size()));
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<double>> ReadFloats(const OpContext& ctx, int i) {
+  if (!ctx.has_input(i)) return std::vector<double>{};
+  return ReadAll<double>(*ctx.inputs[i]);
+}
+
+absl::StatusOr<std::vector<Tensor>> Resize(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  const int64_t rank = x->rank();
+  const bool legacy = ctx.node.op == "Upsample" || ctx.opset < 11;
+  ResizeParams p;
+  KILN_ASSIGN_OR_RETURN(p.mode, ctx.node.AttrOr<std::string>("mode", "nearest"));
+  if (p.mode == "bilinear" || p.mode == "trilinear") p.mode = "linear";
+  if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") {
+    return ctx.Error("unknown mode '", p.mode, "'");
+  }
+  std::vector<double> scales, roi;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> axes;
+  std::string policy = "stretch";
+  if (legacy) {
+    p.coord_mode = "asymmetric";
+    p.nearest_mode = "legacy";
+    if (ctx.node.op == "Upsample" && ctx.opset < 9) {
+      KILN_ASSIGN_OR_RETURN(std::vector<float> s,
+                            ctx.node.Attr<std::vector<float>>("scales"));
+      scales.assign(s.begin(), s.end());
+    } else {
+      KILN_ASSIGN_OR_RETURN(scales, ReadFloats(ctx, 1));
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(p.coord_mode,
+                          ctx.node.AttrOr<std::string>(
+                              "coordinate_transformation_mode", "half_pixel"));
+    KILN_ASSIGN_OR_RETURN(p.nearest_mode, ctx.node.AttrOr<std::string>(
+                                              "nearest_mode", "round_prefer_floor"));
+    KILN_ASSIGN_OR_RETURN(float a, ctx.node.AttrOr<float>("cubic_coeff_a", -0.75f));
+    KILN_ASSIGN_OR_RETURN(float ev,
+                          ctx.node.AttrOr<float>("extrapolation_value", 0.0f));
+    KILN_ASSIGN_OR_RETURN(int64_t eo, ctx.node.AttrOr<int64_t>("exclude_outside", 0));
+    KILN_ASSIGN_OR_RETURN(int64_t antialias, ctx.node.AttrOr<int64_t>("antialias", 0));
+    KILN_ASSIGN_OR_RETURN(policy, ctx.node.AttrOr<std::string>(
+                                      "keep_aspect_ratio_policy", "stretch"));
+    KILN_ASSIGN_OR_RETURN(axes, ctx.node.AttrOr<std::vector<int64_t>>(
+                                    "axes", std::vector<int64_t>{}));
+    p.cubic_a = a;
+    p.extrapolation = ev;
+    p.exclude_outside = eo != 0;
+    if (antialias != 0) {
+      return absl::UnimplementedError(
+          absl::StrCat(ctx.node.Describe(), ": antialias=1 is not supported"));
+    }
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+      return ctx.Error("unknown keep_aspect_ratio_policy '", policy, "'");
+    }
+    KILN_ASSIGN_OR_RETURN(roi, ReadFloats(ctx, 1));
+    KILN_ASSIGN_OR_RETURN(scales, ReadFloats(ctx, 2));
+    if (ctx.has_input(3)) sizes = ctx.inputs[3]->ToInt64Vector();
+  }
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  } else {
+    std::vector<bool> seen(rank, false);
+    for (int64_t& a : axes) {
+      absl::StatusOr<int64_t> norm = NormalizeAxis(a, rank);
+      if (!norm.ok()) return ctx.Error(norm.status().message());
+      a = *norm;
+      if (seen[a]) return ctx.Error("axes repeat axis ", a);
+      seen[a] = true;
+    }
+  }
+  const size_t naxes = axes.size();
+  if (!sizes.empty() && !scales.empty()) {
+    return ctx.Error("only one of scales and sizes may be given");
+  }
+  if (sizes.empty() && scales.empty()) {
+    return ctx.Error("one of scales and sizes must be given");
+  }
+  if ((!sizes.empty() && sizes.size() != naxes) ||
+      (!scales.empty() && scales.size() != naxes)) {
+    return ctx.Error("scales/sizes have ", std::max(sizes.size(), scales.size()),
+                     " values, expected ", naxes);
+  }
+  std::vector<double> axis_scale(rank, 1.0), roi_start(rank, 0.0),
+      roi_end(rank, 1.0);
+  Shape out_shape = x->shape();
+  if (!sizes.empty()) {
+    for (size_t i = 0; i < naxes; ++i) {
+      if (sizes[i] < 0) return ctx.Error("sizes must be non-negative");
+      if (x->dim(axes[i]) == 0) return ctx.Error("cannot resize an empty axis");
+      axis_scale[axes[i]] =
+          static_cast<double>(sizes[i]) / static_cast<double>(x->dim(axes[i]));
+      out_shape[axes[i]] = sizes[i];
+    }
+    if (policy != "stretch") {
+      double s = axis_scale[axes[0]];
+      for (int64_t a : axes) {
+        s = policy == "not_larger" ? std::min(s, axis_scale[a])
+                                   : std::max(s, axis_scale[a]);
+      }
+      for (int64_t a : axes) {
+        axis_scale[a] = s;
+        out_shape[a] = static_cast<int64_t>(s * x->dim(a) + 0.5);
+      }
+    }
+  } else {
+    for (size_t i = 0; i < naxes; ++i) {
+      if (!(scales[i] > 0) || !std::isfinite(scales[i])) {
+        return ctx.Error("scales must be positive, got ", scales[i]);
+      }
+      axis_scale[axes[i]] = scales[i];
+      const double o = std::floor(scales[i] * x->dim(axes[i]));
+      if (o > static_cast<double>(kMaxOutputElements)) {
+        return ctx.Error("scale ", scales[i], " gives a too large output");
+      }
+      out_shape[axes[i]] = static_cast<int64_t>(o);
+    }
+  }
+  if (p.coord_mode == "tf_crop_and_resize") {
+    if (roi.size() != 2 * naxes) {
+      return ctx.Error("roi has ", roi.size(), " values, expected ", 2 * naxes);
+    }
+    for (size_t i = 0; i < naxes; ++i) {
+      roi_start[axes[i]] = roi[i];
+      roi_end[axes[i]] = roi[naxes + i];
+    }
+  }
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out_shape));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (x->dim(d) == 0 && out_shape[d] > 0) {
+      return ctx.Error("cannot resize an empty axis");
+    }
+  }
+  std::vector<AxisTaps> taps;
+  for (int64_t d = 0; d < rank; ++d) {
+    KILN_ASSIGN_OR_RETURN(AxisTaps t,
+                          ComputeTaps(ctx, p, x->dim(d), out_shape[d],
+                                      axis_scale[d], roi_start[d], roi_end[d]));
+    taps.push_back(std::move(t));
+  }
+
+  const std::vector<double> xv = ReadAll<double>(*x);
+  const std::vector<int64_t> in_strides = ir::RowMajorStrides(x->shape());
+  const int64_t total = ir::NumElements(out_shape);
+  std::vector<double> y(total);
+  std::vector<int64_t> o(rank, 0), tap(rank, 0);
+  for (int64_t e = 0; e < total; ++e) {
+    bool extrapolate = false;
+    bool empty = false;
+    for (int64_t d = 0; d < rank; ++d) {
+      extrapolate |= taps[d].extrapolate[o[d]] != 0;
+      empty |= taps[d].begin[o[d]] == taps[d].begin[o[d] + 1];
+    }
+    double sum = 0;
+    if (extrapolate) {
+      sum = p.extrapolation;
+    } else if (!empty) {
+      std::fill(tap.begin(), tap.end(), 0);
+      while (true) {
+        double w = 1;
+        int64_t off = 0;
+        for (int64_t d = 0; d < rank; ++d) {
+          const int64_t t = taps[d].begin[o[d]] + tap[d];
+          w *= taps[d].w[t];
+          off += taps[d].idx[t] * in_strides[d];
+        }
+        sum += w * xv[off];
+        int64_t d = rank - 1;
+        for (; d >= 0; --d) {
+          if (++tap[d] < taps[d].begin[o[d] + 1] - taps[d].begin[o[d]]) break;
+          tap[d] = 0;
+        }
+        if (d < 0) break;
+      }
+    }
+    y[e] = sum;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++o[d] < out_shape[d]) break;
+      o[d] = 0;
+    }
+  }
+  return std::vector<Tensor>{StoreAll(x->dtype(), out_shape, y)};
+}
+
+// ---- GridSample.
+
+enum class GridPadding { kZeros, kBorder, kReflection };
+
+// Reflects x by the nearer border until it lies in [lo, hi].
+double Reflect(double x, double lo, double hi) {
+  const double range = hi - lo;
+  if (range <= 0) return lo;
+  if (x < lo) {
+    const double dx = lo - x;
+    const int64_t n = static_cast<int64_t>(dx / range);
+    const double r = dx - n * range;
+    return n % 2 == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double dx = x - hi;
+    const int64_t n = static_cast<int64_t>(dx / range);
+    const double r = dx - n * range;
+    return n % 2 == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+// Keys' cubic convolution weights (alpha -0.75) for taps -1, 0, 1, 2.
+void CubicCoeffs(double x, double c[4]) {
+  constexpr double a = -0.75;
+  x = std::abs(x);
+  c[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
+  c[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
+  c[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
+  c[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
+}
+
+absl::StatusOr<Outputs> GridSample(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(const Tensor* grid, ctx.Input(1));
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, *x, "X"));
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, *grid, "grid"));
+  const int64_t r = x->rank() - 2;
+  if (r < 1 || grid->rank() != r + 2 || grid->dim(0) != x->dim(0) ||
+      grid->dim(grid->rank() - 1) != r) {
+    return ctx.Error("X ", x->TypeString(), " and grid ", grid->TypeString(),
+                     " must be [N, C, d1..dr] and [N, D1..Dr, r]");
+  }
+  KILN_ASSIGN_OR_RETURN(std::string mode,
+                        ctx.node.AttrOr<std::string>("mode", "bilinear"));
+  KILN_ASSIGN_OR_RETURN(std::string padding_name,
+                        ctx.node.AttrOr<std::string>("padding_mode", "zeros"));
+  KILN_ASSIGN_OR_RETURN(int64_t align, ctx.node.AttrOr<int64_t>("align_corners", 0));
+  int taps_per_dim;
+  if (mode == "bilinear" || mode == "linear") {
+    taps_per_dim = 2;
+  } else if (mode == "nearest") {
+    taps_per_dim = 1;
+  } else if (mode == "bicubic" || mode == "cubic") {
+    taps_per_dim = 4;
+  } else {
+    return ctx.Error("unknown mode '", mode, "'");
+  }
+  GridPadding padding;
+  if (padding_name == "zeros") {
+    padding = GridPadding::kZeros;
+  } else if (padding_name == "border") {
+    padding = GridPadding::kBorder;
+  } else if (padding_name == "reflection") {
+    padding = GridPadding::kReflection;
+  } else {
+    return ctx.Error("unknown padding_mode '", padding_name, "'");
+  }
+  const int64_t n = x->dim(0), c = x->dim(1);
+  const Shape dims(x->shape().begin() + 2, x->shape().end());
+  const Shape out_sp(grid->shape().begin() + 1, grid->shape().end() - 1);
+  Shape out = {n, c};
+  out.insert(out.end(), out_sp.begin(), out_sp.end());
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out));
+  int64_t num_taps = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    num_taps *= taps_per_dim;
+    if (num_taps > (int64_t{1} << 20)) return ctx.Error("too many dimensions");
+  }
+  const int64_t out_points = ir::NumElements(out_sp);
+  if (n * c * out_points > 0 && num_taps > kMaxOutputElements / (n * c * out_points)) {
+    return ctx.Error("GridSample too large for the reference interpreter");
+  }
+  const std::vector<double> xv = ReadDoubles(*x);
+  const std::vector<double> gv = ReadDoubles(*grid);
+  const std::vector<int64_t> strides = ir::RowMajorStrides(dims);
+  const int64_t plane = ir::NumElements(dims);
+  std::vector<double> lo(r), hi(r);
+  for (int64_t d = 0; d < r; ++d) {
+    lo[d] = align ? 0.0 : -0.5;
+    hi[d] = align ? dims[d] - 1.0 : dims[d] - 0.5;
+  }
+  // Index of integer tap i in dim d after padding; -1 reads zero.
+  auto tap_index = [&](int64_t i, int64_t d) -> int64_t {
+    switch (padding) {
+      case GridPadding::kZeros: return (i >= 0 && i < dims[d]) ? i : -1;
+      case GridPadding::kBorder: return std::clamp<int64_t>(i, 0, dims[d] - 1);
+      case GridPadding::kReflection:
+        return std::clamp<int64_t>(
+            static_cast<int64_t>(Reflect(static_cast<double>(i), lo[d], hi[d])),
+            0, dims[d] - 1);
+    }
+    return -1;
+  };
+  std::vector<double> y(ir::NumElements(out));
+  std::vector<double> pos(r);
+  std::vector<std::vector<int64_t>> tap_idx(r, std::vector<int64_t>(taps_per_dim));
+  std::vector<std::vector<double>> tap_w(r, std::vector<double>(taps_per_dim));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t p = 0; p < out_points; ++p) {
+      bool empty_dim = false;
+      for (int64_t d = 0; d < r; ++d) {
+        if (dims[d] == 0) empty_dim = true;
+        const double g = gv[(b * out_points + p) * r + (r - 1 - d)];
+        double v = align ? (g + 1) / 2.0 * (dims[d] - 1)
+                         : ((g + 1) * dims[d] - 1) / 2.0;
+        if (taps_per_dim == 1) v = r == 3 ? std::round(v) : std::nearbyint(v);
+        if (v < lo[d] || v > hi[d]) {
+          if (padding == GridPadding::kBorder) {
+            v = std::clamp(v, 0.0, static_cast<double>(dims[d] - 1));
+          } else if (padding == GridPadding::kReflection) {
+            v = Reflect(v, lo[d], hi[d]);
+          }
+        }
+        if (taps_per_dim == 1) {
+          const double t = std::trunc(v);
+          tap_idx[d][0] = std::abs(t) < 1e18 ? tap_index(static_cast<int64_t>(t), d) : -1;
+          tap_w[d][0] = 1;
+          continue;
+        }
+        const double f = std::floor(v);
+        if (!(std::abs(f) < 1e18)) {
+          for (int k = 0; k < taps_per_dim; ++k) {
+            tap_idx[d][k] = -1;
+            tap_w[d][k] = 0;
+          }
+          continue;
+        }
+        const int64_t base = static_cast<int64_t>(f);
+        const double frac = v - f;
+        if (taps_per_dim == 2) {
+          tap_w[d][0] = 1 - frac;
+          tap_w[d][1] = frac;
+          tap_idx[d][0] = tap_index(base, d);
+          tap_idx[d][1] = tap_index(base + 1, d);
+        } else {
+          double cf[4];
+          CubicCoeffs(frac, cf);
+          for (int k = 0; k < 4; ++k) {
+            tap_w[d][k] = cf[k];
+            tap_idx[d][k] = tap_index(base - 1 + k, d);
+          }
+        }
+      }
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double acc = 0;
+        if (!empty_dim) {
+          const double* src = &xv[(b * c + ch) * plane];
+          for (int64_t t = 0; t < num_taps; ++t) {
+            int64_t rest = t, offset = 0;
+            double w = 1;
+            for (int64_t d = r - 1; d >= 0; --d) {
+              const int k = static_cast<int>(rest % taps_per_dim);
+              rest /= taps_per_dim;
+              const int64_t i = tap_idx[d][k];
+              if (i < 0) {
+                w = 0;
+                break;
+              }
+              w *= tap_w[d][k];
+              offset += i * strides[d];
+            }
+            if (w != 0) acc += w * src[offset];
+          }
+        }
+        y[(b * c + ch) * out_points + p] = acc;
+      }
+    }
+  }
+  return Outputs{MakeTensor(x->dtype(), out, y)};
 }
 
 }  // namespace
 
-void RegisterShapeOps(OpRegistry* registry) {
-  registry->Register("Flatten", Flatten);
-  registry->Register("Reshape", Reshape);
-  registry->Register("Squeeze", Squeeze);
-  registry->Register("Unsqueeze", Unsqueeze);
-  registry->Register("Transpose", Transpose);
-  registry->Register("Concat", Concat);
-  registry->Register("Split", Split);
-  registry->Register("Slice", Slice);
-  registry->Register("Pad", Pad);
-  registry->Register("Expand", Expand);
-  registry->Register("Tile", Tile);
-  registry->Register("DepthToSpace", DepthToSpace);
-  registry->Register("SpaceToDepth", SpaceToDepth);
-  registry->Register("Trilu", Trilu);
-  registry->Register("Compress", Compress);
-  registry->Register("Gather", Gather);
-  registry->Register("GatherElements", GatherElements);
-  registry->Register("GatherND", GatherND);
-  registry->Register("ScatterND", ScatterND);
-  registry->Register("ScatterElements", ScatterElements);
-  registry->Register("Scatter", ScatterElements);
-  registry->Register("NonZero", NonZero);
-  registry->Register("OneHot", OneHot);
-  registry->Register("Shape", ShapeOp);
-  registry->Register("Size", Size);
-  registry->Register("ConstantOfShape", ConstantOfShape);
-  registry->Register("Range", Range);
-  registry->Register("Constant", Constant);
-  registry->Register("EyeLike", EyeLike);
+void RegisterTensorOps(OpRegistry* r) {
+  r->Register("Reshape", Reshape);
+  r->Register("Squeeze", Squeeze);
+  r->Register("Unsqueeze", Unsqueeze);
+  r->Register("Transpose", Transpose);
+  r->Register("Concat", Concat);
+  r->Register("Split", Split);
+  r->Register("Slice", Slice);
+  r->Register("Pad", Pad);
+  r->Register("Tile", Tile);
+  r->Register("DepthToSpace", DepthToSpace);
+  r->Register("SpaceToDepth", SpaceToDepth);
+  r->Register("Trilu", Trilu);
+  r->Register("Compress", Compress);
+  r->Register("ReverseSequence", ReverseSequence);
+  r->Register("Gather", Gather);
+  r->Register("GatherElements", GatherElements);
+  r->Register("GatherND", GatherND);
+  r->Register("ScatterND", ScatterND);
+  r->Register("ScatterElements", ScatterElements);
+  r->Register("Scatter", ScatterElements);
+  r->Register("NonZero", NonZero);
+  r->Register("OneHot", OneHot);
+  r->Register("Unique", Unique);
+  r->Register("Shape", ShapeOp);
+  r->Register("Size", Size);
+  r->Register("IsNaN", IsNaN);
+  r->Register("IsInf", IsInf);
+  r->Register("Where", Where);
+  r->Register("Cast", Cast);
+  r->Register("CastLike", CastLike);
+  r->Register("Identity", Identity);
+  r->Register("Resize", Resize);
+  r->Register("Upsample", Resize);
+  r->Register("GridSample", GridSample);
 }
 
 }  // namespace kiln::interp

@@ -1,30 +1,29 @@
-// Reference kernels: recurrent ops (LSTM, GRU, RNN) and control flow (If,
-// Loop), following the ONNX operator definitions for opsets 7 to 18.
+// File: interp/rnn.cc — reference kernels of ONNX's rnn family (onnx/defs/rnn):
+// LSTM, GRU and RNN, following the operator definitions for opsets 7 to 18.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "ir/graph/graph.h"
-#include "ir/status_macros.h"
 #include "interp/kernel_util.h"
 #include "interp/op_registry.h"
+#include "ir/graph/dtype.h"
+#include "ir/graph/tensor.h"
+#include "ir/status_macros.h"
 
 namespace kiln::interp {
 namespace {
 
 using ir::DType;
 using ir::Shape;
-
-// ---------------------------------------------------------------------------
-// Recurrent ops.
 
 // One activation function of an RNN cell with its alpha/beta, as named in the
 // `activations` attribute.
@@ -487,203 +486,12 @@ absl::StatusOr<std::vector<Tensor>> Rnn(OpContext& ctx) {
   return RunRecurrence(ctx, p, /*with_cell=*/false, cell);
 }
 
-// ---------------------------------------------------------------------------
-// Control flow.
-
-absl::StatusOr<const ir::Graph*> SubgraphAttr(const OpContext& ctx,
-                                              const char* key) {
-  if (!ctx.node.HasAttr(key)) {
-    return ctx.Error("missing subgraph attribute '", key, "'");
-  }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> g,
-                        ctx.node.Attr<std::shared_ptr<const ir::Graph>>(key));
-  if (g == nullptr) return ctx.Error("subgraph attribute '", key, "' is empty");
-  return g.get();
-}
-
-// A bool tensor with exactly one element, read as a scalar.
-absl::StatusOr<bool> ReadBoolScalar(const OpContext& ctx, const Tensor& t,
-                                    const char* what) {
-  if (t.dtype() != DType::kBool || t.num_elements() != 1) {
-    return ctx.Error(what, " must be a single bool, got ", t.TypeString());
-  }
-  return t.data<bool>()[0];
-}
-
-absl::StatusOr<std::vector<Tensor>> RunSubgraph(
-    const OpContext& ctx, const char* key, const ir::Graph& g,
-    absl::Span<const Tensor> inputs) {
-  absl::StatusOr<std::vector<Tensor>> outs = ctx.run_subgraph(g, inputs);
-  if (!outs.ok()) {
-    return absl::Status(outs.status().code(),
-                        absl::StrCat(ctx.node.Describe(), ": in ", key, ": ",
-                                     outs.status().message()));
-  }
-  return outs;
-}
-
-// The dtype the node declares for output i, kInvalid if unknown.
-DType DeclaredDType(const OpContext& ctx, int i) {
-  const ir::ValueId id = ctx.node.outputs[i];
-  return id == ir::kNoValue ? DType::kInvalid : ctx.graph.value(id).dtype;
-}
-
-absl::Status CheckOutputDType(const OpContext& ctx, int i, const Tensor& t,
-                              const char* key) {
-  const DType want = DeclaredDType(ctx, i);
-  if (want != DType::kInvalid && want != t.dtype()) {
-    return ctx.Error(key, " produced ", t.TypeString(), " for output ", i,
-                     ", which is declared ", ir::DTypeName(want));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<Tensor>> If(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* cond_t, ctx.Input(0));
-  KILN_ASSIGN_OR_RETURN(bool cond, ReadBoolScalar(ctx, *cond_t, "cond"));
-  const char* key = cond ? "then_branch" : "else_branch";
-  KILN_ASSIGN_OR_RETURN(const ir::Graph* branch, SubgraphAttr(ctx, key));
-  if (branch->outputs().size() != static_cast<size_t>(ctx.num_outputs())) {
-    return ctx.Error(key, " has ", branch->outputs().size(),
-                     " outputs, the node has ", ctx.num_outputs());
-  }
-  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                        RunSubgraph(ctx, key, *branch, {}));
-  for (int i = 0; i < static_cast<int>(outs.size()); ++i) {
-    KILN_RETURN_IF_ERROR(CheckOutputDType(ctx, i, outs[i], key));
-  }
-  return outs;
-}
-
-// Stacks equally shaped tensors along a new leading axis.
-absl::StatusOr<Tensor> Stack(const OpContext& ctx, int index,
-                             const std::vector<Tensor>& parts) {
-  const Tensor& first = parts.front();
-  Shape shape = first.shape();
-  shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
-  Tensor out(first.dtype(), shape);
-  uint8_t* dst = static_cast<uint8_t*>(out.raw_data());
-  for (const Tensor& part : parts) {
-    if (part.dtype() != first.dtype() || part.shape() != first.shape()) {
-      return ctx.Error("scan output ", index, " changes from ",
-                       first.TypeString(), " to ", part.TypeString(),
-                       " across iterations");
-    }
-    if (part.byte_size() > 0) {
-      std::memcpy(dst, part.raw_data(), part.byte_size());
-    }
-    dst += part.byte_size();
-  }
-  return out;
-}
-
-// A Loop without a trip count whose condition never turns false would run
-// forever; the reference gives up after this many iterations.
-constexpr int64_t kMaxUnboundedIterations = int64_t{1} << 24;
-
-absl::StatusOr<std::vector<Tensor>> Loop(OpContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(const ir::Graph* body, SubgraphAttr(ctx, "body"));
-  if (ctx.num_inputs() < 2) {
-    return ctx.Error("Loop takes at least 2 inputs (M, cond), got ",
-                     ctx.num_inputs());
-  }
-  const int num_carried = ctx.num_inputs() - 2;
-  const int num_body_outputs = static_cast<int>(body->outputs().size());
-  if (static_cast<int>(body->inputs().size()) != 2 + num_carried) {
-    return ctx.Error("body takes ", body->inputs().size(),
-                     " inputs, expected ", 2 + num_carried,
-                     " (iteration_num, cond and ", num_carried,
-                     " loop-carried values)");
-  }
-  if (num_body_outputs < 1 + num_carried) {
-    return ctx.Error("body has ", num_body_outputs, " outputs, expected at "
-                     "least ", 1 + num_carried);
-  }
-  const int num_scan = num_body_outputs - 1 - num_carried;
-  if (ctx.num_outputs() > num_carried + num_scan) {
-    return ctx.Error("node has ", ctx.num_outputs(), " outputs, the body "
-                     "yields ", num_carried, " loop-carried and ", num_scan,
-                     " scan outputs");
-  }
-
-  int64_t max_trips = -1;  // -1: no trip count
-  if (ctx.has_input(0)) {
-    const Tensor& m = *ctx.inputs[0];
-    if (!ir::IsInteger(m.dtype()) || m.num_elements() != 1) {
-      return ctx.Error("M must be a single integer, got ", m.TypeString());
-    }
-    max_trips = std::max<int64_t>(0, m.GetAsInt64(0));
-  }
-  bool cond = true;
-  if (ctx.has_input(1)) {
-    KILN_ASSIGN_OR_RETURN(cond, ReadBoolScalar(ctx, *ctx.inputs[1], "cond"));
-  }
-  std::vector<Tensor> carried;
-  for (int i = 0; i < num_carried; ++i) {
-    KILN_ASSIGN_OR_RETURN(const Tensor* v, ctx.Input(2 + i));
-    carried.push_back(*v);
-  }
-
-  std::vector<std::vector<Tensor>> scans(num_scan);
-  int64_t iter = 0;
-  for (; cond && (max_trips < 0 || iter < max_trips); ++iter) {
-    if (max_trips < 0 && iter >= kMaxUnboundedIterations) {
-      return ctx.Error("no trip count and cond still true after ", iter,
-                       " iterations");
-    }
-    std::vector<Tensor> body_inputs;
-    body_inputs.push_back(Tensor::Scalar<int64_t>(iter));
-    body_inputs.push_back(Tensor::Scalar<bool>(cond));
-    for (Tensor& v : carried) body_inputs.push_back(std::move(v));
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                          RunSubgraph(ctx, "body", *body, body_inputs));
-    KILN_ASSIGN_OR_RETURN(cond, ReadBoolScalar(ctx, outs[0], "body's cond"));
-    for (int i = 0; i < num_carried; ++i) {
-      carried[i] = std::move(outs[1 + i]);
-    }
-    for (int k = 0; k < num_scan; ++k) {
-      scans[k].push_back(std::move(outs[1 + num_carried + k]));
-    }
-  }
-
-  std::vector<Tensor> results = std::move(carried);
-  for (int k = 0; k < num_scan; ++k) {
-    if (!scans[k].empty()) {
-      KILN_ASSIGN_OR_RETURN(Tensor stacked, Stack(ctx, k, scans[k]));
-      results.push_back(std::move(stacked));
-      continue;
-    }
-    // No iteration ran: an empty tensor shaped as declared where known.
-    const int out_index = num_carried + k;
-    const ir::Value& body_out = body->value(body->outputs()[1 + num_carried + k]);
-    DType dtype = out_index < ctx.num_outputs()
-                      ? DeclaredDType(ctx, out_index)
-                      : DType::kInvalid;
-    if (dtype == DType::kInvalid) dtype = body_out.dtype;
-    if (dtype == DType::kInvalid) dtype = DType::kF32;
-    Shape shape = {0};
-    if (body_out.shape_known &&
-        std::all_of(body_out.shape.begin(), body_out.shape.end(),
-                    [](int64_t d) { return d >= 0; })) {
-      shape.insert(shape.end(), body_out.shape.begin(), body_out.shape.end());
-    }
-    results.push_back(Tensor(dtype, shape));
-  }
-  results.resize(std::min<size_t>(results.size(), ctx.num_outputs()));
-  for (int i = 0; i < static_cast<int>(results.size()); ++i) {
-    KILN_RETURN_IF_ERROR(CheckOutputDType(ctx, i, results[i], "body"));
-  }
-  return results;
-}
-
 }  // namespace
 
-void RegisterSequenceOps(OpRegistry* registry) {
-  registry->Register("LSTM", Lstm);
-  registry->Register("GRU", Gru);
-  registry->Register("RNN", Rnn);
-  registry->Register("If", If);
-  registry->Register("Loop", Loop);
+void RegisterRnnOps(OpRegistry* r) {
+  r->Register("LSTM", Lstm);
+  r->Register("GRU", Gru);
+  r->Register("RNN", Rnn);
 }
 
 }  // namespace kiln::interp

@@ -1,8 +1,8 @@
-// Lowering of library ops (Conv, GEMM, RNN families, and kiln's fused
-// Conv/GEMM nodes) to extern kernels: the op and its attributes, inputs
-// materialized as row-major buffers. The runtime dispatches them to oneDNN;
-// tests run them through the reference interpreter
-// (interp/loop_module.h).
+// File: lowering/extern_call.cc — lowering of library ops (the family files
+// add Conv, Gemm, MatMul, the RNN ops and kiln's fused Conv/GEMM nodes with
+// LowerTable::AddExternCall) to extern kernels: the op and its attributes,
+// inputs materialized as row-major buffers. The runtime dispatches them to
+// oneDNN; tests run them on the reference interpreter (interp/loop_module.h).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -15,35 +15,24 @@
 #include "lowering/lowerer.h"
 
 namespace kiln::lowering {
-namespace {
-
-constexpr const char* kKilnFusedOps[] = {"FusedConv", "FusedConvTranspose",
-                                         "FusedMatMul", "FusedGemm"};
-constexpr char kFusedNodesAttr[] = "fused_nodes";
-
-}  // namespace
-
-bool IsKilnFusedOp(absl::string_view op) {
-  return std::find(std::begin(kKilnFusedOps), std::end(kKilnFusedOps), op) !=
-         std::end(kKilnFusedOps);
-}
 
 bool IsExternOp(const ir::Node& node) {
-  static const char* const kOps[] = {
-      "Conv",  "ConvTranspose", "ConvInteger", "Gemm", "MatMul",
-      "MatMulInteger", "Einsum", "LSTM", "GRU", "RNN", "LRN"};
-  if (node.domain == ir::loop::kKilnDomain) return IsKilnFusedOp(node.op);
-  if (!node.domain.empty() && node.domain != "ai.onnx") return false;
-  for (const char* op : kOps) {
-    if (node.op == op) return true;
-  }
-  return false;
+  const bool kiln = node.domain == ir::loop::kKilnDomain;
+  if (!kiln && !node.domain.empty() && node.domain != "ai.onnx") return false;
+  // kiln's fused ops exist in domain "kiln" only (LowerExternCall refuses
+  // them elsewhere), ONNX's ops in the default domain only.
+  return IsKilnFusedOp(node.op) == kiln &&
+         internal::OpLowerings().IsExternCall(node.op);
 }
 
 namespace internal {
 namespace {
 
-absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
+constexpr char kFusedNodesAttr[] = "fused_nodes";
+
+}  // namespace
+
+absl::Status LowerExternCall(Lowerer& L, const ir::Node& n) {
   const bool kiln = n.domain == ir::loop::kKilnDomain;
   if (IsKilnFusedOp(n.op) != kiln) {
     return L.Unimplemented("no lowering for op ", n.op, " in this domain");
@@ -116,16 +105,6 @@ absl::Status LowerExtern(Lowerer& L, const ir::Node& n) {
   k.ops = std::move(computes);
   L.program().kernels.push_back(std::move(k));
   return absl::OkStatus();
-}
-
-}  // namespace
-
-void AddExternLowerings(LowerTable& t) {
-  for (const char* op : {"Conv", "ConvTranspose", "ConvInteger", "Gemm", "MatMul",
-                         "MatMulInteger", "Einsum", "LSTM", "GRU", "RNN", "LRN"}) {
-    t[op] = LowerExtern;
-  }
-  for (const char* op : kKilnFusedOps) t[op] = LowerExtern;
 }
 
 }  // namespace internal
