@@ -171,14 +171,13 @@ struct Ir {
   }
 };
 
-// Loop text as a module: graph inputs and outputs are the input and output
-// buffers in order; constant buffers (the text has no data) are bound to
-// seeded random data.
-absl::StatusOr<ir::loop::LoopModule> LoopModuleFromText(absl::string_view text,
+// A loop program read from text as a module: graph inputs and outputs are
+// the input and output buffers in order; constant buffers (the text has no
+// data) are bound to seeded random data.
+absl::StatusOr<ir::loop::LoopModule> LoopModuleFromText(ir::loop::LoopProgram program,
                                                         const OptOptions& options) {
   ir::loop::LoopModule lp;
-  KILN_ASSIGN_OR_RETURN(lp.program, ir::loop::ParseProgram(text));
-  KILN_RETURN_IF_ERROR(ir::loop::VerifyProgram(lp.program));
+  lp.program = std::move(program);
   for (size_t b = 0; b < lp.program.buffers.size(); ++b) {
     const ir::loop::Buffer& buf = lp.program.buffers[b];
     const int32_t index = static_cast<int32_t>(b);
@@ -464,28 +463,25 @@ absl::StatusOr<OptResult> RunOpt(const OptOptions& options, absl::string_view in
                                  absl::string_view input_name) {
   Driver driver(options);
   KILN_RETURN_IF_ERROR(driver.CheckNames());
+  Ir ir;
+  ir.kind = options.ir.value_or(DetectIr(input));
+  // The parsers' errors start with LINE:COL, the verifiers' name what is wrong.
   auto located = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(input_name, ":", s.message()));
   };
-  Ir ir;
-  ir.kind = options.ir.value_or(DetectIr(input));
+  auto invalid = [&](const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrCat(input_name, ": ", s.message()));
+  };
   if (ir.kind == OptIr::kGraph) {
     absl::StatusOr<ir::Graph> g = ir::ParseGraph(input);
     if (!g.ok()) return located(g.status());
-    absl::Status v = ir::VerifyGraph(*g, ir::Blame::kModel);
-    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(input_name, ": ", v.message()));
+    if (absl::Status v = ir::VerifyGraph(*g, ir::Blame::kModel); !v.ok()) return invalid(v);
     ir.graph = *std::move(g);
   } else {
-    absl::StatusOr<ir::loop::LoopModule> lp = LoopModuleFromText(input, options);
-    if (!lp.ok()) {
-      // The parser's errors start with LINE:COL, the verifier's do not.
-      const bool has_line = absl::ascii_isdigit(lp.status().message().empty()
-                                                     ? ' '
-                                                     : lp.status().message()[0]);
-      return absl::Status(lp.status().code(),
-                          absl::StrCat(input_name, has_line ? ":" : ": ", lp.status().message()));
-    }
-    ir.module = *std::move(lp);
+    absl::StatusOr<ir::loop::LoopProgram> p = ir::loop::ParseProgram(input);
+    if (!p.ok()) return located(p.status());
+    if (absl::Status v = ir::loop::VerifyProgram(*p); !v.ok()) return invalid(v);
+    KILN_ASSIGN_OR_RETURN(ir.module, LoopModuleFromText(*std::move(p), options));
   }
   const OptIr input_kind = ir.kind;
   std::optional<Ir> before;
