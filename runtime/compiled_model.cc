@@ -36,7 +36,7 @@
 #include "passes/loop/propagate_layout.h"
 #include "runtime/executable.h"
 #include "runtime/extern_step.h"
-#include "runtime/jit/jit_compiler.h"
+#include "compiler/jit/jit_compiler.h"
 #include "runtime/kiln.h"
 #include "runtime/memory_plan.h"
 
@@ -52,7 +52,7 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
 // arguments count from `buffer_base`), its library calls, its memory plan.
 absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     const CompileOptions& options, PreparedModel p,
-    std::shared_ptr<runtime::LoadedLibrary> library,
+    std::shared_ptr<jit::LoadedLibrary> library,
     const std::map<int, const backends::cpp::EmittedKernel*>& emitted_of, int32_t buffer_base);
 
 }  // namespace internal
@@ -640,15 +640,15 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
   if (batch.size() > 1) eo.kernels_per_unit = 64;
   absl::StatusOr<backends::cpp::EmittedProgram> emitted = backends::cpp::EmitCpp(merged, eo);
   const double emit_ms = Ms(t_emit);
-  std::shared_ptr<runtime::LoadedLibrary> library;
+  std::shared_ptr<jit::LoadedLibrary> library;
   absl::Status build_status = emitted.status();
   const absl::Time t_jit = absl::Now();
   if (build_status.ok() && !emitted->kernels.empty()) {
-    runtime::JitOptions jo;
+    jit::JitOptions jo;
     jo.isa = isa;
     jo.cache_dir = options.cache_dir;
-    runtime::JitCompiler jit(jo);
-    absl::StatusOr<std::shared_ptr<runtime::LoadedLibrary>> lib = jit.Compile(emitted->sources);
+    jit::JitCompiler jit(jo);
+    absl::StatusOr<std::shared_ptr<jit::LoadedLibrary>> lib = jit.Compile(emitted->sources);
     if (lib.ok()) {
       library = *std::move(lib);
     } else {
@@ -694,9 +694,9 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     const CompileOptions& options, PreparedModel p,
-    std::shared_ptr<runtime::LoadedLibrary> library,
+    std::shared_ptr<jit::LoadedLibrary> library,
     const std::map<int, const backends::cpp::EmittedKernel*>& emitted_of, int32_t buffer_base) {
-  runtime::LoadedLibrary* lib = library.get();
+  jit::LoadedLibrary* lib = library.get();
   LoopEntryFn entry_of = [&](int k, const Kernel& kernel) -> absl::StatusOr<LoopEntry> {
     auto it = emitted_of.find(k);
     if (it == emitted_of.end() || lib == nullptr) {

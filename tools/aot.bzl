@@ -44,7 +44,7 @@ _ONEDNN_CAP = {
     "scalar": "SSE41",
 }
 
-# runtime/jit's optimization flags (JitOptions::optimization_flags); -w:
+# compiler/jit's optimization flags (JitOptions::optimization_flags); -w:
 # warnings in generated code are not the user's to fix.
 _KERNEL_COPTS = ["-O3", "-fopenmp", "-w"]
 

@@ -20,7 +20,7 @@
 #include "ir/loop/module.h"
 #include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -46,7 +46,7 @@ constexpr interp::Tolerance kReduction{1e-5, 1e-5, {}};
   if ((t).emulated) GTEST_SKIP() << "SKIPPED: emulated ISA '" << (t).isa->name \
                                  << "' runs the representative subset only"
 
-void RunAndCompare(const runtime::TestIsa& t, std::vector<ProgramCase>& cases,
+void RunAndCompare(const jit::TestIsa& t, std::vector<ProgramCase>& cases,
                    std::vector<CaseResult>* out = nullptr) {
   absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
   ASSERT_TRUE(r.ok()) << r.status();

@@ -33,7 +33,7 @@
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
 #include "passes/loop/loop_pipeline.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 #include "interp/compare.h"
 #include "testing/conformance/runner.h"
 #include "interp/interpreter.h"

@@ -1,5 +1,5 @@
 // File: backends/cpp/emitter.h — the C++/Highway emitter: turns the loop
-// kernels of a LoopProgram into translation units for runtime/jit (one
+// kernels of a LoopProgram into translation units for compiler/jit (one
 // emitter for every ISA; the VecISA module only changes compiler flags).
 //
 //   EmitOptions opts = EmitOptionsForIsa(*isa);

@@ -1,4 +1,4 @@
-// File: runtime/jit/jit_compiler.h — the JIT half of kiln's runtime: builds
+// File: compiler/jit/jit_compiler.h — kiln's JIT: builds
 // generated C++ translation units with the target ISA's compiler, caches the
 // result by content hash, and loads it.
 //
@@ -11,8 +11,8 @@
 // An ISA with an emulator (neon on x86) cannot be loaded into this process:
 // CompileExecutable + RunExecutable build a standalone program and run it
 // under the emulator instead (how NEON kernels are tested on x86).
-#ifndef KILN_RUNTIME_JIT_JIT_COMPILER_H_
-#define KILN_RUNTIME_JIT_JIT_COMPILER_H_
+#ifndef KILN_COMPILER_JIT_JIT_COMPILER_H_
+#define KILN_COMPILER_JIT_JIT_COMPILER_H_
 
 #include <memory>
 #include <string>
@@ -24,7 +24,7 @@
 #include "ir/loop/source_file.h"
 #include "isa/isa.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 
 
 // What the compile report shows for one Compile / CompileExecutable call.
@@ -139,6 +139,6 @@ class JitCompiler {
   std::string cache_dir_;
 };
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit
 
-#endif  // KILN_RUNTIME_JIT_JIT_COMPILER_H_
+#endif  // KILN_COMPILER_JIT_JIT_COMPILER_H_

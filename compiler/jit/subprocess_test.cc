@@ -1,6 +1,6 @@
 // Tests for RunProcess: argv reaches the program verbatim (no shell), output
 // and exit status are captured, timeouts kill, missing programs are errors.
-#include "runtime/jit/subprocess.h"
+#include "compiler/jit/subprocess.h"
 
 #include <cstdlib>
 #include <string>
@@ -8,7 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 using ::testing::HasSubstr;
@@ -85,4 +85,4 @@ TEST(FindProgram, SearchesPath) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

@@ -1,5 +1,5 @@
 // Resolves the ISA under test from the environment or /proc/self/cmdline.
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "runtime/jit/subprocess.h"
+#include "compiler/jit/subprocess.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 std::string IsaNameFromCommandLine() {
@@ -71,4 +71,4 @@ TestIsa GetTestIsa() {
   return *resolved;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

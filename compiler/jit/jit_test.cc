@@ -20,11 +20,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/jit/isa_test_util.h"
-#include "runtime/jit/jit_compiler.h"
-#include "runtime/jit/sha256.h"
+#include "compiler/jit/isa_test_util.h"
+#include "compiler/jit/jit_compiler.h"
+#include "compiler/jit/sha256.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 using ::testing::HasSubstr;
@@ -577,4 +577,4 @@ TEST(JitCompiler, DefaultCacheDirFollowsXdgThenHome) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

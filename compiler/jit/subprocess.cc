@@ -1,7 +1,7 @@
 // posix_spawn with output captured in anonymous memory files (memfd), so two
 // streams never deadlock on full pipes; the child leads its own process group
 // so a timeout kills the compiler driver and everything it started.
-#include "runtime/jit/subprocess.h"
+#include "compiler/jit/subprocess.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 class Fd {
@@ -172,4 +172,4 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   return result;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

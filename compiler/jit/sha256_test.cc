@@ -1,12 +1,12 @@
 // Tests for Sha256 against FIPS 180-4 / NIST example digests (also checked
 // with coreutils' sha256sum).
-#include "runtime/jit/sha256.h"
+#include "compiler/jit/sha256.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 TEST(Sha256, NistVectors) {
@@ -39,4 +39,4 @@ TEST(Sha256, DigestDoesNotFinalizeTheState) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

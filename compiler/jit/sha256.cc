@@ -1,10 +1,10 @@
 // SHA-256 after FIPS 180-4, section 6.2: 64-byte blocks, big-endian words.
-#include "runtime/jit/sha256.h"
+#include "compiler/jit/sha256.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 constexpr uint32_t kRoundConstants[64] = {
@@ -120,4 +120,4 @@ std::string Sha256Hex(absl::string_view data) {
   return h.HexDigest();
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

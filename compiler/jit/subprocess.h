@@ -1,10 +1,10 @@
-// File: runtime/jit/subprocess.h — runs a program from an argv vector with
+// File: compiler/jit/subprocess.h — runs a program from an argv vector with
 // posix_spawn (never through a shell), capturing its output and exit code.
 // The JIT uses it for the C++ compiler and for emulated test binaries.
 //
 //   KILN_ASSIGN_OR_RETURN(ProcessResult r, RunProcess({"/usr/bin/g++", "--version"}));
-#ifndef KILN_RUNTIME_JIT_SUBPROCESS_H_
-#define KILN_RUNTIME_JIT_SUBPROCESS_H_
+#ifndef KILN_COMPILER_JIT_SUBPROCESS_H_
+#define KILN_COMPILER_JIT_SUBPROCESS_H_
 
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 
 struct ProcessOptions {
   std::string working_dir;  // empty: the caller's
@@ -41,6 +41,6 @@ absl::StatusOr<std::string> FindProgram(absl::string_view program);
 absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const ProcessOptions& options = {});
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit
 
-#endif  // KILN_RUNTIME_JIT_SUBPROCESS_H_
+#endif  // KILN_COMPILER_JIT_SUBPROCESS_H_

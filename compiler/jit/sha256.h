@@ -1,10 +1,10 @@
-// File: runtime/jit/sha256.h — a compact SHA-256 (FIPS 180-4) for the JIT
+// File: compiler/jit/sha256.h — a compact SHA-256 (FIPS 180-4) for the JIT
 // cache key and cache-entry checksums, which must be stable across processes
 // and machines (abseil's hash is seeded per process).
 //
 //   Sha256 h; h.Update(text); std::string hex = h.HexDigest();
-#ifndef KILN_RUNTIME_JIT_SHA256_H_
-#define KILN_RUNTIME_JIT_SHA256_H_
+#ifndef KILN_COMPILER_JIT_SHA256_H_
+#define KILN_COMPILER_JIT_SHA256_H_
 
 #include <array>
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 
 // Incremental SHA-256. Cheap to construct; HexDigest() finalizes a copy, so
 // Update may continue afterwards.
@@ -34,6 +34,6 @@ class Sha256 {
 // SHA-256 of `data` as 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view data);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit
 
-#endif  // KILN_RUNTIME_JIT_SHA256_H_
+#endif  // KILN_COMPILER_JIT_SHA256_H_

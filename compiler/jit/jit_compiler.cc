@@ -1,6 +1,6 @@
 // JitCompiler: cache key, cache-entry validation, parallel build with the
 // ISA's compiler (posix_spawn, never a shell), atomic publication, dlopen.
-#include "runtime/jit/jit_compiler.h"
+#include "compiler/jit/jit_compiler.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -32,10 +32,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "ir/status_macros.h"
-#include "runtime/jit/sha256.h"
-#include "runtime/jit/subprocess.h"
+#include "compiler/jit/sha256.h"
+#include "compiler/jit/subprocess.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 namespace {
 
 // Generated kernels use OpenMP. libgomp's worker threads outlive a parallel
@@ -267,7 +267,7 @@ std::string CheckEntry(const std::string& artifact, const std::string& meta,
 // only changes where their text is parsed, never what it means.
 constexpr absl::string_view kPchName = "kiln_jit_pch.h";
 constexpr absl::string_view kPchText =
-    "// kiln JIT precompiled header (runtime/jit). DO NOT EDIT.\n"
+    "// kiln JIT precompiled header (compiler/jit). DO NOT EDIT.\n"
     "#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n"
     "#include <algorithm>\n#include <cmath>\n#include <limits>\n"
     "#include <type_traits>\n"
@@ -726,4 +726,4 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   return entry;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit

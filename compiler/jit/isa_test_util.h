@@ -1,4 +1,4 @@
-// File: runtime/jit/isa_test_util.h — for tests stamped per ISA by
+// File: compiler/jit/isa_test_util.h — for tests stamped per ISA by
 // kiln_isa_test (tools/isa_test.bzl): which ISA this shard tests, and whether
 // it runs natively, under its emulator, or must be skipped (visibly).
 //
@@ -6,14 +6,14 @@
 //     KILN_TEST_ISA_OR_SKIP(t);            // t.isa, t.emulated
 //     ...
 //   }
-#ifndef KILN_RUNTIME_JIT_ISA_TEST_UTIL_H_
-#define KILN_RUNTIME_JIT_ISA_TEST_UTIL_H_
+#ifndef KILN_COMPILER_JIT_ISA_TEST_UTIL_H_
+#define KILN_COMPILER_JIT_ISA_TEST_UTIL_H_
 
 #include <string>
 
 #include "isa/isa.h"
 
-namespace kiln::runtime {
+namespace kiln::jit {
 
 struct TestIsa {
   const isa::VecIsa* isa = nullptr;
@@ -30,13 +30,13 @@ struct TestIsa {
 // its compiler or emulator is not installed.
 TestIsa GetTestIsa();
 
-}  // namespace kiln::runtime
+}  // namespace kiln::jit
 
 // Declares `var` (a TestIsa); fails or skips the current test (with the
 // reason on stderr and in the gtest log) when the shard cannot run here.
 #define KILN_TEST_ISA_OR_SKIP(var)                                         \
-  const ::kiln::runtime::TestIsa var = ::kiln::runtime::GetTestIsa();      \
+  const ::kiln::jit::TestIsa var = ::kiln::jit::GetTestIsa();      \
   if (!var.error.empty()) FAIL() << var.error;                             \
   if (!var.skip_reason.empty()) GTEST_SKIP() << "SKIPPED: " << var.skip_reason
 
-#endif  // KILN_RUNTIME_JIT_ISA_TEST_UTIL_H_
+#endif  // KILN_COMPILER_JIT_ISA_TEST_UTIL_H_
