@@ -334,7 +334,7 @@ TEST(LowerScatter, OutOfRangeIndicesAndBadSlicesAreErrors) {
       backends::cpp::RunCases(t, pcs, OneUnit());
   ASSERT_TRUE(r.ok()) << r.status();
   for (size_t c = 0; c < pcs.size(); ++c) {
-    EXPECT_EQ((*r)[c].rc, backends::cpp::kErrorIndexOutOfRange) << pcs[c].name;
+    EXPECT_EQ((*r)[c].rc, ir::loop::kErrorIndexOutOfRange) << pcs[c].name;
   }
 }
 

@@ -590,7 +590,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const jit::TestIsa& isa,
       KILN_ASSIGN_OR_RETURN(void* sym, lib->Symbol(call.symbol));
       std::vector<void*> ptrs;
       for (int32_t a : call.args) ptrs.push_back(storage[a].data());
-      results[c].rc = reinterpret_cast<KernelFn>(sym)(ptrs.data());
+      results[c].rc = reinterpret_cast<ir::loop::KernelFn>(sym)(ptrs.data());
       if (results[c].rc != 0) break;
     }
     for (int32_t b : plans[c].dumped) {

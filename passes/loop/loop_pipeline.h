@@ -1,14 +1,17 @@
 // File: passes/loop/loop_pipeline.h — runs loop passes in order over a
-// ir::loop::LoopModule, with the loop IR verifier after every pass that changed
-// something (on by default: it is cheap next to the passes) and optional
-// dumps of the text form after every pass.
+// ir::loop::LoopModule, with the loop IR verifier after every pass that
+// changed something (on by default: it is cheap next to the passes) and an
+// optional observer of the IR after every pass (compiler/ writes its dumps
+// with it).
 //
 //   passes::LoopPipelineOptions opts;
-//   opts.dump_dir = "/tmp/dump";     // 00-input.txt, 01-<pass>.txt, ...
-//   KILN_RETURN_IF_ERROR(passes::DefaultLoopPipeline().Run(&lowered, opts));
+//   opts.disabled.insert("fuse-horizontal");
+//   KILN_RETURN_IF_ERROR(
+//       passes::DefaultLoopPipeline(onednn::ConvLayoutOracle()).Run(&lowered, opts));
 #ifndef KILN_PASSES_LOOP_LOOP_PIPELINE_H_
 #define KILN_PASSES_LOOP_LOOP_PIPELINE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,14 +20,18 @@
 #include "absl/status/status.h"
 #include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
+#include "passes/loop/propagate_layout.h"
 
 namespace kiln::passes {
 
 struct LoopPipelineOptions {
   bool verify = true;
-  // Non-empty: write the program's text form before the first pass and
-  // after every pass ("(unchanged)" when a pass changed nothing).
-  std::string dump_dir;
+  // Called with the input module (index 0, pass nullptr, changed false)
+  // and after every pass that ran (index: its place in the pipeline, from
+  // 1; disabled passes keep their numbers). An error stops the pipeline.
+  std::function<absl::Status(int index, const LoopPass* pass, bool changed,
+                             const ir::loop::LoopModule& module)>
+      observer;
   // Pass names to skip (every occurrence).
   absl::flat_hash_set<std::string> disabled;
 };
@@ -44,7 +51,9 @@ class LoopPipeline {
 };
 
 // kiln's loop pipeline, in order (passes/loop/loop_pipeline.cc says why).
-LoopPipeline DefaultLoopPipeline();
+// `conv_layout_oracle` is propagate-layout's: the conv library's preferred
+// activation layouts (an empty function: every buffer stays plain).
+LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle);
 
 }  // namespace kiln::passes
 

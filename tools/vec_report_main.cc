@@ -1,10 +1,10 @@
-// vec_report: imports ONNX models, runs the default graph pipeline, lowers
-// and emits them for AVX2, and lists every loop kernel with its
-// vectorization status and reason, plus totals per model and overall;
-// --ops prints every kernel's vectorization plan instead (one line per op,
-// vec_checker.h).
+// File: tools/vec_report_main.cc — vec_report: ONNX models through kiln's
+// pipeline (compiler::Compile, oneDNN's layouts, the code kilnc ships) for
+// one ISA, listing every loop kernel with its vectorization status and
+// reason, plus totals per model and overall; --ops prints every kernel's
+// vectorization plan instead (one line per op, backends/cpp/vec_checker.h).
 //
-//   bazel run //backends/cpp:vec_report -- [--disable-pass=NAME]
+//   bazel run //tools:vec_report -- [--isa=avx2] [--disable-pass=NAME]
 //       [--scalar-only] [--ops] ~/.cache/kiln/zoo/resnet50 ...
 #include <cstdio>
 #include <map>
@@ -16,15 +16,14 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpp/emitter.h"
 #include "backends/cpp/vec_checker.h"
+#include "backends/onednn/layout_oracle.h"
+#include "compiler/pipeline.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/loop_ir.h"
-#include "ir/loop/module.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
-#include "lowering/lower_graph.h"
-#include "passes/graph_pipeline.h"
 
-namespace kiln::backends::cpp {
+namespace kiln::tools {
 namespace {
 
 struct Totals {
@@ -42,23 +41,20 @@ std::string ReasonKey(const std::string& reason) {
   return key;
 }
 
-absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts,
-                    bool scalar_only, bool ops, Totals* all,
-                    std::map<std::string, int>* scalar_reasons) {
+absl::Status Report(const std::string& dir, const compiler::Target& target,
+                    const compiler::PipelineOptions& options, bool scalar_only, bool ops,
+                    Totals* all, std::map<std::string, int>* scalar_reasons) {
   const std::string path =
       absl::EndsWith(dir, ".onnx") ? dir : absl::StrCat(dir, "/model.onnx");
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path));
-  KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&imported.graph, popts));
-  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lowered,
-                        lowering::LowerGraph(imported.graph));
-  const isa::VecIsa* avx2 = isa::FindIsa("avx2");
-  if (avx2 == nullptr) return absl::InternalError("no avx2 ISA module registered");
-  EmitOptions opts = EmitOptionsForIsa(*avx2);
-  KILN_ASSIGN_OR_RETURN(EmittedProgram emitted, EmitCpp(lowered.program, opts));
+  KILN_ASSIGN_OR_RETURN(compiler::CompiledProgram p,
+                        compiler::Compile(std::move(imported.graph), target, options, nullptr));
+  const ir::loop::LoopProgram& program = p.module.program;
+  const backends::cpp::EmittedProgram& emitted = *p.cpp;
   Totals t;
-  std::printf("== %s\n", dir.c_str());
-  for (const EmittedKernel& ek : emitted.kernels) {
-    const ir::loop::Kernel& k = lowered.program.kernels[ek.kernel_index];
+  std::printf("== %s (%s)\n", dir.c_str(), target.isa->name.c_str());
+  for (const backends::cpp::EmittedKernel& ek : emitted.kernels) {
+    const ir::loop::Kernel& k = program.kernels[ek.kernel_index];
     const bool vec = ek.vec.kind == ir::loop::VecStatus::Kind::kVectorized ||
                      ek.vec.kind == ir::loop::VecStatus::Kind::kTiled;
     ++t.kernels;
@@ -67,10 +63,11 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
     if (!vec) ++(*scalar_reasons)[ReasonKey(ek.vec.reason)];
     if (scalar_only && vec) continue;
     if (ops) {
-      VecCheckOptions check;
-      check.parallel_grain = opts.parallel_grain;
-      std::printf("%s", PrintVecPlan(lowered.program, ek.kernel_index,
-                                     CheckVectorization(lowered.program, ek.kernel_index, check))
+      backends::cpp::VecCheckOptions check;
+      check.parallel_grain = backends::cpp::EmitOptionsForIsa(*target.isa).parallel_grain;
+      std::printf("%s", backends::cpp::PrintVecPlan(
+                            program, ek.kernel_index,
+                            backends::cpp::CheckVectorization(program, ek.kernel_index, check))
                             .c_str());
       continue;
     }
@@ -88,14 +85,17 @@ absl::Status Report(const std::string& dir, const passes::PipelineOptions& popts
 }
 
 int Main(int argc, char** argv) {
-  passes::PipelineOptions popts;
+  compiler::PipelineOptions options;
+  std::string isa_name;
   bool scalar_only = false;
   bool ops = false;
   std::vector<std::string> dirs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (absl::StartsWith(a, "--disable-pass=")) {
-      popts.disabled.insert(a.substr(15));
+      options.disabled_passes.push_back(a.substr(15));
+    } else if (absl::StartsWith(a, "--isa=")) {
+      isa_name = a.substr(6);
     } else if (a == "--scalar-only") {
       scalar_only = true;
     } else if (a == "--ops") {
@@ -105,14 +105,25 @@ int Main(int argc, char** argv) {
     }
   }
   if (dirs.empty()) {
-    std::fprintf(stderr, "usage: vec_report [--disable-pass=NAME] [--scalar-only] [--ops] MODEL_DIR...\n");
+    std::fprintf(stderr,
+                 "usage: vec_report [--isa=NAME] [--disable-pass=NAME] [--scalar-only] [--ops] "
+                 "MODEL_DIR...\n");
     return 2;
   }
+  // The report only reads the emitted code: any registered ISA will do; by
+  // default the one kilnc would pick on this CPU.
+  compiler::Target target;
+  target.isa = isa_name.empty() ? isa::BestHostIsa() : isa::FindIsa(isa_name);
+  if (target.isa == nullptr) {
+    std::fprintf(stderr, "vec_report: unknown ISA '%s'\n", isa_name.c_str());
+    return 2;
+  }
+  target.conv_layout_oracle = onednn::ConvLayoutOracle();
   Totals all;
   std::map<std::string, int> reasons;
   int failed = 0;
   for (const std::string& d : dirs) {
-    absl::Status st = Report(d, popts, scalar_only, ops, &all, &reasons);
+    absl::Status st = Report(d, target, options, scalar_only, ops, &all, &reasons);
     if (!st.ok()) {
       ++failed;
       std::printf("== %s\n  FAILED: %s\n", d.c_str(), std::string(st.message()).c_str());
@@ -127,6 +138,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace kiln::backends::cpp
+}  // namespace kiln::tools
 
-int main(int argc, char** argv) { return kiln::backends::cpp::Main(argc, argv); }
+int main(int argc, char** argv) { return kiln::tools::Main(argc, argv); }

@@ -1,12 +1,14 @@
-// extern_kernel_smoke: for ONNX models in the test layout (model.onnx +
-// test_data_set_0/), imports with the data's input shapes, runs the default
-// graph pipeline, lowers, and builds a OneDnnExternKernel for every extern
-// kernel; prints per model how many run on oneDNN and why the others are
-// refused. With --check, each created kernel also runs once on seeded random
-// inputs and is compared with the reference extern (max error within 1e-4
-// of the output's largest magnitude).
+// File: tools/extern_kernel_smoke_main.cc — extern_kernel_smoke: for ONNX
+// models in the test layout (model.onnx + test_data_set_0/), imports with
+// the data's input shapes, runs kiln's pipeline up to lowering
+// (compiler::Compile; no reference fallback calls, plain layouts) and builds
+// a OneDnnExternKernel for every extern kernel; prints per model how many
+// run on oneDNN and why the others are refused. With --check, each created
+// kernel also runs once on seeded random inputs and is compared with the
+// reference extern (max error within 1e-4 of the output's largest
+// magnitude).
 //
-//   bazel run //backends/onednn:extern_kernel_smoke -- [--check] ~/.cache/kiln/zoo/*
+//   bazel run //tools:extern_kernel_smoke -- [--check] ~/.cache/kiln/zoo/*
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -17,16 +19,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/onednn/extern_kernel.h"
+#include "compiler/pipeline.h"
 #include "frontend/onnx/importer.h"
+#include "interp/compare.h"
+#include "interp/loop_module.h"
 #include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/extern_attrs.h"
-#include "interp/loop_module.h"
-#include "lowering/lower_graph.h"
-#include "passes/graph_pipeline.h"
-#include "interp/compare.h"
 
-namespace kiln::onednn {
+namespace kiln::tools {
+
+using onednn::OneDnnExternKernel;
 namespace {
 
 struct Totals {
@@ -96,10 +98,13 @@ absl::Status Smoke(const std::string& dir, bool check, Totals* all) {
   }
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
                         frontend::ImportModelFile(model, opts));
-  ir::Graph graph = std::move(imported.graph);
-  KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&graph));
-  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp,
-                        lowering::LowerGraph(graph));
+  compiler::PipelineOptions to_loop_ir;
+  to_loop_ir.reference_fallback = false;
+  to_loop_ir.stop_after = compiler::Stage::kLowering;
+  KILN_ASSIGN_OR_RETURN(compiler::CompiledProgram compiled,
+                        compiler::Compile(std::move(imported.graph), compiler::Target{},
+                                          to_loop_ir, nullptr));
+  const ir::loop::LoopModule& lp = compiled.module;
   Totals t;
   std::map<std::string, int> kinds;  // info.op (+ "fused") -> count
   for (const ir::loop::Kernel& k : lp.program.kernels) {
@@ -147,7 +152,7 @@ absl::Status Smoke(const std::string& dir, bool check, Totals* all) {
 }
 
 }  // namespace
-}  // namespace kiln::onednn
+}  // namespace kiln::tools
 
 int main(int argc, char** argv) {
   bool check = false;
@@ -164,13 +169,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: extern_kernel_smoke [--check] MODEL_DIR...\n");
     return 2;
   }
-  kiln::onednn::Totals all;
+  kiln::tools::Totals all;
   int failed = 0;
   for (const std::string& d : dirs) {
-    absl::Status s = kiln::onednn::Smoke(d, check, &all);
+    absl::Status s = kiln::tools::Smoke(d, check, &all);
     if (!s.ok()) {
       ++failed;
-      std::printf("%-22s ERROR %s\n", kiln::onednn::ModelName(d).c_str(),
+      std::printf("%-22s ERROR %s\n", kiln::tools::ModelName(d).c_str(),
                   std::string(s.message()).c_str());
     }
   }

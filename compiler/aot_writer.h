@@ -1,8 +1,8 @@
-// File: runtime/aot_writer.h — the build-time half of kiln's ahead-of-time
+// File: compiler/aot_writer.h — the build-time half of kiln's ahead-of-time
 // path (`kilnc aot`, run by tools/aot.bzl's kiln_aot_library): one model
-// through import, graph passes, lowering and loop passes, then the loop
-// kernels emitted once per ISA, and the files a cc_library needs to carry
-// the result (runtime/aot.h loads it):
+// imported, then through the pipeline (compiler/pipeline.h) once per ISA,
+// and the files a cc_library needs to carry the result (runtime/aot.h
+// loads it):
 //
 //   <name>.h                 the factory: <name>::Create(options), <name>::Artifact()
 //   <name>_table.cc          the Artifact: every ISA's table and description
@@ -23,17 +23,21 @@
 // oneDNN capped at that ISA (DNNL_MAX_CPU_ISA) and the shared files in a
 // "glue" run.
 //
+// Reference fallback calls (nodes lowering leaves to the interpreter) need
+// the interpreter at run time, which the library links only with
+// `reference_calls`; without it such a model is refused here.
+//
 // Only kiln-made identifiers (the emitter's sanitized symbols, the checked
 // `name`) and numbers reach the C++ and assembler files; model strings live
 // in the description, which is data.
-#ifndef KILN_RUNTIME_AOT_WRITER_H_
-#define KILN_RUNTIME_AOT_WRITER_H_
+#ifndef KILN_COMPILER_AOT_WRITER_H_
+#define KILN_COMPILER_AOT_WRITER_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/kiln.h"
+#include "runtime/compiled_model.h"
 
 namespace kiln::aot {
 
@@ -57,6 +61,11 @@ struct WriterOptions {
   // part = an ISA: the glue run's weights file, which must hold this run's
   // constants byte for byte (checked; empty: not checked).
   std::string weights_file;
+  // Link the reference interpreter (//runtime:reference_calls): the
+  // generated Artifact passes runtime::CreateReferenceStep, and models with
+  // reference fallback calls are accepted. False: such a model is
+  // FailedPrecondition naming its nodes.
+  bool reference_calls = false;
 };
 
 struct GeneratedFile {
@@ -77,4 +86,4 @@ std::vector<std::string> AotFileNames(const WriterOptions& writer);
 
 }  // namespace kiln::aot
 
-#endif  // KILN_RUNTIME_AOT_WRITER_H_
+#endif  // KILN_COMPILER_AOT_WRITER_H_

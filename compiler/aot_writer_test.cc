@@ -1,8 +1,9 @@
-// runtime/aot_writer: the files `kilnc aot` writes for models/tiny_cnn
+// compiler/aot_writer: the files `kilnc aot` writes for models/tiny_cnn
 // (names, shards, the per-ISA target guard, a description that reads back
 // as the program) and the refusal of names, ISAs and paths that must not
-// reach generated C++ or assembler text.
-#include "runtime/aot_writer.h"
+// reach generated C++ or assembler text; reference fallback calls only
+// with reference_calls.
+#include "compiler/aot_writer.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "ir/loop/text.h"
 #include "isa/isa.h"
 #include "nlohmann/json.hpp"
+#include "onnx/onnx_pb.h"
 
 namespace kiln::aot {
 namespace {
@@ -182,6 +184,62 @@ TEST(AotWriterTest, RefusesWhatMustNotReachGeneratedCode) {
     ASSERT_FALSE(files.ok()) << c.message;
     EXPECT_EQ(files.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_THAT(files.status().message(), HasSubstr(c.message));
+  }
+}
+
+// x: f32[3, 3] -> Det -> y: f32[]. Lowering has no Det: it becomes a
+// reference fallback call.
+std::string DetModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("det");
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Det");
+  n->set_name("det0");
+  n->add_input("x");
+  n->add_output("y");
+  auto type = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* shape = t->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  };
+  type(g->add_input(), "x", {3, 3});
+  type(g->add_output(), "y", {});
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/det.onnx");
+  std::ofstream out(path, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return path;
+}
+
+TEST(AotWriterTest, ReferenceCallsOnlyWhenAsked) {
+  WriterOptions w = Options();
+  w.name = "det";
+  w.header_include = "pkg/det.h";
+  absl::StatusOr<std::vector<GeneratedFile>> refused = WriteAotLibrary(DetModel(), {}, w);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("'det0' (Det: "));
+  EXPECT_THAT(refused.status().message(), HasSubstr("reference_calls = True"));
+
+  w.reference_calls = true;
+  absl::StatusOr<std::vector<GeneratedFile>> files = WriteAotLibrary(DetModel(), {}, w);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, std::string> by_name;
+  for (const GeneratedFile& f : *files) by_name[f.name] = f.contents;
+  EXPECT_THAT(by_name["det_table.cc"], HasSubstr("#include \"runtime/reference_calls.h\""));
+  EXPECT_THAT(by_name["det_table.cc"], HasSubstr("&kiln::runtime::CreateReferenceStep,"));
+
+  // Without the option the Artifact has no reference steps.
+  absl::StatusOr<std::vector<GeneratedFile>> tiny = WriteAotLibrary(TinyCnn(), {}, Options());
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  for (const GeneratedFile& f : *tiny) {
+    if (f.name != "tiny_table.cc") continue;
+    EXPECT_THAT(f.contents, HasSubstr("nullptr  // no reference_calls"));
+    EXPECT_THAT(f.contents, ::testing::Not(HasSubstr("reference_calls.h")));
   }
 }
 

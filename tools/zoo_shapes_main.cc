@@ -1,8 +1,10 @@
-// zoo_shapes: per model in the ONNX test layout (<dir>/model.onnx), how long
-// import takes, how many values stay non-static after import (with the first
-// few named), and whether the graph lowers after the default graph pipeline.
+// File: tools/zoo_shapes_main.cc — zoo_shapes: per model in the ONNX test
+// layout (<dir>/model.onnx), how long import takes, how many values stay
+// non-static after import (with the first few named), and whether kiln's
+// pipeline lowers the graph (compiler::Compile up to lowering, no reference
+// fallback calls).
 //
-//   zoo_shapes [--repeat=N] [--no-fold] <model_dir>...
+//   bazel run //tools:zoo_shapes -- [--repeat=N] [--no-fold] <model_dir>...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,12 +17,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/pipeline.h"
 #include "frontend/onnx/importer.h"
 #include "ir/graph/graph.h"
-#include "lowering/lower_graph.h"
-#include "passes/graph_pipeline.h"
 
-namespace kiln::frontend {
+namespace kiln::tools {
+
+using frontend::ImportModelFile;
+using frontend::ImportOptions;
+using frontend::ImportResult;
 namespace {
 
 bool IsStatic(const ir::Value& v) {
@@ -78,10 +83,11 @@ int Report(const std::string& dir, int repeat, bool fold) {
                   absl::StrJoin(parts, " ").c_str());
     }
   }
-  ir::Graph lowered_graph = g;
   std::string lower = "lowers";
-  absl::Status s = passes::DefaultGraphPipeline().Run(&lowered_graph);
-  if (s.ok()) s = lowering::LowerGraph(lowered_graph).status();
+  compiler::PipelineOptions to_loop_ir;
+  to_loop_ir.reference_fallback = false;
+  to_loop_ir.stop_after = compiler::Stage::kLowering;
+  absl::Status s = compiler::Compile(g, compiler::Target{}, to_loop_ir, nullptr).status();
   if (!s.ok()) lower = absl::StrCat("does NOT lower: ", s.message());
   std::printf("%-20s import %7.3fs  nodes %5zu  non-static %3d %s  %s\n",
               name.c_str(), best, g.nodes().size(), count,
@@ -91,7 +97,7 @@ int Report(const std::string& dir, int repeat, bool fold) {
 }
 
 }  // namespace
-}  // namespace kiln::frontend
+}  // namespace kiln::tools
 
 int main(int argc, char** argv) {
   int repeat = 1;
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
       }
       continue;
     }
-    failures += kiln::frontend::Report(arg, repeat, fold);
+    failures += kiln::tools::Report(arg, repeat, fold);
   }
   return failures == 0 ? 0 : 1;
 }

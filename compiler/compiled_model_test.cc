@@ -2,7 +2,7 @@
 // (graph passes, lowering, emitted C++ through the JIT, library calls) give
 // what the reference interpreter gives; bad inputs get clear errors; Run is
 // safe from many threads; the report describes every kernel.
-#include "runtime/kiln.h"
+#include "compiler/compiler.h"
 
 #include <cstdlib>
 #include <filesystem>

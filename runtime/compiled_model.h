@@ -1,5 +1,8 @@
-// File: runtime/kiln.h — kiln's public C++ API: compile an ONNX model into
-// native code for this CPU and run it.
+// File: runtime/compiled_model.h — kiln's public model API: a compiled
+// model (kiln::CompiledModel), its interface and compile report, and the
+// options it was built with. kiln::Compiler (compiler/compiler.h) makes one
+// with the JIT; an AOT library's generated `<name>::Create` (runtime/aot.h)
+// makes one from code linked into the binary.
 //
 //   kiln::CompileOptions options;
 //   options.threads = 1;
@@ -10,12 +13,11 @@
 //   absl::StatusOr<std::vector<kiln::ir::Tensor>> outputs = (*model)->Run(std::vector<ir::Tensor>{image});
 //   std::cout << (*model)->report().ToText();
 //
-// What Compile does: import (frontend/onnx) → graph passes (BatchNorm and
-// binary folding, oneDNN post-op fusion) → lowering to the loop IR → loop
-// passes (fusion) → C++/Highway emission for the chosen ISA → JIT build
-// (cached by content hash under the cache dir) and load; Conv/ConvTranspose/
-// Gemm/MatMul become oneDNN primitives with their weights prepacked once;
-// intermediates get offsets in one arena from a liveness plan.
+// A compiled model runs a step list over one arena planned from buffer
+// liveness: generated loop kernels, and library calls — oneDNN primitives
+// for Conv/ConvTranspose/Gemm/MatMul (weights prepacked once when the model
+// is created), the reference interpreter for what oneDNN cannot run and for
+// nodes lowering left to it (runtime/reference_calls.h).
 //
 // Run is thread-safe: each call takes an execution context (its own arena)
 // from a pool, creating one when all are busy. Library calls (oneDNN) are
@@ -25,8 +27,8 @@
 // thread that calls Run, which both the generated kernels and oneDNN (built
 // on the same GNU OpenMP) use; two models given 1 thread each and run from
 // two threads use two cores, never more.
-#ifndef KILN_RUNTIME_KILN_H_
-#define KILN_RUNTIME_KILN_H_
+#ifndef KILN_RUNTIME_COMPILED_MODEL_H_
+#define KILN_RUNTIME_COMPILED_MODEL_H_
 
 #include <cstdint>
 #include <map>
@@ -37,7 +39,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 
 namespace kiln {
@@ -210,29 +211,6 @@ class CompiledModel {
   virtual const CompileReport& report() const = 0;
 };
 
-class Compiler {
- public:
-  explicit Compiler(CompileOptions options = {});
-
-  // NotFound / InvalidArgument for an unreadable or invalid model,
-  // Unimplemented naming the node for what kiln cannot compile yet.
-  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFile(const std::string& path) const;
-  // A graph already imported (tests, tools). Shapes must be static.
-  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileGraph(ir::Graph graph) const;
-  // Several graphs with one JIT build (their kernels share translation
-  // units, which keeps test suites fast); one result per graph, in order —
-  // a graph that fails does not fail the others.
-  std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> CompileGraphs(
-      std::vector<ir::Graph> graphs) const;
-
-  const CompileOptions& options() const { return options_; }
-
- private:
-  absl::StatusOr<std::unique_ptr<CompiledModel>> Compile(ir::Graph graph,
-                                                         CompileReport report) const;
-  CompileOptions options_;
-};
-
 }  // namespace kiln
 
-#endif  // KILN_RUNTIME_KILN_H_
+#endif  // KILN_RUNTIME_COMPILED_MODEL_H_
