@@ -16,13 +16,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "aot/tiny_cnn_aot.h"
+#include "aot/tiny_cnn_ref_aot.h"
+#include "compiler/compiler.h"
 #include "frontend/onnx/importer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "isa/isa.h"
 #include "runtime/aot.h"
-#include "runtime/jit/jit_compiler.h"
-#include "runtime/kiln.h"
+#include "compiler/jit/jit_compiler.h"
+#include "runtime/compiled_model.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
 
@@ -133,7 +135,7 @@ TEST_F(TinyCnnAotTest, BuiltForTheRequestedIsas) {
 TEST_F(TinyCnnAotTest, KernelLibrariesAreCompiledWithTheJitsFlags) {
   // Each ISA's kernels are built with the JIT's flags for that ISA: its
   // cxx_flags last, exactly, after the JIT's optimization flags and -w.
-  const runtime::JitOptions jit;
+  const jit::JitOptions jit;
   for (const auto& [name, copts] : KernelCopts()) {
     const isa::VecIsa* isa = isa::FindIsa(name);
     ASSERT_NE(isa, nullptr) << name;
@@ -301,14 +303,28 @@ TEST_F(TinyCnnAotTest, RefusesOptionsFixedAtBuildTime) {
   EXPECT_FALSE(tiny_cnn_aot::Create(threads).ok());
 }
 
-TEST_F(TinyCnnAotTest, NoPrepackAndReferenceLibraryCallsAgree) {
+TEST_F(TinyCnnAotTest, NoPrepackAgrees) {
   CompileOptions options;
   options.prepack_weights = false;
   absl::StatusOr<std::unique_ptr<CompiledModel>> a = tiny_cnn_aot::Create(options);
   ASSERT_TRUE(a.ok()) << a.status();
   ExpectMatchesReference(**a, "no prepack");
+}
+
+// Convs off oneDNN need the reference interpreter: a library without it
+// refuses, naming the call; one built with reference_calls = True runs them.
+TEST_F(TinyCnnAotTest, ReferenceLibraryCallsOnlyWhenLinked) {
+  CompileOptions options;
   options.use_onednn = false;
-  absl::StatusOr<std::unique_ptr<CompiledModel>> b = tiny_cnn_aot::Create(options);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> refused = tiny_cnn_aot::Create(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("extern kernel '"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("oneDNN disabled by option"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("reference_calls = True"));
+  EXPECT_EQ(tiny_cnn_aot::Artifact().reference_steps, nullptr);
+
+  absl::StatusOr<std::unique_ptr<CompiledModel>> b = tiny_cnn_ref_aot::Create(options);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_GT((*b)->report().reference_calls, 0);
   ExpectMatchesReference(**b, "library calls on the reference");

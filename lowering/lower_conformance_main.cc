@@ -1,6 +1,8 @@
 // File: lowering/lower_conformance_main.cc — ONNX's backend test cases run
-// through "lower to loop IR + loop interpreter + reference for externs",
-// reported as pass / fail / unsupported per case, category and op.
+// through kiln's pipeline up to lowering (compiler::Compile: graph passes,
+// lowering, no reference fallback calls) and the loop interpreter, externs
+// on the reference, reported as pass / fail / unsupported per case,
+// category and op.
 //
 //   bazel run //lowering:lower_conformance_main -- --filter=node/test_softmax
 #include <fstream>
@@ -15,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "compiler/pipeline.h"
+#include "interp/loop_module.h"
 #include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "interp/loop_module.h"
-#include "lowering/lower_graph.h"
 #include "testing/conformance/runner.h"
 
 ABSL_FLAG(std::string, data_root, kiln::conformance::kDefaultDataRoot,
@@ -42,7 +44,12 @@ using conformance::Outcome;
 conformance::Executor LoweringExecutor(bool no_externs) {
   return [no_externs](const ir::Graph& graph, absl::Span<const ir::Tensor> inputs)
              -> absl::StatusOr<std::vector<ir::Tensor>> {
-    KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lp, LowerGraph(graph));
+    compiler::PipelineOptions to_loop_ir;
+    to_loop_ir.reference_fallback = false;
+    to_loop_ir.stop_after = compiler::Stage::kLowering;
+    KILN_ASSIGN_OR_RETURN(compiler::CompiledProgram compiled,
+                          compiler::Compile(graph, compiler::Target{}, to_loop_ir, nullptr));
+    const ir::loop::LoopModule& lp = compiled.module;
     if (no_externs) {
       for (const ir::loop::Kernel& k : lp.program.kernels) {
         if (k.kind == ir::loop::Kernel::Kind::kExtern) {
@@ -105,7 +112,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Runs ONNX's backend test data through lowering + the loop interpreter.");
+      "Runs ONNX's backend test data through kiln's pipeline up to lowering + the loop "
+      "interpreter.");
   absl::ParseCommandLine(argc, argv);
   return kiln::lowering::Main();
 }

@@ -24,7 +24,7 @@
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 #include "testing/filecheck.h"
 
 namespace kiln::lowering {
@@ -74,7 +74,7 @@ backends::cpp::RunOptions OneUnit() {
 // Loop interpreter vs reference for every case, then the lowered programs
 // through generated code on this shard's ISA vs the loop interpreter.
 void CheckCases(const std::vector<GraphCase>& cases) {
-  const runtime::TestIsa t = runtime::GetTestIsa();
+  const jit::TestIsa t = jit::GetTestIsa();
   ASSERT_TRUE(t.error.empty()) << t.error;
   std::vector<backends::cpp::ProgramCase> pcs;
   for (const GraphCase& gc : cases) {
@@ -327,14 +327,14 @@ TEST(LowerScatter, OutOfRangeIndicesAndBadSlicesAreErrors) {
     EXPECT_THAT(s.message(), HasSubstr("kernel 'k")) << b.text;
     pcs.push_back(std::move(pc));
   }
-  const runtime::TestIsa t = runtime::GetTestIsa();
+  const jit::TestIsa t = jit::GetTestIsa();
   ASSERT_TRUE(t.error.empty()) << t.error;
   if (!t.skip_reason.empty()) return;
   absl::StatusOr<std::vector<backends::cpp::CaseResult>> r =
       backends::cpp::RunCases(t, pcs, OneUnit());
   ASSERT_TRUE(r.ok()) << r.status();
   for (size_t c = 0; c < pcs.size(); ++c) {
-    EXPECT_EQ((*r)[c].rc, backends::cpp::kErrorIndexOutOfRange) << pcs[c].name;
+    EXPECT_EQ((*r)[c].rc, ir::loop::kErrorIndexOutOfRange) << pcs[c].name;
   }
 }
 

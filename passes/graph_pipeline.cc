@@ -3,13 +3,9 @@
 #include "passes/graph_pipeline.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "ir/graph/text.h"
 #include "ir/graph/verifier.h"
 #include "ir/status_macros.h"
 #include "passes/graph/eliminate_dead_code.h"
@@ -21,22 +17,6 @@
 
 namespace kiln::passes {
 namespace {
-
-absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
-                  const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create dump dir ", dir, ": ", ec.message()));
-  }
-  const std::string path =
-      absl::StrFormat("%s/%02d-%s.txt", dir, index, std::string(tag));
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 template <typename Pass>
 std::unique_ptr<GraphPass> Create() {
@@ -76,9 +56,7 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
                        absl::StrJoin(PassNames(), ", ")));
     }
   }
-  if (!options.dump_dir.empty()) {
-    KILN_RETURN_IF_ERROR(Dump(options.dump_dir, 0, "input", ir::PrintGraph(*graph)));
-  }
+  if (options.observer) KILN_RETURN_IF_ERROR(options.observer(0, nullptr, false, *graph));
   int index = 0;
   for (const auto& pass : passes_) {
     ++index;
@@ -96,10 +74,8 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
                                    ": ", v.message());
       }
     }
-    if (!options.dump_dir.empty()) {
-      KILN_RETURN_IF_ERROR(Dump(options.dump_dir, index, pass->name(),
-                                *changed ? ir::PrintGraph(*graph)
-                                         : std::string("(unchanged)\n")));
+    if (options.observer) {
+      KILN_RETURN_IF_ERROR(options.observer(index, pass.get(), *changed, *graph));
     }
   }
   return absl::OkStatus();

@@ -1,13 +1,15 @@
 // File: passes/graph_pipeline.h — runs graph passes in order with the
-// verifier between them (debug builds, or when asked) and optional dumps of
-// the IR after every pass; and the registry of every graph pass by name.
+// verifier between them (debug builds, or when asked) and an optional
+// observer of the IR after every pass (compiler/ writes its dumps with it);
+// and the registry of every graph pass by name.
 //
 //   passes::PipelineOptions opts;
-//   opts.dump_dir = "/tmp/dump";            // 00-input.txt, 01-<pass>.txt, ...
+//   opts.disabled.insert("fold-batch-norm");
 //   KILN_RETURN_IF_ERROR(passes::DefaultGraphPipeline().Run(&graph, opts));
 #ifndef KILN_PASSES_GRAPH_PIPELINE_H_
 #define KILN_PASSES_GRAPH_PIPELINE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,9 +28,12 @@ struct PipelineOptions {
 #else
   bool verify = true;
 #endif
-  // Non-empty: write the graph's text form before the first pass and after
-  // every pass ("(unchanged)" when a pass changed nothing).
-  std::string dump_dir;
+  // Called with the input graph (index 0, pass nullptr, changed false)
+  // and after every pass that ran (index: its place in the pipeline, from
+  // 1; disabled passes keep their numbers). An error stops the pipeline.
+  std::function<absl::Status(int index, const GraphPass* pass, bool changed,
+                             const ir::Graph& graph)>
+      observer;
   // Pass names to skip (ablations: --disable-pass=NAME).
   absl::flat_hash_set<std::string> disabled;
 };

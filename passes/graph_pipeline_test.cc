@@ -1,13 +1,12 @@
-// Tests for the graph pipeline driver (order, dumps, disabling,
+// Tests for the graph pipeline driver (order, observer, disabling,
 // verification), the pass registry, and for the default pipeline on whole graphs: the shipped
 // tiny CNN keeps matching its ONNX test data with every BatchNorm folded.
 #include "passes/graph_pipeline.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -28,11 +27,23 @@ graph main(%x: f32[4]) -> (%y) opset 18 {
 }
 )";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// What the observer saw: "<index> <pass or input> <changed>" and the graph
+// text after each call.
+struct Seen {
+  std::vector<std::string> calls;
+  std::vector<std::string> texts;
+};
+
+PipelineOptions Observing(Seen* seen) {
+  PipelineOptions opts;
+  opts.observer = [seen](int index, const GraphPass* pass, bool changed,
+                         const ir::Graph& graph) {
+    seen->calls.push_back(absl::StrCat(index, " ", pass == nullptr ? "input" : pass->name(),
+                                       " ", changed));
+    seen->texts.push_back(ir::PrintGraph(graph));
+    return absl::OkStatus();
+  };
+  return opts;
 }
 
 TEST(GraphPipeline, DefaultOrder) {
@@ -65,32 +76,41 @@ TEST(GraphPipeline, UnknownPassNameListsTheRegistry) {
       << pass.status();
 }
 
-TEST(GraphPipeline, RunsAllPassesAndDumps) {
+TEST(GraphPipeline, RunsAllPassesAndObservesEach) {
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(kGraph);
   ASSERT_TRUE(g.ok()) << g.status();
-  PipelineOptions opts;
+  Seen seen;
+  PipelineOptions opts = Observing(&seen);
   opts.verify = true;
-  opts.dump_dir = std::string(getenv("TEST_TMPDIR")) + "/dump";
   ASSERT_TRUE(DefaultGraphPipeline().Run(&*g, opts).ok());
   ASSERT_EQ(g->nodes().size(), 1u);
   EXPECT_EQ(g->nodes()[0].op, "Relu");
-  EXPECT_NE(ReadFile(opts.dump_dir + "/00-input.txt").find("Identity"),
-            std::string::npos);
-  EXPECT_EQ(ReadFile(opts.dump_dir + "/01-eliminate-identity.txt").find("Identity"),
-            std::string::npos);
-  const std::string dce = ReadFile(opts.dump_dir + "/06-eliminate-dead-code.txt");
-  EXPECT_FALSE(dce.empty());
-  EXPECT_EQ(dce.find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.calls, (std::vector<std::string>{
+                            "0 input 0", "1 eliminate-identity 1", "2 fold-constant-transpose 0",
+                            "3 fold-batch-norm 0", "4 fold-binary-into-weights 0",
+                            "5 fuse-onednn-post-ops 0", "6 eliminate-dead-code 1"}));
+  EXPECT_NE(seen.texts[0].find("Identity"), std::string::npos);
+  EXPECT_EQ(seen.texts[1].find("Identity"), std::string::npos);
+  EXPECT_NE(seen.texts[5].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[6].find("Exp"), std::string::npos);
 }
 
-TEST(GraphPipeline, UnchangedPassDumpsUnchanged) {
-  absl::StatusOr<ir::Graph> g = ir::ParseGraph(
-      "graph main(%x: f32[4]) -> (%y) opset 18 { %y = Relu(%x) : f32[4] }");
+TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(kGraph);
   ASSERT_TRUE(g.ok()) << g.status();
-  PipelineOptions opts;
-  opts.dump_dir = std::string(getenv("TEST_TMPDIR")) + "/dump2";
+  Seen seen;
+  PipelineOptions opts = Observing(&seen);
+  opts.disabled = {"fold-batch-norm", "eliminate-dead-code"};
   ASSERT_TRUE(DefaultGraphPipeline().Run(&*g, opts).ok());
-  EXPECT_EQ(ReadFile(opts.dump_dir + "/01-eliminate-identity.txt"), "(unchanged)\n");
+  EXPECT_EQ(seen.calls, (std::vector<std::string>{
+                            "0 input 0", "1 eliminate-identity 1", "2 fold-constant-transpose 0",
+                            "4 fold-binary-into-weights 0", "5 fuse-onednn-post-ops 0"}));
+  opts.observer = [](int index, const GraphPass*, bool, const ir::Graph&) {
+    return index == 1 ? absl::InternalError("stop") : absl::OkStatus();
+  };
+  g = ir::ParseGraph(kGraph);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(DefaultGraphPipeline().Run(&*g, opts).message(), "stop");
 }
 
 TEST(GraphPipeline, DisabledPassIsSkippedAndUnknownIsAnError) {

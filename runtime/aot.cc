@@ -200,19 +200,19 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
 
   // The chosen ISA's loop kernels: entries from the table, arguments and
   // report lines from the description.
-  std::map<int, KernelFn> fn_of;
+  std::map<int, ir::loop::KernelFn> fn_of;
   for (int i = 0; i < table.num_entries; ++i) fn_of[table.entries[i].kernel] = table.entries[i].fn;
   std::map<int, const json*> kernel_desc;
   for (const json& k : desc.at("kernels")) kernel_desc[k.at("kernel").get<int>()] = &k;
-  internal::LoopEntryFn entry_of = [&](int k,
-                                       const ir::loop::Kernel& kernel) -> absl::StatusOr<internal::LoopEntry> {
+  runtime::LoopEntryFn entry_of = [&](int k,
+                                       const ir::loop::Kernel& kernel) -> absl::StatusOr<runtime::LoopEntry> {
     auto f = fn_of.find(k);
     auto d = kernel_desc.find(k);
     if (f == fn_of.end() || d == kernel_desc.end()) {
       return InternalError("AOT library '", a.name, "' has no ", table.isa,
                            " entry for loop kernel '", kernel.name, "'");
     }
-    internal::LoopEntry e;
+    runtime::LoopEntry e;
     e.fn = f->second;
     e.args = d->second->at("args").get<std::vector<int32_t>>();
     e.report = ParseKernelReport(d->second->at("report"), kernel);
@@ -239,9 +239,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
         {u.at("node").get<std::string>(), u.at("op").get<std::string>(),
          u.at("after").get<std::string>(), u.at("reason").get<std::string>()});
   }
-  return internal::BuildExecutable(options, std::move(lowered), std::move(inputs),
-                                   std::move(outputs), std::move(report), start,
-                                   /*keep_alive=*/nullptr, entry_of);
+  return runtime::BuildExecutable(options, std::move(lowered), std::move(inputs),
+                                  std::move(outputs), std::move(report), start,
+                                  /*keep_alive=*/nullptr, entry_of, a.reference_steps);
 }
 
 }  // namespace

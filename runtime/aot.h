@@ -26,17 +26,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/kiln.h"
+#include "ir/loop/kernel_abi.h"
+#include "runtime/compiled_model.h"
+#include "runtime/extern_step.h"
 
 namespace kiln::aot {
-
-// Signature of a generated loop kernel entry (backends/cpp/emitter.h).
-using KernelFn = int (*)(void* const* args);
 
 // One loop kernel's entry in one ISA's table.
 struct KernelEntry {
   int kernel;  // index into the program's kernels
-  KernelFn fn;
+  ir::loop::KernelFn fn;
 };
 
 // One ISA's program: its description and its loop kernels, compiled with
@@ -56,6 +55,10 @@ struct Artifact {
   size_t weights_size;
   const IsaTable* isas;
   int num_isas;
+  // runtime/reference_calls.h's CreateReferenceStep when the library was
+  // built with reference_calls = True, else null: Create then refuses a
+  // library call that needs the interpreter, naming its kernel.
+  runtime::ReferenceStepFactory reference_steps;
 };
 
 // Whether this CPU runs an ISA module's code (the registry's detection).

@@ -1,9 +1,8 @@
-// File: runtime/executable.h — runtime-internal: the pieces the JIT path
-// (compiled_model.cc) and the ahead-of-time path (aot.cc, aot_writer.cc)
-// share. A model is prepared once (graph passes, lowering, loop passes); its
-// executable is one step list over one planned arena, whether the loop
-// kernels' entries come from a JIT'ed library or a table linked into the
-// binary (`LoopEntryFn`).
+// File: runtime/executable.h — the executable behind a kiln::CompiledModel:
+// one step per kernel of a loop module over one arena planned from buffer
+// liveness. The JIT (compiler/compiler.cc) and the AOT loader
+// (runtime/aot.cc) build it alike; only where the loop kernels' entries
+// come from differs (`LoopEntryFn`: a loaded library, a linked-in table).
 #ifndef KILN_RUNTIME_EXECUTABLE_H_
 #define KILN_RUNTIME_EXECUTABLE_H_
 
@@ -14,38 +13,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "backends/cpp/emitter.h"
-#include "ir/graph/graph.h"
+#include "ir/loop/kernel_abi.h"
 #include "ir/loop/module.h"
-#include "isa/isa.h"
-#include "lowering/lower_graph.h"
-#include "runtime/kiln.h"
+#include "runtime/compiled_model.h"
+#include "runtime/extern_step.h"
 
-namespace kiln::internal {
-
-// A model through the graph passes and lowering, waiting for its code to be
-// built (alone or in a batch with others).
-struct PreparedModel {
-  ir::Graph graph{"prepared"};
-  ir::loop::LoopModule lowered;
-  CompileReport report;
-  const isa::VecIsa* isa = nullptr;
-  absl::Time start;
-};
-
-// Import is the caller's; this runs the graph passes, lowering and loop
-// passes. `isa` is the ISA the JIT will build for; `require_host_isa` false
-// (the AOT writer) accepts any registered ISA, also one this CPU lacks.
-absl::StatusOr<PreparedModel> Prepare(const CompileOptions& options, ir::Graph graph,
-                                      CompileReport report, bool require_host_isa = true);
-
-// The model's interface (names, dtypes, shapes) from its graph.
-void GraphInterface(const ir::Graph& graph, std::vector<TensorInfo>* inputs,
-                    std::vector<TensorInfo>* outputs);
+namespace kiln::runtime {
 
 // One loop kernel's compiled entry, wherever it comes from.
 struct LoopEntry {
-  backends::cpp::KernelFn fn = nullptr;
+  ir::loop::KernelFn fn = nullptr;
   std::vector<int32_t> args;  // buffers of the program, argument order
   KernelReport report;        // the kernel's line of the compile report
 };
@@ -53,20 +30,20 @@ struct LoopEntry {
 using LoopEntryFn =
     std::function<absl::StatusOr<LoopEntry>(int index, const ir::loop::Kernel& kernel)>;
 
-// The executable over `lowered`: a step per kernel (loop entries from
-// `entry_of`, library calls created here: oneDNN primitives built and
-// weights prepacked under options.threads), the memory plan, the interface.
-// `keep_alive` owns whatever the entries point into (a loaded library).
-// Fills the report's kernel lines, counts, memory and total_ms (from
-// `start`).
+// The executable over `module`: a step per kernel (loop entries from
+// `entry_of`; library calls created here: oneDNN primitives built and
+// weights prepacked under options.threads, reference calls from
+// `reference_steps`, which may be null: see CreateExternStep), the memory
+// plan, the interface. `keep_alive` owns whatever the entries point into
+// (a loaded library). Fills the report's kernel lines, counts, memory and
+// total_ms (from `start`). Of `options`, reads threads, prepack_weights,
+// use_onednn and mode (eager: no prepacking, no arena sharing).
 absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
-    const CompileOptions& options, ir::loop::LoopModule lowered,
+    const CompileOptions& options, ir::loop::LoopModule module,
     std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
-    absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of);
+    absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of,
+    ReferenceStepFactory reference_steps);
 
-// The compile report's line for an emitted loop kernel.
-KernelReport LoopKernelReport(const ir::loop::Kernel& k, const backends::cpp::EmittedKernel& e);
-
-}  // namespace kiln::internal
+}  // namespace kiln::runtime
 
 #endif  // KILN_RUNTIME_EXECUTABLE_H_

@@ -1,8 +1,10 @@
 // File: runtime/extern_step.h — how a compiled model runs one extern kernel
 // of its loop program (Conv/ConvTranspose/Gemm/MatMul, fused or plain, and
-// the other library ops): on a oneDNN primitive built once at compile time,
-// or, for what oneDNN cannot run, on kiln's reference interpreter (correct,
-// slow, and named as such in the compile report).
+// the other library ops): on a oneDNN primitive built once when the model
+// is created, or, for what oneDNN cannot run and for reference fallback
+// calls, on kiln's reference interpreter (correct, slow, and named as such
+// in the compile report) — when the binary links it: the interpreter is a
+// separate target (runtime/reference_calls.h) passed in as a factory.
 #ifndef KILN_RUNTIME_EXTERN_STEP_H_
 #define KILN_RUNTIME_EXTERN_STEP_H_
 
@@ -14,7 +16,7 @@
 #include "ir/graph/tensor.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
-#include "runtime/kiln.h"
+#include "runtime/compiled_model.h"
 
 namespace kiln::runtime {
 
@@ -36,14 +38,23 @@ class ExternStep {
   virtual absl::Status Run(absl::Span<void* const> buffers) const = 0;
 };
 
+// Makes the step that runs extern kernel `kernel` of `program` on the
+// reference interpreter (runtime/reference_calls.h's CreateReferenceStep).
+using ReferenceStepFactory = absl::StatusOr<std::unique_ptr<ExternStep>> (*)(
+    const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel);
+
 // Builds the step for extern kernel `kernel` of `program` and fills
 // `report` (backend, call, post-ops, weight layout, prepacked bytes; the
-// reason when it falls back to the reference interpreter). `constants`
-// holds the data of constant buffers by buffer index.
+// reason when it runs on the reference interpreter). `constants` holds the
+// data of constant buffers by buffer index. A step that needs the
+// interpreter (a reference fallback call, a call oneDNN refuses or
+// use_onednn false) comes from `reference_steps`; without one it is
+// FailedPrecondition naming the kernel and why it needs the interpreter.
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
     const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
-    const ExternStepOptions& options, KernelReport* report);
+    const ExternStepOptions& options, ReferenceStepFactory reference_steps,
+    KernelReport* report);
 
 }  // namespace kiln::runtime
 

@@ -1,4 +1,7 @@
-// Text and JSON forms of kiln's compile report (runtime/kiln.h).
+// The compiled-model API's plain functions (runtime/compiled_model.h): mode
+// names, and the text and JSON forms of the compile report.
+#include "runtime/compiled_model.h"
+
 #include <map>
 #include <string>
 
@@ -6,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
-#include "runtime/kiln.h"
 
 namespace kiln {
 namespace {
@@ -14,6 +16,17 @@ namespace {
 std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); }
 
 }  // namespace
+
+const char* ModeName(CompileOptions::Mode mode) {
+  return mode == CompileOptions::Mode::kEager ? "eager" : "compiled";
+}
+
+absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name) {
+  if (name == "compiled") return CompileOptions::Mode::kCompiled;
+  if (name == "eager") return CompileOptions::Mode::kEager;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", name, "' (expected compiled or eager)"));
+}
 
 std::string CompileReport::ToText() const {
   std::string s = absl::StrFormat(

@@ -10,7 +10,7 @@
     absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> m =
         tiny_cnn_aot::Create(kiln::CompileOptions{});  // best ISA of this CPU
 
-Genrules run `kilnc aot` (runtime/aot_writer.h) on the model: one per ISA
+Genrules run `kilnc aot` (compiler/aot_writer.h) on the model: one per ISA
 (its program, compiled with oneDNN capped at that ISA, and its loop kernels,
 which become a cc_library compiled with that VecISA module's flags,
 `<name>_<isa>`) and one for the weights and the header. `<name>` holds the
@@ -27,12 +27,12 @@ the JIT uses for it; every generated unit checks HWY_STATIC_TARGET with
 
 load("//isa:isas.bzl", "KILN_AOT_ISAS", "kiln_isa_row")
 
-# runtime/jit's optimization flags (JitOptions::optimization_flags); -w:
+# compiler/jit's optimization flags (JitOptions::optimization_flags); -w:
 # warnings in generated code are not the user's to fix.
 _KERNEL_COPTS = ["-O3", "-fopenmp", "-w"]
 
 def _glue_files(name):
-    # Keep in step with aot::AotFileNames (runtime/aot_writer.cc).
+    # Keep in step with aot::AotFileNames (compiler/aot_writer.cc).
     return [name + ".h", name + "_table.cc", name + "_data.S", name + "_weights.inc"]
 
 def _isa_files(name, isa, shards):
@@ -47,6 +47,7 @@ def kiln_aot_library(
         isas = KILN_AOT_ISAS,
         shards = 1,
         kilnc_flags = [],
+        reference_calls = False,
         gen_test = False,
         visibility = None,
         testonly = False,
@@ -60,6 +61,10 @@ def kiln_aot_library(
         an onednn_max_isa; default: all of them).
       shards: translation units per ISA (big models build faster in parallel).
       kilnc_flags: compile flags for `kilnc aot` (--shape=..., --disable-pass=...).
+      reference_calls: link kiln's reference interpreter
+        (//runtime:reference_calls) for nodes lowering cannot compile and
+        library calls oneDNN cannot run; without it `kilnc aot` refuses a
+        model with such nodes and Create refuses such a call, naming it.
       gen_test: also a cc_test `<name>_test` (tools/aot_test_main.cc): seeded
         random inputs on every ISA this CPU runs against the reference
         interpreter on `model`, refusal of the others.
@@ -91,7 +96,7 @@ def kiln_aot_library(
         "$(location %s) aot $(location %s)" % (kilnc, model),
         "--out-dir=$(RULEDIR) --data-dir=$(RULEDIR)",
         "--name=%s --isas=%s --shards=%d --header=%s" % (name, ",".join(isas), shards, header),
-    ] + kilnc_flags)
+    ] + (["--reference-calls"] if reference_calls else []) + kilnc_flags)
 
     # The header, the Artifact table and the weights.
     native.genrule(
@@ -145,10 +150,12 @@ def kiln_aot_library(
         hdrs = [name + ".h"],
         # Read by the assembler's .incbin, not by the C++ compiler.
         textual_hdrs = [name + "_weights.inc"] + isa_data,
+        # The runtime only: no compiler, no ONNX (//aot:aot_link_test).
         deps = isa_libs + [
-            str(Label("//runtime:kiln")),
+            str(Label("//runtime:aot")),
+            str(Label("//runtime:compiled_model")),
             str(Label("@system//:absl")),
-        ],
+        ] + ([str(Label("//runtime:reference_calls"))] if reference_calls else []),
         testonly = testonly,
         tags = tags,
         visibility = visibility,

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "isa/isa.h"
 #include "runtime/aot.h"
-#include "runtime/kiln.h"
+#include "runtime/compiled_model.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
 #include "tools/kilnc_lib.h"

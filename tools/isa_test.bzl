@@ -3,7 +3,7 @@
 kiln_isa_test(name = "jit_test", srcs = [...], deps = [...]) compiles the
 sources once (a testonly cc_library) and stamps `jit_test_scalar`,
 `jit_test_avx2`, ... each tagged `isa_<isa>` and told its ISA through
-KILN_TEST_ISA and --kiln_isa=<isa> (read with runtime/jit/isa_test_util.h),
+KILN_TEST_ISA and --kiln_isa=<isa> (read with compiler/jit/isa_test_util.h),
 plus a test_suite `name` over all of them. One shard alone:
     bazel test --test_tag_filters=isa_avx512 //...
 A shard whose ISA the host cannot run (and cannot emulate) skips visibly.

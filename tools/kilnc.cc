@@ -1,5 +1,5 @@
 // File: tools/kilnc.cc — kiln's command line tool, on kiln's public API
-// (runtime/kiln.h).
+// (compiler/compiler.h).
 //   kilnc check DIR      compile an ONNX test folder's model, run it, compare
 //   kilnc run MODEL      run a model on given or seeded random inputs
 //   kilnc compile MODEL  compile and print the report (--dump-dir: the IRs)
@@ -36,13 +36,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "compiler/aot_writer.h"
+#include "compiler/compiler.h"
 #include "frontend/onnx/importer.h"
+#include "interp/interpreter.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "nlohmann/json.hpp"
-#include "runtime/aot_writer.h"
-#include "runtime/kiln.h"
-#include "interp/interpreter.h"
 #include "tools/kilnc_lib.h"
 #include "tools/opt.h"
 
@@ -660,6 +660,7 @@ int RunAot(const Command& cmd) {
   w.data_dir = o.data_dir;
   w.part = o.part;
   w.weights_file = o.weights_file.empty() ? "" : ResolvePath(o.weights_file, WorkingDir());
+  w.reference_calls = o.reference_calls;
   absl::StatusOr<std::vector<aot::GeneratedFile>> files =
       aot::WriteAotLibrary(ResolvePath(o.model, WorkingDir()), options, w);
   if (!files.ok()) {

@@ -229,10 +229,11 @@ Flags:
 constexpr absl::string_view kAotUsage =
     R"(usage: kilnc aot MODEL --out-dir=DIR --name=NAME [--isas=scalar,avx2,avx512]
                  [--shards=N] [--header=PATH] [--data-dir=DIR]
-                 [--part=glue|ISA [--weights=FILE]] [compile flags]
+                 [--part=glue|ISA [--weights=FILE]] [--reference-calls]
+                 [compile flags]
 
 Compiles MODEL ahead of time and writes into DIR what a cc_library needs
-(runtime/aot_writer.h): NAME.h (NAME::Create), NAME_table.cc, NAME_data.S,
+(compiler/aot_writer.h): NAME.h (NAME::Create), NAME_table.cc, NAME_data.S,
 NAME_weights.inc and, per ISA, NAME_<isa>_program.inc (the compiled
 program), NAME_<isa>_table.cc, NAME_<isa>_data.S and N translation units
 NAME_<isa>_<k>.cc of loop kernels. tools/aot.bzl runs it once per ISA
@@ -249,6 +250,9 @@ Flags:
   --part=P         only the files of ISA P, or the shared ones (glue)
   --weights=FILE   with --part=ISA: the glue run's NAME_weights.inc, which
                    must hold this run's constants byte for byte
+  --reference-calls  link kiln's reference interpreter into the library (for
+                   nodes lowering cannot compile and library calls oneDNN
+                   cannot run); without it such a model is refused
   --help           this text
 )";
 
@@ -614,10 +618,15 @@ absl::StatusOr<Command> ParseAot(const std::vector<std::string>& args) {
                  {"header", true},
                  {"data-dir", true},
                  {"part", true},
-                 {"weights", true}},
+                 {"weights", true},
+                 {"reference-calls", false}},
                 /*engine=*/false,
                 /*inputs=*/false};
   auto on_own = [&](const std::string& name, const std::string& value) -> absl::Status {
+    if (name == "reference-calls") {
+      o.reference_calls = true;
+      return absl::OkStatus();
+    }
     if (value.empty()) return UsageError("aot", absl::StrCat("--", name, " needs a value"));
     if (name == "out-dir") {
       o.out_dir = value;

@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "ir/graph/tensor.h"
 #include "nlohmann/json.hpp"
-#include "runtime/kiln.h"
+#include "runtime/compiled_model.h"
 #include "interp/compare.h"
 
 namespace kiln::tools {
@@ -117,7 +117,7 @@ struct ProfileOptions {
   int top = 15;  // kernels in the table
 };
 
-// `kilnc aot`: the files of a kiln_aot_library (runtime/aot_writer.h).
+// `kilnc aot`: the files of a kiln_aot_library (compiler/aot_writer.h).
 struct AotCommandOptions {
   std::string model;
   std::string out_dir;         // --out-dir (required)
@@ -128,6 +128,7 @@ struct AotCommandOptions {
   std::string data_dir;        // --data-dir; default <out-dir>
   std::string part;            // --part: "glue" or an ISA; empty: every file
   std::string weights_file;    // --weights: the glue run's weights (--part=ISA)
+  bool reference_calls = false;  // --reference-calls
 };
 
 struct Command {

@@ -269,7 +269,11 @@ TEST(ParseCommandLine, NewCommandsFlags) {
   EXPECT_EQ(a->aot.shards, 2);
   EXPECT_EQ(a->aot.header_include, "o/n.h");
   EXPECT_EQ(a->aot.data_dir, "o");
+  EXPECT_FALSE(a->aot.reference_calls);
   EXPECT_EQ(a->compile.shapes.size(), 1u);
+  a = ParseCommandLine({"aot", "m.onnx", "--out-dir=o", "--name=n", "--reference-calls"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->aot.reference_calls);
 }
 
 TEST(ParseCommandLine, HelpForToolAndEachCommand) {

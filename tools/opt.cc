@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "backends/onednn/extern_kernel.h"
+#include "backends/onednn/layout_oracle.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
 #include "interp/loop_module.h"
@@ -114,20 +114,6 @@ OptIr DetectIr(absl::string_view text) {
     return absl::StartsWith(line, "graph") ? OptIr::kGraph : OptIr::kLoop;
   }
   return OptIr::kLoop;
-}
-
-// oneDNN's answer for an extern conv (backends/onednn), as propagate-layout
-// asks for it.
-passes::ConvLayoutOracle OneDnnConvLayoutOracle() {
-  return [](const ir::loop::LoopModule& lp,
-            const ir::loop::Kernel& kernel) -> absl::StatusOr<passes::ConvLayout> {
-    KILN_ASSIGN_OR_RETURN(
-        onednn::ActivationBlocks blocks,
-        onednn::PreferredActivationBlocks(lp.program, kernel, lp.constants));
-    passes::ConvLayout layout{blocks.src, blocks.dst, {}};
-    for (const auto& a : blocks.also) layout.also.push_back({a.src, a.dst, a.slower_isa});
-    return layout;
-  };
 }
 
 // A seeded random tensor per `inputs` entry (graph inputs or loop buffers).
@@ -255,7 +241,7 @@ class Driver {
  public:
   explicit Driver(const OptOptions& options) : options_(options) {
     if (options.conv_layout_oracle == OptConvLayoutOracle::kOneDnn) {
-      oracle_ = OneDnnConvLayoutOracle();
+      oracle_ = onednn::ConvLayoutOracle();
     }
   }
 
@@ -280,7 +266,7 @@ class Driver {
         }
         return absl::OkStatus();
       case OptStep::Kind::kLoopPipeline:
-        for (const std::string& name : passes::DefaultLoopPipeline().PassNames()) {
+        for (const std::string& name : passes::DefaultLoopPipeline(oracle_).PassNames()) {
           KILN_RETURN_IF_ERROR(RunPass(name, ir));
         }
         return absl::OkStatus();

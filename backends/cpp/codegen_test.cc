@@ -20,7 +20,7 @@
 #include "ir/loop/module.h"
 #include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -46,7 +46,7 @@ constexpr interp::Tolerance kReduction{1e-5, 1e-5, {}};
   if ((t).emulated) GTEST_SKIP() << "SKIPPED: emulated ISA '" << (t).isa->name \
                                  << "' runs the representative subset only"
 
-void RunAndCompare(const runtime::TestIsa& t, std::vector<ProgramCase>& cases,
+void RunAndCompare(const jit::TestIsa& t, std::vector<ProgramCase>& cases,
                    std::vector<CaseResult>* out = nullptr) {
   absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -724,7 +724,7 @@ TEST(Codegen, IntegerBoolAndCastOps) {
   absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectMatchesInterpreter(cases[0], (*r)[0]);
-  EXPECT_EQ((*r)[1].rc, kErrorIntegerDivByZero);
+  EXPECT_EQ((*r)[1].rc, ir::loop::kErrorIntegerDivByZero);
   EXPECT_FALSE(ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).ok());
   EXPECT_EQ(StatusOf((*r)[0], "div_i32").kind, VecStatus::Kind::kVectorized);
   EXPECT_EQ(StatusOf((*r)[0], "add_i64").kind, VecStatus::Kind::kScalar);
@@ -968,7 +968,7 @@ TEST(Codegen, IndirectLoadsAndTiledTransposes) {
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectMatchesInterpreter(cases[0], (*r)[0]);
   EXPECT_EQ((*r)[0].rc, 0);
-  EXPECT_EQ((*r)[1].rc, kErrorIndexOutOfRange);
+  EXPECT_EQ((*r)[1].rc, ir::loop::kErrorIndexOutOfRange);
   absl::Status interp = ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).status();
   EXPECT_EQ(interp.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(interp.message(), HasSubstr("kernel 'embed_rows'"));
@@ -1099,7 +1099,7 @@ TEST(Codegen, ScattersAndScans) {
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectMatchesInterpreter(cases[0], (*r)[0]);
   EXPECT_EQ((*r)[0].rc, 0);
-  EXPECT_EQ((*r)[1].rc, kErrorIndexOutOfRange);
+  EXPECT_EQ((*r)[1].rc, ir::loop::kErrorIndexOutOfRange);
   absl::Status interp = ir::loop::RunLoopProgram(cases[1].program, cases[1].inputs).status();
   EXPECT_EQ(interp.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(interp.message(), HasSubstr("kernel 'scatter'"));

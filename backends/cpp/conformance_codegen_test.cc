@@ -1,7 +1,7 @@
 // ONNX conformance through generated C++ on the shard's ISA: every case the
-// reference interpreter runs goes through the compiled model's prepare steps,
-// and its program is run (neon: cross-built, under qemu) and judged against
-// ONNX's own outputs. Extern kernels (Conv, Gemm, MatMul, LSTM, ...; oneDNN
+// reference interpreter runs goes through kiln's pipeline up to the loop
+// passes (compiler/pipeline.h), and its program is run (neon: cross-built,
+// under qemu) and judged against ONNX's own outputs. Extern kernels (Conv, Gemm, MatMul, LSTM, ...; oneDNN
 // on x86, which has no aarch64 build here) run on the host's reference
 // between the program's loop segments (RunLoweredCases), so every loop
 // kernel still runs as generated code for the shard's ISA. The in-process
@@ -30,10 +30,8 @@
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
 #include "ir/status_macros.h"
-#include "lowering/lower_graph.h"
-#include "passes/graph_pipeline.h"
-#include "passes/loop/loop_pipeline.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
+#include "compiler/pipeline.h"
 #include "interp/compare.h"
 #include "testing/conformance/runner.h"
 #include "interp/interpreter.h"
@@ -141,9 +139,21 @@ std::string ExternOps(const ir::loop::LoopProgram& p) {
   return absl::StrJoin(ops, ", ");
 }
 
-// Sorts one discovered case into `tally`, or returns it ready to run. The
-// steps are runtime/compiled_model.cc's internal::Prepare (compiled mode, no
-// disabled passes), which is not exported.
+// The last pipeline stage that finished (which one failed is the next).
+class LastStage final : public compiler::PipelineObserver {
+ public:
+  absl::Status AfterStage(compiler::Stage stage, absl::Duration,
+                          const compiler::CompiledProgram&) override {
+    done = stage;
+    return absl::OkStatus();
+  }
+  std::optional<compiler::Stage> done;
+};
+
+// Sorts one discovered case into `tally`, or returns it ready to run: its
+// program through kiln's pipeline up to the loop passes (compiled mode, no
+// reference fallback calls, no conv layout oracle: externs run on the
+// host's reference on plain layouts).
 std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
   absl::StatusOr<frontend::ImportResult> imported =
       frontend::ImportModelFile(c.dir + "/model.onnx");
@@ -162,22 +172,25 @@ std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
     tally->errors.push_back(absl::StrCat(c.id(), ": data: ", sets.status().message()));
     return std::nullopt;
   }
-  if (absl::Status s = passes::DefaultGraphPipeline().Run(&graph); !s.ok()) {
-    tally->errors.push_back(absl::StrCat(c.id(), ": graph passes: ", s.ToString()));
-    return std::nullopt;
-  }
-  absl::StatusOr<ir::loop::LoopModule> lowered = lowering::LowerGraph(graph);
-  if (!lowered.ok()) {
-    const bool refusal = absl::IsUnimplemented(lowered.status()) ||
-                         absl::IsInvalidArgument(lowered.status());
+  compiler::PipelineOptions options;
+  options.reference_fallback = false;
+  options.stop_after = compiler::Stage::kLoopPasses;
+  LastStage last;
+  absl::StatusOr<compiler::CompiledProgram> compiled =
+      compiler::Compile(std::move(graph), compiler::Target{}, options, &last);
+  if (!compiled.ok()) {
+    const bool lowering = last.done == compiler::Stage::kGraphPasses;
+    const bool refusal = lowering && (absl::IsUnimplemented(compiled.status()) ||
+                                      absl::IsInvalidArgument(compiled.status()));
+    const compiler::Stage failed =
+        last.done.has_value() ? static_cast<compiler::Stage>(static_cast<int>(*last.done) + 1)
+                              : compiler::Stage::kVerify;
     (refusal ? tally->refused : tally->errors)
-        .push_back(absl::StrCat(c.id(), ": lowering: ", lowered.status().ToString()));
+        .push_back(absl::StrCat(c.id(), ": ", compiler::StageName(failed), ": ",
+                                compiled.status().ToString()));
     return std::nullopt;
   }
-  if (absl::Status s = passes::DefaultLoopPipeline().Run(&*lowered); !s.ok()) {
-    tally->errors.push_back(absl::StrCat(c.id(), ": loop passes: ", s.ToString()));
-    return std::nullopt;
-  }
+  ir::loop::LoopModule* lowered = &compiled->module;
   for (const DataSet& s : *sets) {
     if (s.inputs.size() != lowered->inputs.size() ||
         s.expected.size() != lowered->outputs.size()) {
@@ -188,7 +201,7 @@ std::optional<Runnable> PrepareCase(const conformance::Case& c, Tally* tally) {
     }
   }
   std::string ops = ExternOps(lowered->program);
-  return Runnable{c.id(), std::move(ops), *std::move(lowered), *std::move(sets)};
+  return Runnable{c.id(), std::move(ops), std::move(*lowered), *std::move(sets)};
 }
 
 // Judges one data set's run against ONNX's outputs; empty when it passes.

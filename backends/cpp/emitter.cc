@@ -1019,8 +1019,16 @@ EmitOptions EmitOptionsForIsa(const isa::VecIsa& isa) {
 }
 
 absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOptions& options) {
-  if (options.kernels_per_unit < 1) {
-    return absl::InvalidArgumentError("EmitOptions::kernels_per_unit must be >= 1");
+  if (options.kernels_per_unit < 1 || options.units < 0) {
+    return absl::InvalidArgumentError(
+        "EmitOptions::kernels_per_unit must be >= 1 and EmitOptions::units >= 0");
+  }
+  int per_unit = options.kernels_per_unit;
+  if (options.units > 0) {
+    const int loop_kernels = static_cast<int>(std::count_if(
+        program.kernels.begin(), program.kernels.end(),
+        [](const Kernel& k) { return k.kind == Kernel::Kind::kLoop; }));
+    per_unit = std::max(1, (loop_kernels + options.units - 1) / options.units);
   }
   if (options.verify) {
     absl::Status st = ir::loop::VerifyProgram(program);
@@ -1047,7 +1055,7 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
   };
   std::vector<Unit> units;
   bool has_extern = false;
-  int in_unit = options.kernels_per_unit;
+  int in_unit = per_unit;
 
   for (size_t ki = 0; ki < program.kernels.size(); ++ki) {
     const Kernel& k = program.kernels[ki];
@@ -1056,7 +1064,7 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
       has_extern = true;
       continue;
     }
-    if (in_unit >= options.kernels_per_unit) {
+    if (in_unit >= per_unit) {
       units.emplace_back();
       units.back().name = absl::StrCat(unit_prefix, "_", units.size() - 1);
       in_unit = 0;

@@ -1,26 +1,26 @@
 // File: backends/cpp/emitter.h — the C++/Highway emitter: turns the loop
-// kernels of a LoopProgram into translation units for runtime/jit (one
+// kernels of a LoopProgram into translation units for compiler/jit (one
 // emitter for every ISA; the VecISA module only changes compiler flags).
 //
 //   EmitOptions opts = EmitOptionsForIsa(*isa);
 //   KILN_ASSIGN_OR_RETURN(EmittedProgram out, EmitCpp(program, opts));
 //   KILN_ASSIGN_OR_RETURN(auto lib, jit.Compile(out.sources));
-//   auto* fn = reinterpret_cast<KernelFn>(*lib->Symbol(out.kernels[0].symbol));
+//   auto* fn = reinterpret_cast<ir::loop::KernelFn>(*lib->Symbol(out.kernels[0].symbol));
 //   void* args[] = {x_storage, y_storage};   // out.kernels[0].buffer_args order
 //   int rc = fn(args);                       // 0, or kError* bits
 //
-// ABI. Every loop kernel gets an entry `extern "C" int <symbol>(void* const*
-// args)`: args[k] points at the storage (laid out with the buffer's strides,
-// element types: f32 float, f16 IEEE half bits, f64 double, i64/i32/i8/u8 the
-// C integer, bool one byte 0/1) of buffer `buffer_args[k]`, listed by
-// ascending buffer index. Buffers passed to one kernel must not overlap.
-// `run_symbol` (when the program has no extern kernels) runs every kernel in
-// order and takes all program buffers indexed by buffer number. Entries return
-// 0 or the bitwise or of kErrorIntegerDivByZero (integer division or modulo by
-// zero; the result element is then 0) and kErrorIndexOutOfRange (a
-// load_indirect index outside [-extent, extent); element 0 of the axis is read
-// instead, never memory outside the buffer; a store_indirect index outside it
-// writes nothing).
+// ABI (ir/loop/kernel_abi.h). Every loop kernel gets an entry `extern "C" int
+// <symbol>(void* const* args)`: args[k] points at the storage (laid out with
+// the buffer's strides, element types: f32 float, f16 IEEE half bits, f64
+// double, i64/i32/i8/u8 the C integer, bool one byte 0/1) of buffer
+// `buffer_args[k]`, listed by ascending buffer index. Buffers passed to one
+// kernel must not overlap. `run_symbol` (when the program has no extern
+// kernels) runs every kernel in order and takes all program buffers indexed by
+// buffer number. Entries return 0 or the bitwise or of kErrorIntegerDivByZero
+// (integer division or modulo by zero; the result element is then 0) and
+// kErrorIndexOutOfRange (a load_indirect index outside [-extent, extent);
+// element 0 of the axis is read instead, never memory outside the buffer; a
+// store_indirect index outside it writes nothing).
 //
 // Generated code follows Highway's skeleton: kernels are functions over raw
 // `__restrict` pointers inside `HWY_NAMESPACE` (between HWY_BEFORE_NAMESPACE
@@ -99,21 +99,12 @@
 
 #include "absl/status/statusor.h"
 #include "backends/cpp/vec_checker.h"
+#include "ir/loop/kernel_abi.h"
 #include "ir/loop/loop_ir.h"
 #include "isa/isa.h"
 #include "ir/loop/source_file.h"
 
 namespace kiln::backends::cpp {
-
-// Error bits an entry returns (or-ed when several happen).
-// An integer division or modulo divided by zero.
-inline constexpr int kErrorIntegerDivByZero = 1;
-// A load_indirect or store_indirect index (Gather*, Scatter*) outside
-// [-extent, extent): the element is not read / written.
-inline constexpr int kErrorIndexOutOfRange = 2;
-
-// Signature of every kernel entry and of the run-all entry.
-using KernelFn = int (*)(void* const* args);
 
 struct EmitOptions {
   // Prefix of every exported symbol (sanitized).
@@ -122,6 +113,9 @@ struct EmitOptions {
   std::string unit_prefix = "kiln_kernels";
   // Loop kernels per translation unit (>= 1).
   int kernels_per_unit = 16;
+  // > 0: instead of kernels_per_unit, the loop kernels spread over at most
+  // this many units, ceil(kernels / units) each (an AOT library's shards).
+  int units = 0;
   // Smallest work (iteration x reduction points) worth an OpenMP loop.
   int64_t parallel_grain = 32768;
   // false: every kernel scalar (reason "vectorization disabled").

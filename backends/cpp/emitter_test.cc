@@ -183,8 +183,24 @@ TEST(Emitter, SplitsKernelsOverUnitsAndSkipsExternCalls) {
   EXPECT_TRUE(out->run_symbol.empty());
   EXPECT_EQ(out->kernels.size(), 5u);
 
+  // `units` spreads the 5 loop kernels (the extern does not count) over at
+  // most 2 units: 3 + 2.
+  EmitOptions spread;
+  spread.units = 2;
+  out = EmitCpp(p, spread);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->sources.size(), 2u);
+  EXPECT_EQ(out->kernels[2].unit, "kiln_kernels_0");
+  EXPECT_EQ(out->kernels[3].unit, "kiln_kernels_1");
+  spread.units = 8;  // more units than kernels: one kernel each
+  out = EmitCpp(p, spread);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->sources.size(), 5u);
+
   o.kernels_per_unit = 0;
   EXPECT_EQ(EmitCpp(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+  spread.units = -1;
+  EXPECT_EQ(EmitCpp(p, spread).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Emitter, RejectsProgramsFailingVerification) {

@@ -19,8 +19,9 @@
 #include "backends/cpp/op_forms.h"
 #include "backends/cpp/test_util.h"
 #include "ir/loop/interpreter.h"
+#include "ir/loop/kernel_abi.h"
 #include "ir/loop/loop_ir.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -204,7 +205,7 @@ TEST(OpRows, CheckedFormsFlagDivisionByZero) {
   absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
   ASSERT_TRUE(r.ok()) << r.status();
   for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ((*r)[i].rc, kErrorIntegerDivByZero) << cases[i].name;
+    EXPECT_EQ((*r)[i].rc, ir::loop::kErrorIntegerDivByZero) << cases[i].name;
     EXPECT_FALSE(ir::loop::RunLoopProgram(cases[i].program, cases[i].inputs).ok())
         << cases[i].name;
   }

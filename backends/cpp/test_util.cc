@@ -29,7 +29,7 @@
 #include "ir/status_macros.h"
 #include "interp/loop_module.h"
 #include "lowering/ops_fallback.h"
-#include "runtime/jit/jit_compiler.h"
+#include "compiler/jit/jit_compiler.h"
 
 namespace kiln::backends::cpp {
 namespace {
@@ -256,7 +256,7 @@ std::string DriverSource(const std::vector<CasePlan>& plans,
 
 // Writes the active cases' data to <stem>.in and builds the driver with
 // `sources` for the ISA's emulator; `offsets` per case and buffer.
-absl::StatusOr<std::string> BuildDriver(runtime::JitCompiler& jit,
+absl::StatusOr<std::string> BuildDriver(jit::JitCompiler& jit,
                                         std::vector<ir::loop::SourceFile> sources,
                                         const std::vector<ProgramCase>& cases,
                                         const std::vector<CasePlan>& plans,
@@ -291,13 +291,13 @@ absl::StatusOr<std::string> BuildDriver(runtime::JitCompiler& jit,
 
 // Runs the driver under the ISA's emulator, outputs back through a file;
 // restarts after a case the driver dies in.
-absl::Status RunDriver(runtime::JitCompiler& jit, const std::string& exe, const std::string& stem,
+absl::Status RunDriver(jit::JitCompiler& jit, const std::string& exe, const std::string& stem,
                        const std::vector<ProgramCase>& cases, std::vector<CasePlan>& plans,
                        std::vector<CaseResult>& results) {
   int first = 0;
   for (int attempt = 0; first < static_cast<int>(cases.size()); ++attempt) {
     const std::string out_path = absl::StrCat(stem, ".out", attempt);
-    KILN_ASSIGN_OR_RETURN(runtime::RunResult run,
+    KILN_ASSIGN_OR_RETURN(jit::RunResult run,
                           jit.RunExecutable(exe, {stem + ".in", out_path, absl::StrCat(first)}));
     std::ifstream out(out_path, std::ios::binary);
     int next = first;  // the first case without an R line
@@ -447,7 +447,7 @@ Tensor RandomTensor(DType dtype, const ir::Shape& shape, uint32_t seed, double l
   return t;
 }
 
-absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<CaseResult>> RunCases(const jit::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases) {
   KILN_ASSIGN_OR_RETURN(std::vector<CaseResult> results, RunCases(isa, cases, RunOptions{}));
   for (size_t c = 0; c < cases.size(); ++c) {
@@ -458,7 +458,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
   return results;
 }
 
-absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<CaseResult>> RunCases(const jit::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases,
                                                  const RunOptions& options) {
   std::vector<CaseResult> results(cases.size());
@@ -500,16 +500,16 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
     }
     plans[c].calls.push_back(std::move(call));
   }
-  runtime::JitOptions jo;
+  jit::JitOptions jo;
   jo.isa = isa.isa;
   jo.cache_dir = TestTmp("jit_cache");
   jo.temp_dir = TestTmp("");
   jo.run_timeout = options.run_timeout;
-  runtime::JitCompiler jit(jo);
+  jit::JitCompiler jit(jo);
   static int run_counter = 0;
   const std::string stem = TestTmp(absl::StrCat("kiln_driver_", getpid(), "_", run_counter++));
   std::string exe;
-  std::shared_ptr<runtime::LoadedLibrary> lib;
+  std::shared_ptr<jit::LoadedLibrary> lib;
   // A build that fails on some cases' code drops them (each gets the
   // compiler's lines about it) and builds the rest again.
   for (int round = 0;; ++round) {
@@ -559,7 +559,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
       if (path.ok()) exe = *std::move(path);
       built = path.status();
     } else {
-      absl::StatusOr<std::shared_ptr<runtime::LoadedLibrary>> loaded = jit.Compile(sources);
+      absl::StatusOr<std::shared_ptr<jit::LoadedLibrary>> loaded = jit.Compile(sources);
       if (loaded.ok()) lib = *std::move(loaded);
       built = loaded.status();
     }
@@ -579,7 +579,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
   }
   // Never dlclose: OpenMP's worker threads (libgomp, loaded with the
   // library) outlive the call and crash when their code is unmapped.
-  static auto* const kKeepLoaded = new std::vector<std::shared_ptr<runtime::LoadedLibrary>>;
+  static auto* const kKeepLoaded = new std::vector<std::shared_ptr<jit::LoadedLibrary>>;
   kKeepLoaded->push_back(lib);
   for (size_t c = 0; c < cases.size(); ++c) {
     if (!plans[c].active) continue;
@@ -590,7 +590,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
       KILN_ASSIGN_OR_RETURN(void* sym, lib->Symbol(call.symbol));
       std::vector<void*> ptrs;
       for (int32_t a : call.args) ptrs.push_back(storage[a].data());
-      results[c].rc = reinterpret_cast<KernelFn>(sym)(ptrs.data());
+      results[c].rc = reinterpret_cast<ir::loop::KernelFn>(sym)(ptrs.data());
       if (results[c].rc != 0) break;
     }
     for (int32_t b : plans[c].dumped) {
@@ -601,7 +601,7 @@ absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
   return results;
 }
 
-absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const jit::TestIsa& isa,
                                                           const std::vector<LoweredCase>& cases,
                                                           const RunOptions& options,
                                                           size_t cases_per_batch) {

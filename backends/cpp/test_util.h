@@ -28,7 +28,7 @@
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
-#include "runtime/jit/isa_test_util.h"
+#include "compiler/jit/isa_test_util.h"
 #include "interp/compare.h"
 
 namespace kiln::backends::cpp {
@@ -85,13 +85,13 @@ ir::Tensor RandomTensor(ir::DType dtype, const ir::Shape& shape, uint32_t seed, 
 // Emits every case (with its own symbol prefix), builds them all in one JIT
 // call for the ISA under test, runs each program's run entry and gathers
 // its outputs.
-absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<CaseResult>> RunCases(const jit::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases);
 
 // The same with options. Failures of one case are reported in its
 // CaseResult::error; the status fails only for the batch as a whole (the
 // build, the emulator).
-absl::StatusOr<std::vector<CaseResult>> RunCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<CaseResult>> RunCases(const jit::TestIsa& isa,
                                                  std::vector<ProgramCase>& cases,
                                                  const RunOptions& options);
 
@@ -119,7 +119,7 @@ struct LoweredResult {
 // in lockstep, so a program with n loop segments costs n batched runs, not
 // one per case. Programs with values of data-dependent shape (reference
 // calls) are refused per case. The status fails only on a bad argument.
-absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const runtime::TestIsa& isa,
+absl::StatusOr<std::vector<LoweredResult>> RunLoweredCases(const jit::TestIsa& isa,
                                                           const std::vector<LoweredCase>& cases,
                                                           const RunOptions& options,
                                                           size_t cases_per_batch);

@@ -10,10 +10,12 @@
 
 #include "absl/strings/substitute.h"
 #include "backends/onednn/extern_kernel.h"
+#include "backends/onednn/layout_oracle.h"
 #include "backends/onednn/onednn_call.h"
 #include "gtest/gtest.h"
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
+#include "ir/loop/blocked_layout.h"
 #include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "lowering/lower_graph.h"
@@ -134,11 +136,11 @@ TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
         EXPECT_EQ(l.slower_isa, IsaOf(impl) != preferred_isa) << impl;
       }
       absl::StatusOr<Tensor> xb =
-          l.src > 0 ? passes::ToBlocked(x, l.src) : absl::StatusOr<Tensor>(x);
-      absl::StatusOr<Tensor> yb = passes::ToBlocked(want, l.dst);
+          l.src > 0 ? ir::loop::ToBlocked(x, l.src) : absl::StatusOr<Tensor>(x);
+      absl::StatusOr<Tensor> yb = ir::loop::ToBlocked(want, l.dst);
       ASSERT_TRUE(xb.ok() && yb.ok());
       ASSERT_TRUE((*b)->Execute(xb->raw_data(), {}, yb->raw_data()).ok());
-      absl::StatusOr<Tensor> got = passes::FromBlocked(*yb, 32);
+      absl::StatusOr<Tensor> got = ir::loop::FromBlocked(*yb, 32);
       ASSERT_TRUE(got.ok()) << got.status();
       ExpectClose(*got, want);
     }
@@ -179,11 +181,11 @@ TEST(OneDnnCallBlocked, OddChannelsWithSumMatchPlain) {
   EXPECT_EQ((*b)->reorders_per_call(), 0) << (*b)->src_layout() << " " << (*b)->dst_layout()
                                           << " " << (*b)->impl_name() << " block " << block;
   absl::StatusOr<Tensor> xb =
-      blocked.src.channel_block > 0 ? passes::ToBlocked(x, block) : absl::StatusOr<Tensor>(x);
-  absl::StatusOr<Tensor> yb = passes::ToBlocked(residual, block);
+      blocked.src.channel_block > 0 ? ir::loop::ToBlocked(x, block) : absl::StatusOr<Tensor>(x);
+  absl::StatusOr<Tensor> yb = ir::loop::ToBlocked(residual, block);
   ASSERT_TRUE(xb.ok() && yb.ok());
   ASSERT_TRUE((*b)->Execute(xb->raw_data(), {}, yb->raw_data()).ok());
-  absl::StatusOr<Tensor> got = passes::FromBlocked(*yb, 11);
+  absl::StatusOr<Tensor> got = ir::loop::FromBlocked(*yb, 11);
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectClose(*got, want);
   // oneDNN keeps the channel tail zero.
@@ -201,15 +203,6 @@ TEST(OneDnnCallBlocked, OddChannelsWithSumMatchPlain) {
             absl::StatusCode::kUnimplemented);
 }
 
-passes::ConvLayoutOracle OneDnnOracle() {
-  return [](const ir::loop::LoopModule& lp,
-            const ir::loop::Kernel& k) -> absl::StatusOr<passes::ConvLayout> {
-    absl::StatusOr<ActivationBlocks> b = PreferredActivationBlocks(lp.program, k, lp.constants);
-    if (!b.ok()) return b.status();
-    return passes::ConvLayout{b->src, b->dst};
-  };
-}
-
 // Runs `text` after propagate-layout with every extern on oneDNN; returns
 // the per-call reorders of each extern, in program order.
 std::vector<int> CheckOnOneDnn(const std::string& text) {
@@ -217,7 +210,7 @@ std::vector<int> CheckOnOneDnn(const std::string& text) {
   EXPECT_TRUE(g.ok()) << g.status();
   absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*g);
   EXPECT_TRUE(lp.ok()) << lp.status();
-  passes::PropagateLayout pass(OneDnnOracle());
+  passes::PropagateLayout pass(ConvLayoutOracle());
   absl::StatusOr<bool> changed = pass.Run(&*lp);
   EXPECT_TRUE(changed.ok() && *changed) << changed.status();
   std::vector<int> reorders;

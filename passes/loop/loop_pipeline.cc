@@ -3,14 +3,10 @@
 #include "passes/loop/loop_pipeline.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ir/loop/module.h"
-#include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
 #include "ir/status_macros.h"
 #include "passes/loop/demote_index.h"
@@ -21,22 +17,6 @@
 
 namespace kiln::passes {
 namespace {
-
-absl::Status Dump(const std::string& dir, int index, absl::string_view tag,
-                  const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create dump dir ", dir, ": ", ec.message()));
-  }
-  const std::string path =
-      absl::StrFormat("%s/%02d-%s.txt", dir, index, std::string(tag));
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 template <typename Pass>
 std::unique_ptr<LoopPass> Create(const ConvLayoutOracle&) {
@@ -72,10 +52,7 @@ absl::Status LoopPipeline::Run(ir::loop::LoopModule* program,
                        absl::StrJoin(PassNames(), ", ")));
     }
   }
-  if (!options.dump_dir.empty()) {
-    KILN_RETURN_IF_ERROR(Dump(options.dump_dir, 0, "input",
-                              ir::loop::PrintProgram(program->program)));
-  }
+  if (options.observer) KILN_RETURN_IF_ERROR(options.observer(0, nullptr, false, *program));
   int index = 0;
   for (const auto& pass : passes_) {
     ++index;
@@ -93,16 +70,14 @@ absl::Status LoopPipeline::Run(ir::loop::LoopModule* program,
                                    pass->name(), ": ", v.message());
       }
     }
-    if (!options.dump_dir.empty()) {
-      KILN_RETURN_IF_ERROR(Dump(options.dump_dir, index, pass->name(),
-                                *changed ? ir::loop::PrintProgram(program->program)
-                                         : std::string("(unchanged)\n")));
+    if (options.observer) {
+      KILN_RETURN_IF_ERROR(options.observer(index, pass.get(), *changed, *program));
     }
   }
   return absl::OkStatus();
 }
 
-LoopPipeline DefaultLoopPipeline() {
+LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle) {
   LoopPipeline p;
   // Dead buffers first: a kernel nobody reads (an unused Split output, a
   // LayerNorm statistic) still counts as a reader of its inputs, which
@@ -121,7 +96,7 @@ LoopPipeline DefaultLoopPipeline() {
   p.Add(std::make_unique<EliminateDeadBuffers>());
   // Layouts after fusion: it decides per buffer from every kernel that
   // touches it, and fusion must not see physical (blocked) indexing.
-  p.Add(std::make_unique<PropagateLayout>());
+  p.Add(std::make_unique<PropagateLayout>(std::move(conv_layout_oracle)));
   // Index demotion last: value ranges come from the final (blocked)
   // indices, and no later pass may widen what it proved fits int32.
   p.Add(std::make_unique<DemoteIndex>());

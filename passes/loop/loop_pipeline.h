@@ -1,15 +1,18 @@
 // File: passes/loop/loop_pipeline.h — runs loop passes in order over a
-// ir::loop::LoopModule, with the loop IR verifier after every pass that changed
-// something (on by default: it is cheap next to the passes) and optional
-// dumps of the text form after every pass; and the registry of every loop
-// pass by name.
+// ir::loop::LoopModule, with the loop IR verifier after every pass that
+// changed something (on by default: it is cheap next to the passes) and an
+// optional observer of the IR after every pass (compiler/ writes its dumps
+// with it);
+// and the registry of every loop pass by name.
 //
 //   passes::LoopPipelineOptions opts;
-//   opts.dump_dir = "/tmp/dump";     // 00-input.txt, 01-<pass>.txt, ...
-//   KILN_RETURN_IF_ERROR(passes::DefaultLoopPipeline().Run(&lowered, opts));
+//   opts.disabled.insert("fuse-horizontal");
+//   KILN_RETURN_IF_ERROR(
+//       passes::DefaultLoopPipeline(onednn::ConvLayoutOracle()).Run(&lowered, opts));
 #ifndef KILN_PASSES_LOOP_LOOP_PIPELINE_H_
 #define KILN_PASSES_LOOP_LOOP_PIPELINE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,9 +29,12 @@ namespace kiln::passes {
 
 struct LoopPipelineOptions {
   bool verify = true;
-  // Non-empty: write the program's text form before the first pass and
-  // after every pass ("(unchanged)" when a pass changed nothing).
-  std::string dump_dir;
+  // Called with the input module (index 0, pass nullptr, changed false)
+  // and after every pass that ran (index: its place in the pipeline, from
+  // 1; disabled passes keep their numbers). An error stops the pipeline.
+  std::function<absl::Status(int index, const LoopPass* pass, bool changed,
+                             const ir::loop::LoopModule& module)>
+      observer;
   // Pass names to skip (every occurrence).
   absl::flat_hash_set<std::string> disabled;
 };
@@ -48,7 +54,9 @@ class LoopPipeline {
 };
 
 // kiln's loop pipeline, in order (passes/loop/loop_pipeline.cc says why).
-LoopPipeline DefaultLoopPipeline();
+// `conv_layout_oracle` is propagate-layout's: the conv library's preferred
+// activation layouts (an empty function: every buffer stays plain).
+LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle);
 
 // The registry: every loop pass by name (its --pass= / --disable-pass=
 // token), sorted. `kilnc opt --pass=NAME` runs them; DefaultLoopPipeline

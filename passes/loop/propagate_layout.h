@@ -1,19 +1,16 @@
 // File: passes/loop/propagate_layout.h — the propagate-layout loop pass:
 // keeps CNN activations in the conv library's channel-blocked layout
 // (nChw8c on AVX2, nChw16c on AVX-512) across chains of convs and the loop
-// kernels between them, so a CNN pays layout reorders only at its edges;
-// plus the helpers that run such a program on logical tensors.
+// kernels between them, so a CNN pays layout reorders only at its edges.
 //
-//   PropagateLayout pass(oracle);  // or PropagateLayout() after
-//                                  // SetDefaultConvLayoutOracle(...)
+//   PropagateLayout pass(onednn::ConvLayoutOracle());  // backends/onednn
 //   KILN_ASSIGN_OR_RETURN(bool changed, pass.Run(&lowered));
 //
-// A blocked buffer holding the logical N C spatial... tensor is a row-major
-// buffer of shape [N, ceil(C/b), spatial..., b] whose channel tail is zero
-// (oneDNN's convention). Extern kernels say which of their buffers are
-// blocked in attributes (kAttrBlockedInputs/Outputs, kAttrChannelBlock);
-// loop kernels index the physical layout directly, with their channel loop
-// split into (C/b, b) and the b lanes innermost so they stay vectorized.
+// The blocked layout is ir/loop/blocked_layout.h's. Extern kernels say
+// which of their buffers are blocked in attributes (kAttrBlockedInputs/
+// Outputs, kAttrChannelBlock); loop kernels index the physical layout
+// directly, with their channel loop split into (C/b, b) and the b lanes
+// innermost so they stay vectorized.
 #ifndef KILN_PASSES_LOOP_PROPAGATE_LAYOUT_H_
 #define KILN_PASSES_LOOP_PROPAGATE_LAYOUT_H_
 
@@ -22,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ir/graph/tensor.h"
+#include "ir/loop/blocked_layout.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
@@ -50,11 +47,6 @@ struct ConvLayout {
 using ConvLayoutOracle = std::function<absl::StatusOr<ConvLayout>(
     const ir::loop::LoopModule& program, const ir::loop::Kernel& kernel)>;
 
-// The oracle PropagateLayout() uses. passes/ do not depend on backends/, so
-// the runtime registers oneDNN's (runtime/extern_step.cc); with none
-// registered the pass changes nothing.
-void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle);
-
 // Why a pass: every conv primitive prefers the blocked layout, but a
 // conv-per-call reorder NCHW -> nChw8c -> NCHW is paid around every conv;
 // only a whole-program view can tell which buffers every reader and writer
@@ -73,9 +65,13 @@ void SetDefaultConvLayoutOracle(ConvLayoutOracle oracle);
 // of the blocks the oracle reports, the one whose solution reorders the
 // fewest elements in that region, counting a conv on a `slower` kernel as
 // its multiply-adds / 100 elements; ties go to the block most convs want.
+//
+// The oracle is the caller's (passes/ do not depend on backends/;
+// backends/onednn/layout_oracle.h gives oneDNN's). Without one (an empty
+// function) every buffer stays plain and the pass changes nothing.
 class PropagateLayout : public LoopPass {
  public:
-  PropagateLayout();
+  PropagateLayout() = default;
   explicit PropagateLayout(ConvLayoutOracle oracle);
   absl::string_view name() const override { return "propagate-layout"; }
   absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
@@ -83,40 +79,6 @@ class PropagateLayout : public LoopPass {
  private:
   ConvLayoutOracle oracle_;
 };
-
-// Appended to the description of a loop kernel that converts between a
-// blocked and a plain activation.
-inline constexpr char kReorderTag[] = " [layout reorder]";
-// Appended to the tail kernel of such a kernel: the last, partial channel
-// block it splits off (counted with the kernel, not on its own).
-inline constexpr char kReorderTailTag[] = " [layout reorder tail]";
-
-// Layout-converting loop kernels of `program` (kernels tagged kReorderTag).
-int CountLayoutReorderKernels(const ir::loop::LoopProgram& program);
-
-// Per call input (outputs: false) or output of an extern kernel: the
-// logical channel count of a blocked buffer, 0 for a plain one. Empty
-// attributes: all plain. InvalidArgument for malformed attributes.
-absl::StatusOr<std::vector<int64_t>> BlockedChannels(const ir::loop::Kernel& kernel,
-                                                     bool outputs);
-
-// The logical shape of blocked `physical` ([N, ceil(C/b), spatial..., b])
-// with C = channels.
-ir::Shape LogicalShape(const ir::Shape& physical, int64_t channels);
-// A logical N C spatial... tensor blocked by `block` (zero channel tail),
-// and back. InvalidArgument for ranks < 3 or shapes that do not match.
-absl::StatusOr<ir::Tensor> ToBlocked(const ir::Tensor& logical, int64_t block);
-absl::StatusOr<ir::Tensor> FromBlocked(const ir::Tensor& physical, int64_t channels);
-
-// An extern kernel as a reference implementation must see it: `program`
-// with each blocked buffer of the call given its logical shape (row-major),
-// the kernel without its layout attributes.
-struct ExternLogicalView {
-  ir::loop::LoopProgram program;
-  ir::loop::Kernel kernel;
-};
-absl::StatusOr<ExternLogicalView> LogicalViewForExtern(
-    const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel);
 
 }  // namespace kiln::passes
 

@@ -2,8 +2,7 @@
 // conv library oracle (block 8 or 4, or 16 with 8 as an alternative): which
 // buffers become blocked and by which block (golden CHECK lines), results
 // equal to the graph reference interpreter (odd channel counts, pooling,
-// concat, a fused residual sum, global pooling), refusals, and the layout
-// helpers' errors.
+// concat, a fused residual sum, global pooling) and refusals.
 #include "ir/loop/module.h"
 #include "passes/loop/propagate_layout.h"
 
@@ -241,7 +240,7 @@ graph main(%x: f32[1,8,4,4], %z: f32[1,16,4,4]) -> (%y) opset 17 {
     CHECK-SAME: kiln_blocked_inputs=[16, 0], kiln_blocked_outputs=[0]
   )");
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
-  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 1);
+  EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 1);
 }
 
 // An AVX-512-like library: convs want 16 for src and dst and also run on 8,
@@ -291,7 +290,7 @@ TEST(PropagateLayout, PicksTheBlockThatLeavesNothingToReorder) {
     CHECK-SAME: kiln_blocked_inputs=[32, 0], kiln_blocked_outputs=[24], kiln_channel_block=8
   )");
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
-  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 0);
+  EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 0);
 }
 
 // When block 8 means a slower kernel for the heavy convs, their
@@ -344,7 +343,7 @@ graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
     CHECK-SAME: kiln_blocked_inputs=[16, 0], kiln_blocked_outputs=[16], kiln_channel_block=8
   )");
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
-  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 0);
+  EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 0);
 }
 
 // Two regions the channel shuffle (Reshape, Transpose, Reshape: its
@@ -439,7 +438,7 @@ graph main(%x: f32[1,8,5,7]) -> (%y) opset 17 {
     CHECK-NEXT: load %c2[
   )");
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
-  EXPECT_EQ(CountLayoutReorderKernels(lp.program), 2);
+  EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 2);
 }
 
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
@@ -450,43 +449,6 @@ TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
             },
             false);
   CheckPass(PoolResidualNet(), Oracle(0), false);
-}
-
-TEST(PropagateLayoutHelpers, BlockRoundTripAndErrors) {
-  Tensor x = lowering::testing::RandomTensor(DType::kF32, {2, 5, 3, 2}, 3);
-  absl::StatusOr<Tensor> b = ToBlocked(x, 4);
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->shape(), (ir::Shape{2, 2, 3, 2, 4}));
-  // Element (n=1, c=4, h=2, w=1) at ((1*2 + 1)*6 + 2*2 + 1)*4 + 0; the
-  // channel tail (c = 5..7) is zero.
-  EXPECT_EQ(b->data<float>()[((1 * 2 + 1) * 6 + 2 * 2 + 1) * 4],
-            x.data<float>()[((1 * 5 + 4) * 3 + 2) * 2 + 1]);
-  EXPECT_EQ(b->data<float>()[((0 * 2 + 1) * 6 + 0) * 4 + 3], 0.0f);
-  absl::StatusOr<Tensor> back = FromBlocked(*b, 5);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(interp::CompareTensors(*back, x).ok);
-  EXPECT_EQ(LogicalShape({2, 2, 3, 2, 4}, 5), (ir::Shape{2, 5, 3, 2}));
-
-  EXPECT_EQ(FromBlocked(*b, 9).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ToBlocked(Tensor(DType::kF32, {4, 4}), 8).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ToBlocked(Tensor(DType::kI64, {1, 4, 4}), 8).status().code(),
-            absl::StatusCode::kInvalidArgument);
-
-  ir::loop::Kernel k;
-  k.name = "k";
-  k.kind = ir::loop::Kernel::Kind::kExtern;
-  k.call.inputs = {0, 1};
-  k.call.outputs = {2};
-  absl::StatusOr<std::vector<int64_t>> plain = BlockedChannels(k, false);
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(*plain, (std::vector<int64_t>{0, 0}));
-  k.call.attrs[ir::loop::kAttrBlockedInputs] = std::vector<int64_t>{16};
-  EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
-  k.call.attrs[ir::loop::kAttrBlockedInputs] = std::string("16,0");
-  EXPECT_EQ(BlockedChannels(k, false).status().code(), absl::StatusCode::kInvalidArgument);
-  k.call.attrs[ir::loop::kAttrBlockedOutputs] = std::vector<int64_t>{-1};
-  EXPECT_EQ(BlockedChannels(k, true).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -94,15 +94,15 @@ absl::Status RunLoopKernel(const LoopProgram& p, const Kernel& k,
 absl::Status ReferenceExtern(const LoopProgram& program, const Kernel& kernel,
                              absl::Span<void* const> inputs,
                              absl::Span<void* const> outputs) {
-  KILN_ASSIGN_OR_RETURN(ExternLogicalView view, LogicalViewForExtern(program, kernel));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in_c, BlockedChannels(kernel, false));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out_c, BlockedChannels(kernel, true));
+  KILN_ASSIGN_OR_RETURN(ir::loop::ExternLogicalView view, ir::loop::LogicalViewForExtern(program, kernel));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in_c, ir::loop::BlockedChannels(kernel, false));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out_c, ir::loop::BlockedChannels(kernel, true));
   std::vector<Tensor> ins;
   for (size_t j = 0; j < inputs.size(); ++j) {
     const Buffer& b = program.buffers[kernel.call.inputs[j]];
     Tensor raw = Gather(b, static_cast<const char*>(inputs[j]));
     if (in_c[j] > 0) {
-      KILN_ASSIGN_OR_RETURN(raw, FromBlocked(raw, in_c[j]));
+      KILN_ASSIGN_OR_RETURN(raw, ir::loop::FromBlocked(raw, in_c[j]));
     }
     ins.push_back(std::move(raw));
   }
@@ -112,7 +112,7 @@ absl::Status ReferenceExtern(const LoopProgram& program, const Kernel& kernel,
     const Buffer& b = program.buffers[kernel.call.outputs[o]];
     Tensor t = outs[o];
     if (out_c[o] > 0) {
-      KILN_ASSIGN_OR_RETURN(t, ToBlocked(t, b.shape.back()));
+      KILN_ASSIGN_OR_RETURN(t, ir::loop::ToBlocked(t, b.shape.back()));
     }
     Scatter(b, t, static_cast<char*>(outputs[o]));
   }

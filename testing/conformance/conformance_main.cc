@@ -26,7 +26,7 @@
 #include "absl/strings/ascii.h"
 #include "frontend/onnx/importer.h"
 #include "isa/isa.h"
-#include "runtime/kiln.h"
+#include "compiler/compiler.h"
 #include "testing/conformance/runner.h"
 
 ABSL_FLAG(std::string, data_root, kiln::conformance::kDefaultDataRoot,

@@ -1,0 +1,20 @@
+// oneDNN's answer to propagate-layout (backends/onednn/layout_oracle.h).
+#include "backends/onednn/layout_oracle.h"
+
+#include "backends/onednn/extern_kernel.h"
+#include "ir/status_macros.h"
+
+namespace kiln::onednn {
+
+passes::ConvLayoutOracle ConvLayoutOracle() {
+  return [](const ir::loop::LoopModule& lp,
+            const ir::loop::Kernel& kernel) -> absl::StatusOr<passes::ConvLayout> {
+    KILN_ASSIGN_OR_RETURN(ActivationBlocks blocks,
+                          PreferredActivationBlocks(lp.program, kernel, lp.constants));
+    passes::ConvLayout layout{blocks.src, blocks.dst, {}};
+    for (const auto& a : blocks.also) layout.also.push_back({a.src, a.dst, a.slower_isa});
+    return layout;
+  };
+}
+
+}  // namespace kiln::onednn

@@ -1,0 +1,718 @@
+// End-to-end tests of kiln's public API: graphs compiled by kiln::Compiler
+// (graph passes, lowering, emitted C++ through the JIT, library calls) give
+// what the reference interpreter gives; bad inputs get clear errors; Run is
+// safe from many threads; the report describes every kernel.
+#include "compiler/compiler.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "ir/graph/text.h"
+#include "nlohmann/json.hpp"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
+
+namespace kiln {
+namespace {
+
+std::string CacheDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_cache";
+}
+
+CompileOptions Options() {
+  CompileOptions o;
+  o.cache_dir = CacheDir();
+  return o;
+}
+
+ir::Tensor Random(const ir::Shape& shape, uint32_t seed) {
+  ir::Tensor t(ir::DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// Parses `text`; its `<elided>` f32 constants get seeded random data.
+ir::Graph Parse(const char* text) {
+  ir::ParseOptions po;
+  po.allow_elided_constants = true;
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text, po);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return ir::Graph("invalid");
+  for (ir::ValueId v = 0; v < static_cast<ir::ValueId>(g->num_values()); ++v) {
+    const ir::Tensor* c = g->constant(v);
+    if (c != nullptr && c->dtype() == ir::DType::kF32) {
+      g->SetConstant(v, Random(c->shape(), 1000 + v));
+    }
+  }
+  return *std::move(g);
+}
+
+// Compiles `text` and checks the compiled outputs against the reference
+// interpreter on the same (unoptimized) graph.
+void ExpectMatchesReference(const char* text, const std::vector<ir::Tensor>& inputs,
+                            CompileOptions options = Options()) {
+  ir::Graph g = Parse(text);
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(options).CompileGraph(std::move(g));
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t o = 0; o < got->size(); ++o) {
+    interp::CompareResult r =
+        interp::CompareTensors((*got)[o], (*want)[o], interp::Tolerance{1e-4, 1e-5, {}});
+    EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message << "\n"
+                      << (*model)->report().ToText();
+  }
+}
+
+constexpr char kPointwiseAndReductions[] = R"(
+graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
+  %a = Add(%x, %b) name="add" : f32[3,17]
+  %r = Relu(%a) name="relu" : f32[3,17]
+  %t = Transpose(%r) {perm=[1, 0]} name="tr" : f32[17,3]
+  %y = Softmax(%t) {axis=0} name="sm" : f32[17,3]
+  %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
+}
+)";
+
+TEST(CompiledModel, PointwiseReductionsAndViewsMatchReference) {
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 1), Random({17}, 2)});
+}
+
+TEST(CompiledModel, EagerModeMatchesReference) {
+  CompileOptions o = Options();
+  o.mode = CompileOptions::Mode::kEager;
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 1), Random({17}, 2)}, o);
+}
+
+TEST(CompiledModel, ScalarIsaMatchesReference) {
+  CompileOptions o = Options();
+  o.isa = "scalar";
+  ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 3), Random({17}, 4)}, o);
+}
+
+constexpr char kConvBlock[] = R"(
+graph g(%x: f32[1,3,9,9]) -> (%y) opset 13 {
+  %w = constant f32[5,3,3,3] <elided>
+  %bias = constant f32[5] <elided>
+  %c = Conv(%x, %w, %bias) {pads=[1,1,1,1]} name="conv" : f32[1,5,9,9]
+  %r = Relu(%c) name="relu" : f32[1,5,9,9]
+  %p = MaxPool(%r) {kernel_shape=[2,2], strides=[2,2]} name="pool" : f32[1,5,4,4]
+  %f = Flatten(%p) name="flat" : f32[1,80]
+  %wm = constant f32[80,7] <elided>
+  %m = MatMul(%f, %wm) name="mm" : f32[1,7]
+  %y = Softmax(%m) {axis=1} name="sm" : f32[1,7]
+}
+)";
+
+TEST(CompiledModel, ConvPoolMatMulBlockMatchesReference) {
+  ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 5)});
+}
+
+TEST(CompiledModel, ConvBlockOnTheReferenceLibraryPathMatches) {
+  CompileOptions o = Options();
+  o.use_onednn = false;
+  ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 6)}, o);
+}
+
+TEST(CompiledModel, RunIsSafeFromManyThreads) {
+  ir::Graph g = Parse(kPointwiseAndReductions);
+  std::vector<std::vector<ir::Tensor>> inputs, want;
+  for (int i = 0; i < 4; ++i) {
+    inputs.push_back({Random({3, 17}, 100 + i), Random({17}, 200 + i)});
+    absl::StatusOr<std::vector<ir::Tensor>> w = interp::Run(g, inputs.back());
+    ASSERT_TRUE(w.ok()) << w.status();
+    want.push_back(*std::move(w));
+  }
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 50; ++rep) {
+        absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs[t]);
+        if (!got.ok()) {
+          ++mismatches[t];
+          continue;
+        }
+        for (size_t o = 0; o < got->size(); ++o) {
+          if (!interp::CompareTensors((*got)[o], want[t][o], {1e-4, 1e-5, {}}).ok) {
+            ++mismatches[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(CompiledModel, NamedInputsAndCallerOwnedOutputs) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({3, 17}, 7), b = Random({17}, 8);
+  absl::StatusOr<std::vector<ir::Tensor>> positional = (*model)->Run(std::vector<ir::Tensor>{x, b});
+  ASSERT_TRUE(positional.ok()) << positional.status();
+  absl::StatusOr<std::vector<ir::Tensor>> named = (*model)->RunNamed({{"b", b}, {"x", x}});
+  ASSERT_TRUE(named.ok()) << named.status();
+  ir::Tensor y(ir::DType::kF32, {17, 3}), s(ir::DType::kF32, {3});
+  ASSERT_TRUE((*model)->RunInto({x, b}, {&y, &s}).ok());
+  for (size_t o = 0; o < 2; ++o) {
+    EXPECT_TRUE(interp::CompareTensors((*named)[o], (*positional)[o], {0, 0, {}}).ok);
+  }
+  EXPECT_TRUE(interp::CompareTensors(y, (*positional)[0], {0, 0, {}}).ok);
+  EXPECT_TRUE(interp::CompareTensors(s, (*positional)[1], {0, 0, {}}).ok);
+  ASSERT_EQ((*model)->inputs().size(), 2u);
+  EXPECT_EQ((*model)->inputs()[0].name, "x");
+  EXPECT_EQ((*model)->outputs()[1].shape, (ir::Shape{3}));
+}
+
+TEST(CompiledModel, BadInputsAreClearErrors) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({3, 17}, 7), b = Random({17}, 8);
+  auto message = [](const absl::Status& s) { return std::string(s.message()); };
+
+  absl::Status s = (*model)->Run(std::vector<ir::Tensor>{x}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(message(s).find("takes 2 inputs, got 1"), std::string::npos) << s;
+
+  s = (*model)->Run(std::vector<ir::Tensor>{x, Random({16}, 1)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(message(s).find("'b'"), std::string::npos) << s;
+
+  s = (*model)->Run({x, ir::Tensor(ir::DType::kI64, {17})}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+
+  s = (*model)->RunNamed(std::map<std::string, ir::Tensor>{{"x", x}}).status();
+  EXPECT_NE(message(s).find("missing input 'b'"), std::string::npos) << s;
+  s = (*model)->RunNamed(std::map<std::string, ir::Tensor>{{"x", x}, {"b", b}, {"z", b}}).status();
+  EXPECT_NE(message(s).find("no input named 'z'"), std::string::npos) << s;
+
+  ir::Tensor wrong(ir::DType::kF32, {3, 17});
+  ir::Tensor s_out(ir::DType::kF32, {3});
+  s = (*model)->RunInto({x, b}, {&wrong, &s_out});
+  EXPECT_NE(message(s).find("output 0 'y'"), std::string::npos) << s;
+}
+
+TEST(CompiledModel, IntegerDivisionByZeroNamesTheKernel) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(Parse(R"(
+graph g(%a: i32[4], %b: i32[4]) -> (%c) opset 13 {
+  %c = Div(%a, %b) name="divide" : i32[4]
+}
+)"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  ir::Tensor a = ir::Tensor::FromVector<int32_t>({4}, {8, 9, 10, 11});
+  ir::Tensor b = ir::Tensor::FromVector<int32_t>({4}, {2, 3, 0, 1});
+  absl::Status s = (*model)->Run(std::vector<ir::Tensor>{a, b}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("divide"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("division"), std::string::npos) << s;
+  b = ir::Tensor::FromVector<int32_t>({4}, {2, 3, 5, 1});
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(std::vector<ir::Tensor>{a, b});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].data<int32_t>()[2], 2);
+}
+
+TEST(CompiledModel, RefusesBadOptions) {
+  CompileOptions o = Options();
+  o.isa = "neon";
+  EXPECT_FALSE(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).ok());
+  o = Options();
+  o.isa = "mmx";
+  EXPECT_EQ(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.disabled_passes = {"no-such-pass"};
+  absl::Status s = Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status();
+  EXPECT_NE(std::string(s.message()).find("no-such-pass"), std::string::npos) << s;
+  o = Options();
+  o.threads = -1;
+  EXPECT_EQ(Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseMode("fast").ok());
+  EXPECT_EQ(*ParseMode("eager"), CompileOptions::Mode::kEager);
+}
+
+TEST(CompiledModel, ReportDescribesEveryKernel) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kConvBlock));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  ASSERT_TRUE(j["kernels"].is_array());
+  EXPECT_EQ(j["kernels"].size(), r.kernels.size());
+  int loops = 0, externs = 0;
+  for (const auto& k : j["kernels"]) {
+    EXPECT_TRUE(k["name"].is_string());
+    EXPECT_TRUE(k["ops"].is_array());
+    EXPECT_FALSE(k["ops"].empty());
+    EXPECT_TRUE(k["vectorized"].is_boolean());
+    EXPECT_TRUE(k["reason"].is_string());
+    if (k["backend"] == "loop") ++loops; else ++externs;
+  }
+  // conv (+relu fused), matmul: two library calls; pool and softmax loops.
+  EXPECT_EQ(externs, 2) << r.ToText();
+  EXPECT_GE(loops, 2) << r.ToText();
+  EXPECT_EQ(j["extern_calls"].size(), 2u);
+  EXPECT_EQ(j["loop_kernels"], loops);
+  EXPECT_GT(r.arena_bytes, 0);
+  EXPECT_LE(r.arena_bytes, r.intermediate_bytes);
+  EXPECT_NE(r.ToText().find("loop kernels"), std::string::npos);
+}
+
+// Recurrent ops run as oneDNN RNN primitives (backends/onednn/rnn_kernel.h);
+// a form oneDNN would compute differently (clip) stays on the reference.
+constexpr char kRecurrent[] = R"(
+graph main(%x: f32[6,3,4], %h0: f32[2,3,5]) -> (%y, %yh, %yc, %gy, %ry) opset 17 {
+  %w = constant f32[2,20,4] <elided>
+  %r = constant f32[2,20,5] <elided>
+  %b = constant f32[2,40] <elided>
+  %p = constant f32[2,15] <elided>
+  %y, %yh, %yc = LSTM(%x, %w, %r, %b, _, %h0, _, %p) {direction="bidirectional", hidden_size=5} : f32[6,2,3,5], f32[2,3,5], f32[2,3,5]
+  %gw = constant f32[1,15,4] <elided>
+  %gr = constant f32[1,15,5] <elided>
+  %gb = constant f32[1,30] <elided>
+  %gy = GRU(%x, %gw, %gr, %gb) {direction="reverse", hidden_size=5, linear_before_reset=1} : f32[6,1,3,5]
+  %rw = constant f32[1,7,4] <elided>
+  %rr = constant f32[1,7,7] <elided>
+  %ry = RNN(%x, %rw, %rr) {hidden_size=7, clip=2.0} : f32[6,1,3,7]
+}
+)";
+
+TEST(CompiledModel, RecurrentOpsRunOnOneDnn) {
+  ExpectMatchesReference(kRecurrent, {Random({6, 3, 4}, 1), Random({2, 3, 5}, 2)});
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kRecurrent));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  EXPECT_EQ(j["reference_calls"], 1) << r.ToText();
+  int lstm = 0, gru = 0, rnn = 0;
+  for (const auto& x : j["extern_calls"]) {
+    const std::string op = x["op"];
+    if (absl::StartsWith(op, "lstm[") || absl::StartsWith(op, "gru[")) {
+      (op[0] == 'l' ? lstm : gru)++;
+      EXPECT_EQ(x["backend"], "onednn") << op;
+      EXPECT_FALSE(x["weight_layout"].get<std::string>().empty()) << op;
+      EXPECT_GT(x["prepacked_bytes"].get<int64_t>(), 0) << op;
+    } else if (op == "onnx.RNN") {
+      ++rnn;
+      EXPECT_EQ(x["backend"], "reference");
+      EXPECT_TRUE(absl::StrContains(x["reason"].get<std::string>(), "clip")) << x["reason"];
+    }
+  }
+  EXPECT_EQ(lstm, 1) << r.ToText();
+  EXPECT_EQ(gru, 1) << r.ToText();
+  EXPECT_EQ(rnn, 1) << r.ToText();
+}
+
+TEST(CompiledModel, DumpDirGetsIrAndSources) {
+  CompileOptions o = Options();
+  o.dump_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+               "/kiln_dump";
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(o).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/loop/00-input.txt"));
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/graph"));
+  EXPECT_TRUE(std::filesystem::exists(o.dump_dir + "/cpp"));
+  EXPECT_FALSE(std::filesystem::is_empty(o.dump_dir + "/cpp"));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, ProfileTimesEveryKernelAndMatchesRun) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<ir::Tensor> in = {Random({3, 17}, 9), Random({17}, 10)};
+  std::vector<CompiledModel::KernelTiming> timings;
+  absl::StatusOr<std::vector<ir::Tensor>> profiled = (*model)->Profile(in, &timings);
+  ASSERT_TRUE(profiled.ok()) << profiled.status();
+  absl::StatusOr<std::vector<ir::Tensor>> plain = (*model)->Run(in);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(timings.size(), (*model)->report().kernels.size());
+  double last_start = -1;
+  for (size_t k = 0; k < timings.size(); ++k) {
+    EXPECT_EQ(timings[k].kernel, static_cast<int>(k));
+    EXPECT_GE(timings[k].duration_us, 0);
+    EXPECT_GE(timings[k].start_us, last_start);
+    last_start = timings[k].start_us;
+  }
+  for (size_t o = 0; o < plain->size(); ++o) {
+    EXPECT_TRUE(interp::CompareTensors((*profiled)[o], (*plain)[o], {0, 0, {}}).ok);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, BatchCompileBuildsEachGraphAndIsolatesFailures) {
+  std::vector<ir::Graph> graphs;
+  graphs.push_back(Parse(kPointwiseAndReductions));
+  graphs.push_back(Parse(R"(
+graph h(%a: f32[5]) -> (%b) opset 13 {
+  %b = Sigmoid(%a) name="sig" : f32[5]
+}
+)"));
+  // Not static-shape: refused by lowering, alone.
+  graphs.push_back(Parse(R"(
+graph bad(%a: f32[?]) -> (%b) opset 13 {
+  %b = Exp(%a) name="e" : f32[?]
+}
+)"));
+  const std::vector<std::vector<ir::Tensor>> inputs = {
+      {Random({3, 17}, 21), Random({17}, 22)}, {Random({5}, 23)}};
+  std::vector<std::vector<ir::Tensor>> want;
+  for (int g = 0; g < 2; ++g) {
+    absl::StatusOr<std::vector<ir::Tensor>> w = interp::Run(graphs[g], inputs[g]);
+    ASSERT_TRUE(w.ok()) << w.status();
+    want.push_back(*std::move(w));
+  }
+  std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> models =
+      Compiler(Options()).CompileGraphs(std::move(graphs));
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_FALSE(models[2].ok());
+  for (int g = 0; g < 2; ++g) {
+    ASSERT_TRUE(models[g].ok()) << models[g].status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*models[g])->Run(inputs[g]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_TRUE(interp::CompareTensors((*got)[o], want[g][o], {1e-4, 1e-5, {}}).ok)
+          << "graph " << g << " output " << o;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// GELU in the Erf form exporters emit, after a bias add, then a residual.
+constexpr char kBiasGelu[] = R"(
+graph g(%x: f32[4,33], %b: f32[33]) -> (%y) opset 13 {
+  %sqrt2 = constant f32[] 1.4142135
+  %one = constant f32[] 1.0
+  %half = constant f32[] 0.5
+  %a = Add(%x, %b) name="bias" : f32[4,33]
+  %d = Div(%a, %sqrt2) name="div" : f32[4,33]
+  %e = Erf(%d) name="erf" : f32[4,33]
+  %p = Add(%e, %one) name="plus1" : f32[4,33]
+  %m = Mul(%a, %p) name="mul" : f32[4,33]
+  %g = Mul(%m, %half) name="half" : f32[4,33]
+  %y = Add(%g, %x) name="residual" : f32[4,33]
+}
+)";
+
+TEST(CompiledModel, LoopFusionMakesOneKernelWhereEagerRunsOnePerOp) {
+  const std::vector<ir::Tensor> in = {Random({4, 33}, 31), Random({33}, 32)};
+  ExpectMatchesReference(kBiasGelu, in);
+  CompileOptions eager = Options();
+  eager.mode = CompileOptions::Mode::kEager;
+  ExpectMatchesReference(kBiasGelu, in, eager);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> fused =
+      Compiler(Options()).CompileGraph(Parse(kBiasGelu));
+  absl::StatusOr<std::unique_ptr<CompiledModel>> unfused =
+      Compiler(eager).CompileGraph(Parse(kBiasGelu));
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  EXPECT_EQ((*fused)->report().loop_kernels, 1) << (*fused)->report().ToText();
+  EXPECT_EQ((*unfused)->report().loop_kernels, 7) << (*unfused)->report().ToText();
+  EXPECT_EQ((*fused)->report().kernels[0].ops.size(), 7u);
+  EXPECT_EQ((*fused)->report().arena_bytes, 0);
+  EXPECT_GT((*unfused)->report().arena_bytes, 0);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledModel, OutOfRangeGatherIndexIsAnErrorNotARead) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(Parse(R"(
+graph g(%x: f32[5,3], %i: i64[4]) -> (%y) opset 13 {
+  %y = Gather(%x, %i) {axis=0} name="pick" : f32[4,3]
+}
+)"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Random({5, 3}, 41);
+  ir::Tensor ok_idx = ir::Tensor::FromVector<int64_t>({4}, {0, 4, -1, -5});
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(std::vector<ir::Tensor>{x, ok_idx});
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Rows 0, 4, 4 (= -1 + 5), 0 (= -5 + 5).
+  const int rows[] = {0, 4, 4, 0};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ((*got)[0].data<float>()[r * 3 + c], x.data<float>()[rows[r] * 3 + c]);
+    }
+  }
+  for (int64_t bad : {5, -6, 1000}) {
+    ir::Tensor idx = ir::Tensor::FromVector<int64_t>({4}, {0, 1, bad, 2});
+    absl::Status s = (*model)->Run(std::vector<ir::Tensor>{x, idx}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(s.message()).find("out of range"), std::string::npos) << s;
+    EXPECT_NE(std::string(s.message()).find("pick"), std::string::npos) << s;
+  }
+}
+
+// A Gather along the last axis reads one index per output column: the
+// column loop is the vector variable, so the load_indirect (and the index
+// load feeding it) is computed lane by lane, which the report lists per op;
+// a Relu on another input has no such op.
+constexpr char kColumnGather[] = R"(
+graph g(%x: f32[4,37], %i: i64[16], %z: f32[8,24]) -> (%y, %r) opset 13 {
+  %y = Gather(%x, %i) {axis=1} name="cols" : f32[4,16]
+  %r = Relu(%z) name="relu" : f32[8,24]
+}
+)";
+
+TEST(CompiledModel, ReportListsOpsWithoutVectorForm) {
+  std::vector<int64_t> idx;
+  for (int c = 0; c < 16; ++c) idx.push_back((c * 7) % 37 - (c % 3 == 0 ? 37 : 0));
+  ExpectMatchesReference(kColumnGather, {Random({4, 37}, 5), ir::Tensor::FromVector<int64_t>({16}, idx),
+                                         Random({8, 24}, 6)});
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kColumnGather));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  int gathers = 0, relus = 0;
+  for (const auto& k : j["kernels"]) {
+    ASSERT_EQ(k["backend"], "loop") << k.dump();
+    ASSERT_TRUE(k["unvectorized_ops"].is_array()) << k.dump();
+    const std::vector<std::string> ops = k["ops"];
+    if (ops == std::vector<std::string>{"cols"}) {
+      ++gathers;
+      EXPECT_TRUE(k["vectorized"].get<bool>()) << k.dump();
+      bool per_lane_gather = false;
+      for (const auto& n : k["unvectorized_ops"]) {
+        EXPECT_EQ(n["decision"], "per-lane") << n.dump();
+        EXPECT_TRUE(n["op"].is_number_integer()) << n.dump();
+        if (n["opcode"] == "load_indirect") {
+          per_lane_gather = true;
+          EXPECT_TRUE(absl::StrContains(n["reason"].get<std::string>(), "data-dependent index"))
+              << n.dump();
+        }
+      }
+      EXPECT_TRUE(per_lane_gather) << k.dump();
+    } else if (ops == std::vector<std::string>{"relu"}) {
+      ++relus;
+      EXPECT_TRUE(k["vectorized"].get<bool>()) << k.dump();
+      EXPECT_TRUE(k["unvectorized_ops"].empty()) << k.dump();
+    }
+  }
+  EXPECT_EQ(gathers, 1) << r.ToText();
+  EXPECT_EQ(relus, 1) << r.ToText();
+}
+
+// ---- Reference fallback calls and outputs of data-dependent shape.
+
+// Det has no lowering; the If's branches capture values loop kernels
+// compute. Both run on the reference between compiled kernels.
+constexpr char kFallbackBetweenKernels[] = R"(
+graph g(%x: f32[2,3,3], %c: bool[]) -> (%y, %z) opset 13 {
+  %r = Relu(%x) name="relu" : f32[2,3,3]
+  %t = Transpose(%r) {perm=[0, 2, 1]} name="tr" : f32[2,3,3]
+  %d = Det(%t) name="det" : f32[2]
+  %e = Exp(%d) name="exp" : f32[2]
+  %w = constant f32[2] <elided>
+  %i = If(%c) {
+    then_branch=graph t() captures(%p: f32[2] = %e, %q: f32[2] = %w) -> (%o) {
+      %o = Add(%p, %q) : f32[2]
+    },
+    else_branch=graph f() captures(%p: f32[2] = %d) -> (%o) {
+      %o = Neg(%p) : f32[2]
+    }
+  } name="if" : f32[2]
+  %y = Mul(%i, %e) name="mul" : f32[2]
+  %z = Sigmoid(%x) name="sig" : f32[2,3,3]
+}
+)";
+
+ir::Tensor Bool(bool v) {
+  ir::Tensor t(ir::DType::kBool, {});
+  t.data<bool>()[0] = v;
+  return t;
+}
+
+TEST(CompiledModel, NodesWithoutLoweringRunOnTheReferenceAmongKernels) {
+  for (bool cond : {true, false}) {
+    ExpectMatchesReference(kFallbackBetweenKernels, {Random({2, 3, 3}, 40), Bool(cond)});
+  }
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kFallbackBetweenKernels));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.fallback_calls, 2);
+  EXPECT_EQ(r.reference_calls, 2);
+  EXPECT_GE(r.loop_kernels, 2);
+  std::vector<std::string> calls;
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "reference") continue;
+    calls.push_back(k.call);
+    EXPECT_EQ(k.status, "library");
+    if (k.call == "kiln.Reference(Det)") {
+      EXPECT_EQ(k.reason, "node 'det' (Det): no lowering for op Det");
+      EXPECT_EQ(k.ops, std::vector<std::string>{"det"});
+    } else {
+      EXPECT_EQ(k.reason, "node 'if' (If): no lowering for op If");
+    }
+  }
+  EXPECT_EQ(calls, (std::vector<std::string>{"kiln.Reference(Det)", "kiln.Reference(If)"}));
+  EXPECT_TRUE(absl::StrContains(r.ToText(), "2 of them nodes lowering could not compile"))
+      << r.ToText();
+  EXPECT_TRUE(absl::StrContains(r.ToText(), "-- node 'det' (Det): no lowering for op Det"));
+  const nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  EXPECT_EQ(j["fallback_calls"], 2);
+  EXPECT_EQ(j["reference_calls"], 2);
+  int named = 0;
+  for (const auto& x : j["extern_calls"]) named += x["op"] == "kiln.Reference(If)";
+  EXPECT_EQ(named, 1);
+}
+
+TEST(CompiledModel, WithoutReferenceFallbackNodesWithoutLoweringAreRefused) {
+  CompileOptions o = Options();
+  o.reference_fallback = false;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(o).CompileGraph(Parse(kFallbackBetweenKernels));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(model.status().message(), "node 'det' (Det): no lowering for op Det");
+}
+
+// NonZero and Unique have outputs whose shape depends on the data; the
+// Transpose reading NonZero's result follows it onto the reference.
+constexpr char kDataDependent[] = R"(
+graph g(%x: f32[2,3]) -> (%n, %t, %u, %s) opset 13 {
+  %n = NonZero(%x) name="nz" : i64[2,?]
+  %t = Transpose(%n) name="tr" : i64[?,2]
+  %u, %idx, %inv, %cnt = Unique(%x) {sorted=1} name="uq" : f32[?], i64[?], i64[6], i64[?]
+  %s = Sigmoid(%x) name="sig" : f32[2,3]
+}
+)";
+
+ir::Tensor Data2x3(std::vector<float> v) {
+  ir::Tensor t(ir::DType::kF32, {2, 3});
+  for (int i = 0; i < 6; ++i) t.data<float>()[i] = v[i];
+  return t;
+}
+
+TEST(CompiledModel, OutputsOfDataDependentShapeComeWithRunTimeShapes) {
+  ir::Graph g = Parse(kDataDependent);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<TensorInfo>& outs = (*model)->outputs();
+  ASSERT_EQ(outs.size(), 4u);
+  EXPECT_EQ(outs[0].shape, (ir::Shape{2, ir::kDynamicDim}));
+  EXPECT_EQ(outs[3].shape, (ir::Shape{2, 3}));
+  EXPECT_EQ((*model)->report().fallback_calls, 3);
+  // Two runs on one context: each gets its own shapes.
+  for (const ir::Tensor& x : {Data2x3({0, 1, 0, 2, 2, 0}), Data2x3({1, 1, 3, 1, 0, 1}),
+                              Data2x3({0, 0, 0, 0, 0, 0})}) {
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run({x});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_EQ((*got)[o].shape(), (*want)[o].shape()) << "output " << o;
+      interp::CompareResult c = interp::CompareTensors((*got)[o], (*want)[o]);
+      EXPECT_TRUE(c.ok) << "output " << o << ": " << c.message;
+    }
+  }
+}
+
+TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
+  ir::Graph g = Parse(kDataDependent);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ir::Tensor x = Data2x3({0, 1, 0, 2, 2, 0});  // 3 non-zeros, 3 unique values
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, {x});
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ((*want)[0].shape(), (ir::Shape{2, 3}));
+
+  // Exactly the run-time shapes: filled.
+  std::vector<ir::Tensor> outs;
+  for (const ir::Tensor& w : *want) outs.emplace_back(w.dtype(), w.shape());
+  std::vector<ir::Tensor*> ptrs;
+  for (ir::Tensor& t : outs) ptrs.push_back(&t);
+  ASSERT_TRUE((*model)->RunInto({x}, ptrs).ok());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    EXPECT_TRUE(interp::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
+  }
+
+  // Too small for NonZero's result: a clear error, the tensor untouched.
+  ir::Tensor small(ir::DType::kI64, {2, 2});
+  for (int i = 0; i < 4; ++i) small.data<int64_t>()[i] = -7;
+  ptrs[0] = &small;
+  absl::Status s = (*model)->RunInto({x}, ptrs);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "output 0 'n' has a data-dependent shape: this run produced i64[2,3], the "
+            "caller's tensor is i64[2,2] (Run returns such outputs with their run-time "
+            "shapes)");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(small.data<int64_t>()[i], -7);
+
+  // The wrong dtype is refused before the run.
+  ir::Tensor wrong_type(ir::DType::kF32, {2, 3});
+  ptrs[0] = &wrong_type;
+  EXPECT_FALSE((*model)->RunInto({x}, ptrs).ok());
+}
+
+TEST(CompiledModel, DataDependentShapeIntoALoopKernelIsRefused) {
+  // Without fallback, NonZero's result cannot reach the Cast's loop kernel.
+  constexpr char kText[] = R"(
+graph g(%x: f32[4]) -> (%y) opset 13 {
+  %n = NonZero(%x) name="nz" : i64[1,?]
+  %c = Cast(%n) {to=1} name="cast" : f32[1,?]
+  %y = ReduceSum(%c) {keepdims=0} name="sum" : f32[]
+}
+)";
+  CompileOptions o = Options();
+  o.reference_fallback = false;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(Parse(kText));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "value 'n' (produced by node 'nz' (NonZero)) has dynamic shape [1,?]; lowering "
+            "needs static shapes");
+  // With fallback, the only dynamic value a loop kernel could read is a
+  // graph input: refused the same way.
+  constexpr char kDynamicInput[] = R"(
+graph g(%x: f32[?]) -> (%y) opset 13 {
+  %y = Relu(%x) name="relu" : f32[?]
+}
+)";
+  model = Compiler(Options()).CompileGraph(Parse(kDynamicInput));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "value 'x' (a graph input) has dynamic shape [?]; lowering needs static shapes");
+}
+
+}  // namespace
+}  // namespace kiln

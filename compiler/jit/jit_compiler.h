@@ -1,0 +1,144 @@
+// File: compiler/jit/jit_compiler.h — kiln's JIT: builds
+// generated C++ translation units with the target ISA's compiler, caches the
+// result by content hash, and loads it.
+//
+//   JitOptions opts;
+//   opts.isa = *isa::SelectIsa("");
+//   JitCompiler jit(opts);
+//   KILN_ASSIGN_OR_RETURN(auto lib, jit.Compile({{"kernels_0", cpp_text}}));
+//   KILN_ASSIGN_OR_RETURN(void* fn, lib->Symbol("kiln_kernel_0"));
+//
+// An ISA with an emulator (neon on x86) cannot be loaded into this process:
+// CompileExecutable + RunExecutable build a standalone program and run it
+// under the emulator instead (how NEON kernels are tested on x86).
+#ifndef KILN_COMPILER_JIT_JIT_COMPILER_H_
+#define KILN_COMPILER_JIT_JIT_COMPILER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "ir/loop/source_file.h"
+#include "isa/isa.h"
+
+namespace kiln::jit {
+
+
+// What the compile report shows for one Compile / CompileExecutable call.
+struct CompileStats {
+  bool cache_hit = false;
+  absl::Duration wall_time;  // whole call: hashing, cache check, build, load
+  std::string hash;          // the cache key, 64 hex digits
+  std::string path;          // the cached .so or executable
+  int translation_units = 0;
+  // Units compiled against the cached precompiled header (JitOptions::
+  // precompiled_header); 0 on a cache hit.
+  int precompiled_header_units = 0;
+  // Non-empty when a corrupt cache entry was found, deleted and rebuilt.
+  std::string evicted_reason;
+};
+
+struct JitOptions {
+  // Target ISA; nullptr means isa::BestHostIsa().
+  const isa::VecIsa* isa = nullptr;
+  // Replaces isa->cxx when non-empty.
+  std::string compiler;
+  std::vector<std::string> optimization_flags = {"-O3", "-fPIC", "-shared", "-fopenmp",
+                                                 "-std=c++17"};
+  std::vector<std::string> extra_flags;  // after the ISA's and optimization flags
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> link_flags;   // e.g. "-ldnnl", after the objects
+  // Empty: DefaultCacheDir().
+  std::string cache_dir;
+  // Parent of the private build directories; empty: $TMPDIR, else /tmp.
+  std::string temp_dir;
+  // Where sources of a failed build are kept (in <dir>/<hash>/); empty: the
+  // failed build's own directory under temp_dir is left in place.
+  std::string keep_source_dir;
+  // Units that include Highway get its headers from a GCC precompiled header
+  // cached beside the libraries (built once per compiler, flags and ISA, when
+  // a build has enough units to repay it); a unit that fails against it is
+  // rebuilt without it. The binaries are the same either way.
+  bool precompiled_header = true;
+  // Fewest Highway units for which a build makes the precompiled header when
+  // the cache lacks it (one that exists is always used). Making it costs
+  // about two units' compile on one core, which small builds do not repay
+  // (docs/decisions/0030-batched-jit-builds.md).
+  int precompiled_header_min_units = 6;
+  // Per compiler process; a compile that runs longer fails.
+  absl::Duration compile_timeout = absl::Minutes(10);
+  // Per RunExecutable call.
+  absl::Duration run_timeout = absl::Minutes(2);
+};
+
+// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln.
+std::string DefaultCacheDir();
+
+// A dlopen'ed JIT library; dlclose on destruction. Function pointers taken
+// from it must not outlive it.
+class LoadedLibrary {
+ public:
+  LoadedLibrary(void* handle, CompileStats stats);
+  ~LoadedLibrary();
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+
+  // NotFound when the library exports no such symbol.
+  absl::StatusOr<void*> Symbol(absl::string_view name) const;
+  const CompileStats& stats() const { return stats_; }
+
+ private:
+  void* handle_;
+  CompileStats stats_;
+};
+
+struct RunResult {
+  int exit_code = 0;  // 128 + signal when killed
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+// Compiles, caches and loads generated C++. Thread-safe; concurrent
+// compiles of the same sources, from threads or processes, build once (a
+// per-entry file lock) and publish atomically (write to a temp name, rename).
+class JitCompiler {
+ public:
+  explicit JitCompiler(JitOptions options);
+
+  // Builds a shared library from `sources` (or takes it from the cache) and
+  // dlopens it. FailedPrecondition when the ISA cannot run in this process
+  // (it needs an emulator, or this CPU lacks it); Internal with the
+  // compiler's message and the kept sources' path when the build fails.
+  absl::StatusOr<std::shared_ptr<LoadedLibrary>> Compile(std::vector<ir::loop::SourceFile> sources);
+
+  // Builds a standalone executable (one translation unit defines main) for
+  // the ISA, cached like libraries; returns its path.
+  absl::StatusOr<std::string> CompileExecutable(std::vector<ir::loop::SourceFile> sources,
+                                                CompileStats* stats = nullptr);
+
+  // Runs an executable built by CompileExecutable, under the ISA's emulator
+  // when it has one. A nonzero exit is a result, not an error.
+  absl::StatusOr<RunResult> RunExecutable(const std::string& path,
+                                          const std::vector<std::string>& args);
+
+  // nullptr only when no ISA module is linked in (every call then fails).
+  const isa::VecIsa* isa() const { return isa_; }
+  const std::string& cache_dir() const { return cache_dir_; }
+
+ private:
+  enum class Kind { kSharedLibrary, kExecutable };
+  struct Entry;
+
+  absl::StatusOr<Entry> Build(Kind kind, const std::vector<ir::loop::SourceFile>& sources);
+
+  JitOptions options_;
+  const isa::VecIsa* isa_;
+  std::string cache_dir_;
+};
+
+}  // namespace kiln::jit
+
+#endif  // KILN_COMPILER_JIT_JIT_COMPILER_H_

@@ -1,0 +1,216 @@
+// File: runtime/compiled_model.h — kiln's public model API: a compiled
+// model (kiln::CompiledModel), its interface and compile report, and the
+// options it was built with. kiln::Compiler (compiler/compiler.h) makes one
+// with the JIT; an AOT library's generated `<name>::Create` (runtime/aot.h)
+// makes one from code linked into the binary.
+//
+//   kiln::CompileOptions options;
+//   options.threads = 1;
+//   kiln::Compiler compiler(options);
+//   absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> model =
+//       compiler.CompileFile("resnet50.onnx");
+//   if (!model.ok()) return model.status();
+//   absl::StatusOr<std::vector<kiln::ir::Tensor>> outputs = (*model)->Run(std::vector<ir::Tensor>{image});
+//   std::cout << (*model)->report().ToText();
+//
+// A compiled model runs a step list over one arena planned from buffer
+// liveness: generated loop kernels, and library calls — oneDNN primitives
+// for Conv/ConvTranspose/Gemm/MatMul (weights prepacked once when the model
+// is created), the reference interpreter for what oneDNN cannot run and for
+// nodes lowering left to it (runtime/reference_calls.h).
+//
+// Run is thread-safe: each call takes an execution context (its own arena)
+// from a pool, creating one when all are busy. Library calls (oneDNN) are
+// serialized per call site; loop kernels run concurrently.
+//
+// Threads: `CompileOptions::threads` (> 0) sets the OpenMP team size of the
+// thread that calls Run, which both the generated kernels and oneDNN (built
+// on the same GNU OpenMP) use; two models given 1 thread each and run from
+// two threads use two cores, never more.
+#ifndef KILN_RUNTIME_COMPILED_MODEL_H_
+#define KILN_RUNTIME_COMPILED_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ir/graph/tensor.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  // VecISA module name ("scalar", "avx2", "avx512"); empty: the best one this
+  // CPU runs. An ISA the CPU lacks is refused (never a SIGILL); "neon" on an
+  // x86 host is refused too (its code runs only under an emulator).
+  std::string isa;
+  // OpenMP team size for Run (generated kernels and oneDNN); 0 leaves the
+  // calling thread's setting (OMP_NUM_THREADS, else all cores).
+  int threads = 0;
+  // Reorder constant weights once into oneDNN's preferred layout.
+  bool prepack_weights = true;
+  // Binds the model's dynamic input dims: input name -> full shape. Unbound
+  // dynamic dims become 1 (reported in CompileReport::warnings).
+  std::map<std::string, ir::Shape> input_shapes;
+  // JIT cache; empty: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+  std::string cache_dir;
+  // Non-empty: the graph after every graph pass (graph/NN-<pass>.txt), the
+  // loop IR after lowering and every loop pass (loop/NN-<pass>.txt) and the
+  // generated C++ (cpp/<unit>.cc) are written here.
+  std::string dump_dir;
+  // kCompiled: everything above. kEager: kiln's own baseline, one kernel per
+  // op as PyTorch eager runs them — graph folding/fusion passes, loop
+  // fusion, weight prepacking and arena sharing off.
+  enum class Mode { kCompiled, kEager };
+  Mode mode = Mode::kCompiled;
+  // Graph or loop pass names to skip (ablations).
+  std::vector<std::string> disabled_passes;
+  // Run conv/gemm externs on oneDNN; false runs them on the reference
+  // interpreter (for debugging only: slow).
+  bool use_onednn = true;
+  // A node lowering cannot compile (no lowering for its op, a form its
+  // lowering refuses, a value of data-dependent shape among its inputs or
+  // outputs: NonZero, Unique, If/Loop/Scan, ...) runs on kiln's reference
+  // interpreter as a library call (backend "reference" in the report, the
+  // refusal as the reason) instead of failing the compile. Values of
+  // data-dependent shape are allocated per run outside the arena and
+  // returned by Run with their run-time shapes. False: such models are
+  // refused with the lowering's error.
+  bool reference_fallback = true;
+};
+
+// "compiled" / "eager"; and back (InvalidArgument for anything else).
+const char* ModeName(CompileOptions::Mode mode);
+absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
+
+// One kernel of a compiled model, as the compile report shows it.
+struct KernelReport {
+  std::string name;
+  // "loop" (generated code), "onednn" (a oneDNN primitive) or "reference"
+  // (executed by kiln's reference interpreter — correct but slow; `reason`
+  // says why): a library op oneDNN cannot run, or a reference fallback
+  // call (`call` "kiln.Reference(<op>)", `reason` the lowering's refusal).
+  std::string backend;
+  std::vector<std::string> ops;  // the ONNX nodes it computes
+  // Loop kernels: "vectorized", "tiled" or "scalar". Library calls: "library".
+  std::string status;
+  bool vectorized = false;  // loop kernels fully vectorized (or tiled)
+  std::string reason;       // why not vectorized / why not on oneDNN / notes
+  bool parallel = false;    // an OpenMP loop
+  // Loop kernels: the ops of the body the vectorization checker
+  // (backends/cpp/vec_checker.h) did not give a vector form, in body order;
+  // empty when every op is vector or broadcast.
+  struct OpNote {
+    int op = -1;           // index in the kernel body ("op #N" in `reason`)
+    std::string opcode;    // "load_indirect"
+    std::string decision;  // "per-lane" (lane by lane in a vector step) or "scalar"
+    std::string reason;
+  };
+  std::vector<OpNote> unvectorized_ops;
+  // Library calls.
+  std::string call;  // "conv[3x3 s1 g1 p1]+bias+relu"
+  std::vector<std::string> post_ops;
+  std::string weight_layout;
+  int64_t prepacked_bytes = 0;
+  int reorders_per_call = 0;
+};
+
+struct CompileReport {
+  std::string model;  // as given (path or graph name)
+  std::string isa;
+  std::string mode;
+  int threads = 0;
+  // Wall time per phase, milliseconds.
+  double import_ms = 0, graph_passes_ms = 0, lowering_ms = 0, loop_passes_ms = 0,
+         emit_ms = 0, jit_ms = 0, library_ms = 0, total_ms = 0;
+  bool jit_cache_hit = false;
+  int translation_units = 0;
+  std::vector<KernelReport> kernels;  // execution order
+  int loop_kernels = 0;
+  int vectorized_kernels = 0;  // loop kernels vectorized or tiled
+  int library_calls = 0;       // onednn + reference
+  // Library calls on the reference interpreter: library ops oneDNN cannot
+  // run plus the reference fallback calls.
+  int reference_calls = 0;
+  // Reference fallback calls: nodes lowering could not compile.
+  int fallback_calls = 0;
+  int64_t arena_bytes = 0;         // peak activation memory of one context
+  int64_t intermediate_bytes = 0;  // what one buffer per intermediate costs
+  int64_t constant_bytes = 0;      // weights as the model holds them
+  int64_t prepacked_bytes = 0;     // oneDNN's packed weight copies
+  int reorders = 0;                // activation reorders per run
+  // Element-wise nodes right after a library call that stayed out of its
+  // post-op chain (they run as loop kernels), each with why.
+  struct UnfusedElementwise {
+    std::string node;    // the element-wise node (its name or result's)
+    std::string op;      // its ONNX op type
+    std::string after;   // the Conv/Gemm/MatMul it follows
+    std::string reason;  // why oneDNN did not take it
+  };
+  std::vector<UnfusedElementwise> unfused_elementwise;
+  std::vector<std::string> warnings;
+
+  // A human summary with one line per kernel.
+  std::string ToText() const;
+  // One JSON object: the fields above, `kernels` (name, ops, vectorized,
+  // reason, status, backend, parallel; loop kernels also unvectorized_ops:
+  // [{op, opcode, decision, reason}]) and `extern_calls` (op, call,
+  // post_ops, weight_layout, prepacked_bytes, reorders_per_call).
+  std::string ToJson(int indent = -1) const;
+};
+
+// The model's interface: one entry per graph input/output, in order.
+struct TensorInfo {
+  std::string name;
+  ir::DType dtype = ir::DType::kF32;
+  // Outputs of data-dependent shape (see CompileOptions::reference_fallback)
+  // have ir::kDynamicDim dims, or shape_known false when even the rank is
+  // known only at run time.
+  ir::Shape shape;
+  bool shape_known = true;
+};
+
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+
+  // Positional inputs in the model's order. InvalidArgument naming the
+  // input for a wrong count, dtype or shape; InvalidArgument naming the
+  // kernel for a runtime error (integer division by zero, an out-of-range
+  // gather index). Outputs of data-dependent shape come with their run-time
+  // shapes.
+  virtual absl::StatusOr<std::vector<ir::Tensor>> Run(
+      absl::Span<const ir::Tensor> inputs) const = 0;
+  // Inputs by name (every input exactly once; an unknown name is an error).
+  virtual absl::StatusOr<std::vector<ir::Tensor>> RunNamed(
+      const std::map<std::string, ir::Tensor>& inputs) const = 0;
+  // Writes into caller-owned tensors (one per output, dtype and shape as
+  // outputs() says) without a copy where the output is computed in place.
+  // An output of data-dependent shape is copied in after the run and must
+  // then have exactly its run-time shape: InvalidArgument naming the output
+  // and both shapes otherwise (nothing is written to it).
+  virtual absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
+                               absl::Span<ir::Tensor* const> outputs) const = 0;
+
+  // Run that also times every kernel (one entry per KernelReport, in
+  // execution order; microseconds since the run started).
+  struct KernelTiming {
+    int kernel = -1;  // index into report().kernels
+    double start_us = 0;
+    double duration_us = 0;
+  };
+  virtual absl::StatusOr<std::vector<ir::Tensor>> Profile(
+      absl::Span<const ir::Tensor> inputs, std::vector<KernelTiming>* timings) const = 0;
+
+  virtual const std::vector<TensorInfo>& inputs() const = 0;
+  virtual const std::vector<TensorInfo>& outputs() const = 0;
+  virtual const CompileReport& report() const = 0;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_COMPILED_MODEL_H_

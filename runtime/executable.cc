@@ -1,0 +1,456 @@
+// The executable behind a kiln::CompiledModel (runtime/executable.h): the
+// step list (loop kernel entries and library calls), the arena plan, and
+// the context pool that makes Run thread-safe.
+#include "runtime/executable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "backends/onednn/threads.h"
+#include "ir/loop/blocked_layout.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/loop/kernel_abi.h"
+#include "ir/loop/module.h"
+#include "ir/status_macros.h"
+#include "runtime/extern_step.h"
+#include "runtime/memory_plan.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ir::loop::Buffer;
+using ir::loop::BufferKind;
+using ir::loop::Kernel;
+using ir::loop::LoopProgram;
+
+double Ms(absl::Time since) { return absl::ToDoubleMilliseconds(absl::Now() - since); }
+
+int64_t ByteSize(const Buffer& b) {
+  return b.StorageSize().value_or(0) * static_cast<int64_t>(ir::DTypeSize(b.dtype));
+}
+
+// Copies a strided buffer into row-major `dst` (or back with `to_strided`).
+void CopyStrided(const Buffer& b, const char* src, char* dst, bool to_strided) {
+  const size_t esize = ir::DTypeSize(b.dtype);
+  const int rank = static_cast<int>(b.shape.size());
+  int64_t n = 1;
+  for (int64_t d : b.shape) n *= d;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; ++d) off += idx[d] * b.strides[d];
+    if (to_strided) {
+      std::memcpy(dst + off * esize, src + flat * esize, esize);
+    } else {
+      std::memcpy(dst + flat * esize, src + off * esize, esize);
+    }
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < b.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// One entry of the run: a JIT'ed loop kernel or a library call.
+struct Step {
+  int kernel = -1;  // into LoopProgram::kernels
+  ir::loop::KernelFn fn = nullptr;
+  std::vector<int32_t> args;  // loop kernels: buffers in argument order
+  std::unique_ptr<ExternStep> library;
+};
+
+// Per-Run state: the arena, buffer pointers and argument scratch. Owned by
+// one Run call at a time.
+struct Context {
+  std::unique_ptr<char[]> arena_storage;
+  char* arena = nullptr;
+  std::vector<void*> ptrs;  // per buffer
+  std::vector<void*> args;  // scratch for one step's arguments
+  // Values of data-dependent shape, one per such buffer; reference calls
+  // assign them, Run empties them when it ends.
+  std::vector<ir::Tensor> dynamic;
+};
+
+class Executable final : public CompiledModel {
+ public:
+  absl::StatusOr<std::vector<ir::Tensor>> Run(
+      absl::Span<const ir::Tensor> inputs) const override {
+    std::vector<ir::Tensor> outs = NewOutputs();
+    std::vector<ir::Tensor*> ptrs;
+    for (ir::Tensor& t : outs) ptrs.push_back(&t);
+    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, nullptr, /*take_dynamic=*/true));
+    return outs;
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> RunNamed(
+      const std::map<std::string, ir::Tensor>& inputs) const override {
+    std::vector<ir::Tensor> ordered;
+    for (const TensorInfo& in : inputs_) {
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("missing input '", in.name, "'"));
+      }
+      ordered.push_back(it->second);
+    }
+    if (inputs.size() != inputs_.size()) {
+      for (const auto& [name, t] : inputs) {
+        if (std::none_of(inputs_.begin(), inputs_.end(),
+                         [&](const TensorInfo& i) { return i.name == name; })) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the model has no input named '", name, "'"));
+        }
+      }
+    }
+    return Run(ordered);
+  }
+
+  absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
+                       absl::Span<ir::Tensor* const> outputs) const override {
+    return RunImpl(inputs, outputs, nullptr, /*take_dynamic=*/false);
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> Profile(
+      absl::Span<const ir::Tensor> inputs, std::vector<KernelTiming>* timings) const override {
+    std::vector<ir::Tensor> outs = NewOutputs();
+    std::vector<ir::Tensor*> ptrs;
+    for (ir::Tensor& t : outs) ptrs.push_back(&t);
+    timings->clear();
+    timings->reserve(steps_.size());
+    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, timings, /*take_dynamic=*/true));
+    return outs;
+  }
+
+  const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const override { return outputs_; }
+  const CompileReport& report() const override { return report_; }
+
+  // Output tensors for Run: static outputs allocated, outputs of
+  // data-dependent shape empty (Execute hands them over).
+  std::vector<ir::Tensor> NewOutputs() const {
+    std::vector<ir::Tensor> outs;
+    outs.reserve(outputs_.size());
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (output_dynamic_[o]) {
+        outs.emplace_back(outputs_[o].dtype, ir::Shape{0});
+      } else {
+        outs.emplace_back(outputs_[o].dtype, outputs_[o].shape);
+      }
+    }
+    return outs;
+  }
+
+  // `take_dynamic`: outputs of data-dependent shape replace the tensors in
+  // `outputs` (Run); else they are copied into them, which must have their
+  // run-time shapes (RunInto).
+  absl::Status RunImpl(absl::Span<const ir::Tensor> inputs,
+                       absl::Span<ir::Tensor* const> outputs,
+                       std::vector<KernelTiming>* timings, bool take_dynamic) const {
+    KILN_RETURN_IF_ERROR(CheckInterface(inputs, outputs));
+    std::unique_ptr<Context> ctx = AcquireContext();
+    absl::Status status = Execute(*ctx, inputs, outputs, timings, take_dynamic);
+    for (ir::Tensor& t : ctx->dynamic) t = ir::Tensor();
+    ReleaseContext(std::move(ctx));
+    return status;
+  }
+
+  absl::Status CheckInterface(absl::Span<const ir::Tensor> inputs,
+                              absl::Span<ir::Tensor* const> outputs) const {
+    if (inputs.size() != inputs_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model takes ", inputs_.size(), " inputs, got ", inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].dtype() != inputs_[i].dtype || inputs[i].shape() != inputs_[i].shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input ", i, " '", inputs_[i].name, "': expected ",
+            ir::Tensor(inputs_[i].dtype, inputs_[i].shape).TypeString(), ", got ",
+            inputs[i].TypeString()));
+      }
+    }
+    if (outputs.size() != outputs_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model has ", outputs_.size(), " outputs, got ", outputs.size(), " tensors"));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i] == nullptr || outputs[i]->dtype() != outputs_[i].dtype ||
+          (!output_dynamic_[i] && outputs[i]->shape() != outputs_[i].shape)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output ", i, " '", outputs_[i].name, "': expected a tensor of type ",
+            ir::Tensor(outputs_[i].dtype, outputs_[i].shape).TypeString()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Context> AcquireContext() const {
+    {
+      absl::MutexLock lock(&pool_mu_);
+      if (!pool_.empty()) {
+        std::unique_ptr<Context> ctx = std::move(pool_.back());
+        pool_.pop_back();
+        return ctx;
+      }
+    }
+    auto ctx = std::make_unique<Context>();
+    ctx->arena_storage.reset(new char[arena_bytes_ + kArenaAlignment]);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(ctx->arena_storage.get());
+    ctx->arena = reinterpret_cast<char*>((base + kArenaAlignment - 1) /
+                                         kArenaAlignment * kArenaAlignment);
+    ctx->ptrs.assign(program_.buffers.size(), nullptr);
+    for (size_t b = 0; b < program_.buffers.size(); ++b) {
+      if (offsets_[b] >= 0) ctx->ptrs[b] = ctx->arena + offsets_[b];
+    }
+    for (const auto& [b, t] : constants_) ctx->ptrs[b] = const_cast<void*>(t->raw_data());
+    ctx->dynamic.resize(dynamic_buffers_.size());
+    for (size_t k = 0; k < dynamic_buffers_.size(); ++k) {
+      ctx->ptrs[dynamic_buffers_[k]] = &ctx->dynamic[k];
+    }
+    ctx->args.resize(max_args_);
+    return ctx;
+  }
+
+  void ReleaseContext(std::unique_ptr<Context> ctx) const {
+    absl::MutexLock lock(&pool_mu_);
+    pool_.push_back(std::move(ctx));
+  }
+
+  absl::Status Execute(Context& ctx, absl::Span<const ir::Tensor> inputs,
+                       absl::Span<ir::Tensor* const> outputs,
+                       std::vector<KernelTiming>* timings, bool take_dynamic) const {
+    const absl::Time run_start = timings != nullptr ? absl::Now() : absl::InfinitePast();
+    if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ctx.ptrs[input_buffers_[i]] = const_cast<void*>(inputs[i].raw_data());
+    }
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (output_in_place_[o]) ctx.ptrs[output_buffers_[o]] = outputs[o]->raw_data();
+    }
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      const Step& step = steps_[s];
+      const absl::Time t0 = timings != nullptr ? absl::Now() : absl::InfinitePast();
+      if (step.fn != nullptr) {
+        for (size_t a = 0; a < step.args.size(); ++a) ctx.args[a] = ctx.ptrs[step.args[a]];
+        const int rc = step.fn(ctx.args.data());
+        if (rc != 0) return KernelError(step, rc);
+      } else {
+        KILN_RETURN_IF_ERROR(step.library->Run(ctx.ptrs));
+      }
+      if (timings != nullptr) {
+        const absl::Time t1 = absl::Now();
+        timings->push_back({static_cast<int>(s),
+                            absl::ToDoubleMicroseconds(t0 - run_start),
+                            absl::ToDoubleMicroseconds(t1 - t0)});
+      }
+    }
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (output_dynamic_[o]) {
+        ir::Tensor& t = *static_cast<ir::Tensor*>(ctx.ptrs[output_buffers_[o]]);
+        if (take_dynamic) {
+          const bool read_again =
+              std::find(output_buffers_.begin() + o + 1, output_buffers_.end(),
+                        output_buffers_[o]) != output_buffers_.end();
+          *outputs[o] = read_again ? t : std::move(t);
+          continue;
+        }
+        if (outputs[o]->shape() != t.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "output ", o, " '", outputs_[o].name,
+              "' has a data-dependent shape: this run produced ", t.TypeString(),
+              ", the caller's tensor is ", outputs[o]->TypeString(),
+              " (Run returns such outputs with their run-time shapes)"));
+        }
+        std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
+        continue;
+      }
+      if (output_in_place_[o]) continue;
+      const Buffer& b = program_.buffers[output_buffers_[o]];
+      CopyStrided(b, static_cast<const char*>(ctx.ptrs[output_buffers_[o]]),
+                  static_cast<char*>(outputs[o]->raw_data()), /*to_strided=*/false);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status KernelError(const Step& step, int rc) const {
+    const Kernel& k = program_.kernels[step.kernel];
+    const char* what = rc == ir::loop::kErrorIntegerDivByZero
+                           ? "integer division or modulo by zero"
+                       : rc == ir::loop::kErrorIndexOutOfRange
+                           ? "an index (Gather-like) is out of range"
+                           : "runtime error";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", k.name, "' (", absl::StrJoin(k.ops, ", "), "): ", what, " (code ", rc,
+        ")"));
+  }
+
+  // Filled by BuildExecutable.
+  LoopProgram program_;
+  std::map<int32_t, std::shared_ptr<const ir::Tensor>> constants_;
+  std::vector<int32_t> input_buffers_, output_buffers_;
+  // Output o is computed straight into the caller's tensor (a row-major
+  // output buffer written by a kernel and listed once); else copied.
+  std::vector<bool> output_in_place_;
+  // Output o has a data-dependent shape (its buffer is in dynamic_buffers_).
+  std::vector<bool> output_dynamic_;
+  // Buffers of data-dependent shape: per run, an ir::Tensor in the context.
+  std::vector<int32_t> dynamic_buffers_;
+  std::vector<TensorInfo> inputs_, outputs_;
+  std::vector<int64_t> offsets_;
+  int64_t arena_bytes_ = 0;
+  size_t max_args_ = 0;
+  int threads_ = 0;
+  std::shared_ptr<const void> keep_alive_;  // what the loop entries live in
+  std::vector<Step> steps_;
+  CompileReport report_;
+
+  mutable absl::Mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<Context>> pool_ ABSL_GUARDED_BY(pool_mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
+    const CompileOptions& options, ir::loop::LoopModule lowered,
+    std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
+    absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of,
+    ReferenceStepFactory reference_steps) {
+  const bool eager = options.mode == CompileOptions::Mode::kEager;
+  auto exe = std::make_unique<Executable>();
+  exe->keep_alive_ = std::move(keep_alive);
+  const LoopProgram& program = lowered.program;
+  if (inputs.size() != lowered.inputs.size() || outputs.size() != lowered.outputs.size()) {
+    return InternalError("the interface has ", inputs.size(), " inputs and ", outputs.size(),
+                         " outputs, the program ", lowered.inputs.size(), " and ",
+                         lowered.outputs.size());
+  }
+
+  // Steps, in program order. oneDNN primitives fix their thread count when
+  // they are created, so create them under the team size Run will use.
+  absl::Time t = absl::Now();
+  const int saved_threads = onednn::NumThreads();
+  if (options.threads > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(options.threads));
+  struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { (void)onednn::SetNumThreads(n); }
+  } restore{saved_threads};
+  ExternStepOptions xo;
+  xo.prepack_weights = options.prepack_weights && !eager;
+  xo.use_onednn = options.use_onednn;
+  // Only reference calls read or write values of data-dependent shape.
+  const std::vector<bool> dynamic = ir::loop::DynamicBuffers(program);
+  for (size_t b = 0; b < dynamic.size(); ++b) {
+    if (dynamic[b]) exe->dynamic_buffers_.push_back(static_cast<int32_t>(b));
+  }
+  for (const Kernel& kernel : program.kernels) {
+    if (ir::loop::IsReferenceCall(kernel)) continue;
+    std::vector<int32_t> touched = kernel.call.inputs;
+    touched.insert(touched.end(), kernel.call.outputs.begin(), kernel.call.outputs.end());
+    for (const ir::loop::Op& op : kernel.body) {
+      if (op.buffer >= 0) touched.push_back(op.buffer);
+    }
+    for (int32_t b : touched) {
+      if (b >= 0 && static_cast<size_t>(b) < dynamic.size() && dynamic[b]) {
+        return InternalError("kernel '", kernel.name, "' touches buffer '",
+                             program.buffers[b].name,
+                             "' of data-dependent shape; only reference calls may");
+      }
+    }
+  }
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const Kernel& kernel = program.kernels[k];
+    Step step;
+    step.kernel = static_cast<int>(k);
+    if (kernel.kind == Kernel::Kind::kLoop) {
+      KILN_ASSIGN_OR_RETURN(LoopEntry entry, entry_of(static_cast<int>(k), kernel));
+      if (entry.fn == nullptr) return InternalError("loop kernel '", kernel.name, "' has no entry");
+      step.fn = entry.fn;
+      step.args = std::move(entry.args);
+      for (int32_t a : step.args) {
+        if (a < 0 || static_cast<size_t>(a) >= program.buffers.size()) {
+          return InternalError("kernel '", kernel.name, "' argument out of its program");
+        }
+      }
+      exe->max_args_ = std::max(exe->max_args_, step.args.size());
+      report.kernels.push_back(std::move(entry.report));
+      ++report.loop_kernels;
+      if (report.kernels.back().vectorized) ++report.vectorized_kernels;
+    } else {
+      KernelReport kr;
+      KILN_ASSIGN_OR_RETURN(step.library,
+                            CreateExternStep(program, kernel, lowered.constants, xo,
+                                              reference_steps, &kr));
+      report.kernels.push_back(std::move(kr));
+      ++report.library_calls;
+      if (report.kernels.back().backend == "reference") ++report.reference_calls;
+      if (ir::loop::IsReferenceCall(kernel)) ++report.fallback_calls;
+      report.prepacked_bytes += report.kernels.back().prepacked_bytes;
+      report.reorders += report.kernels.back().reorders_per_call;
+    }
+    exe->steps_.push_back(std::move(step));
+  }
+  // Loop kernels that convert between the plain and the channel-blocked
+  // layout (propagate-layout's boundaries) are reorders too.
+  report.reorders += ir::loop::CountLayoutReorderKernels(program);
+  report.library_ms = Ms(t);
+
+  // Memory.
+  MemoryPlanOptions mo;
+  mo.share = !eager;
+  KILN_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(program, mo));
+  exe->offsets_ = plan.offsets;
+  exe->arena_bytes_ = plan.arena_bytes;
+  report.arena_bytes = plan.arena_bytes;
+  report.intermediate_bytes = plan.intermediate_bytes;
+  for (const auto& [b, tensor] : lowered.constants) {
+    report.constant_bytes += static_cast<int64_t>(tensor->byte_size());
+  }
+
+  // Interface.
+  absl::flat_hash_set<int32_t> seen_outputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int32_t b = lowered.inputs[i];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size() ||
+        !program.buffers[b].IsRowMajor()) {
+      return InternalError("input ", i, " has no row-major buffer");
+    }
+    exe->input_buffers_.push_back(b);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const int32_t b = lowered.outputs[o];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
+      return InternalError("output ", o, " has no buffer");
+    }
+    const Buffer& buf = program.buffers[b];
+    exe->output_buffers_.push_back(b);
+    const bool is_dynamic = dynamic[b];
+    exe->output_dynamic_.push_back(is_dynamic);
+    const bool in_place = !is_dynamic && buf.kind == BufferKind::kOutput &&
+                          buf.IsRowMajor() && seen_outputs.insert(b).second;
+    exe->output_in_place_.push_back(in_place);
+    if (!is_dynamic && !in_place && buf.kind == BufferKind::kOutput) {
+      // Computed into the arena, copied out after the run.
+      exe->offsets_[b] = exe->arena_bytes_;
+      exe->arena_bytes_ += (ByteSize(buf) + kArenaAlignment - 1) /
+                           kArenaAlignment * kArenaAlignment;
+    }
+  }
+  exe->inputs_ = std::move(inputs);
+  exe->outputs_ = std::move(outputs);
+  exe->program_ = std::move(lowered.program);
+  exe->constants_ = std::move(lowered.constants);
+  exe->threads_ = options.threads;
+  report.total_ms = Ms(start) + report.import_ms;
+  exe->report_ = std::move(report);
+  return std::unique_ptr<CompiledModel>(std::move(exe));
+}
+
+}  // namespace kiln::runtime
