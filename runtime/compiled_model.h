@@ -152,6 +152,11 @@ struct CompileReport {
     std::string reason;  // why oneDNN did not take it
   };
   std::vector<UnfusedElementwise> unfused_elementwise;
+  // The narrowest floating-point type the model's own graph holds values in:
+  // f16 for an fp16 model (kiln computes it in f32, f16 only at its
+  // interface: passes/graph/compute_f16_in_f32.h), else f32. kilnc check
+  // judges such a model's outputs by an fp16 tolerance.
+  ir::DType model_float = ir::DType::kF32;
   std::vector<std::string> warnings;
 
   // A human summary with one line per kernel.

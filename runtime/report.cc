@@ -58,6 +58,11 @@ std::string CompileReport::ToText() const {
                     }),
                     ")\n");
   }
+  if (model_float != ir::DType::kF32) {
+    absl::StrAppend(&s, "precision: the model holds ", ir::DTypeName(model_float),
+                    " values; kiln computes them in f32 (", ir::DTypeName(model_float),
+                    " only at the model's inputs, outputs and explicit casts)\n");
+  }
   for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
   for (const KernelReport& k : kernels) {
     std::string detail;
@@ -81,6 +86,7 @@ std::string CompileReport::ToJson(int indent) const {
   j["model"] = model;
   j["isa"] = isa;
   j["mode"] = mode;
+  j["model_precision"] = std::string(ir::DTypeName(model_float));
   j["threads"] = threads;
   j["compile_ms"] = {{"total", total_ms},       {"import", import_ms},
                      {"graph_passes", graph_passes_ms}, {"lowering", lowering_ms},

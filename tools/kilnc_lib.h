@@ -72,6 +72,9 @@ struct CheckOptions {
   // than ONNX's single-op cases, judged at 1e-7), in units of the output's
   // scale (Tolerance::atol_scaled; --atol-absolute turns that off).
   interp::Tolerance tol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
+  // --rtol, --atol, --atol-absolute or --max-rel given: `tol` is the user's,
+  // whatever precision the model holds.
+  bool tol_given = false;
   bool verbose = false;  // also print importer warnings and per-output stats
 };
 
