@@ -213,6 +213,10 @@ class Executable {
     }
     return ir::DType::kF32;
   }
+  // The precision library calls compute in ("f32" on the reference engine).
+  std::string Precision() const {
+    return model_ != nullptr ? model_->report().precision : std::string("f32");
+  }
   // How the load step is named in messages.
   const char* LoadVerb() const { return graph_ != nullptr ? "import" : "compile"; }
 
@@ -371,15 +375,21 @@ int RunCheck(const Command& cmd) {
   // rounds every op's result to f16, kiln computes in f32 (both differ from
   // the exact result by a few f16 ulps).
   interp::Tolerance tol = opts.tol;
-  if (!opts.tol_given && exe->ModelFloat() == ir::DType::kF16) {
+  const char* tol_why = "";
+  if (!opts.tol_given && exe->Precision() == "bf16") {
+    // bf16 inputs to every Conv/MatMul (8-bit mantissa) against an f32
+    // reference: judged norm-wise, at most 2^-5 of the output's max |ref|.
+    tol.max_rel = 1.0 / 32;
+    tol_why = " (bf16 precision: the bound for bf16 compute)";
+  } else if (!opts.tol_given && exe->ModelFloat() == ir::DType::kF16) {
     tol.rtol = 1.0 / 256;   // 2^-8: four f16 ulps relative
     tol.atol = 1.0 / 1024;  // 2^-10: one f16 ulp at 1.0, in units of the output's scale
+    tol_why = " (fp16 model)";
   }
   std::cout << "kilnc check " << dir << "\n"
             << "model: " << exe->ModelLine() << "\n"
             << "engine: " << exe->EngineLine() << "\n"
-            << "tolerance: " << interp::DescribeTolerance(tol)
-            << (tol.rtol != opts.tol.rtol ? " (fp16 model)" : "") << "\n";
+            << "tolerance: " << interp::DescribeTolerance(tol) << tol_why << "\n";
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
@@ -476,6 +486,11 @@ int RunCheck(const Command& cmd) {
         }
       }
       std::cout << line << "\n";
+      if (!m.ok && m.shape_match && exe->Precision() == "bf16" && !opts.tol_given) {
+        std::cout << "warning: output '" << name << "' is " << Sci(m.rel_to_max)
+                  << " of its max |ref| off the f32 reference, beyond bf16's bound "
+                  << "(2^-5): compile it with --precision=f32\n";
+      }
       if (opts.verbose) {
         std::cout << "        got " << SummarizeTensor(name, out, 6) << "\n        ref "
                   << SummarizeTensor(name, ref, 6) << "\n";

@@ -73,6 +73,10 @@ Compile flags:
                          dynamic become 1 (with a warning)
   --cache-dir=DIR        JIT cache (default $XDG_CACHE_HOME/kiln, else
                          ~/.cache/kiln)
+  --precision=f32|bf16|auto
+                         what Conv/MatMul/Gemm compute in: f32 (default),
+                         bf16 with f32 accumulation and bf16 weights, or
+                         auto: bf16 where the CPU has AVX512-BF16 or AMX
 )";
 
 constexpr absl::string_view kInputFlagsUsage =
@@ -367,7 +371,8 @@ struct FlagSpec {
 
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
-      name == "disable-pass" || name == "shape" || name == "cache-dir") {
+      name == "disable-pass" || name == "shape" || name == "cache-dir" ||
+      name == "precision") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback") return false;
@@ -438,6 +443,10 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
   } else if (name == "cache-dir") {
     if (value.empty()) return UsageError(sub, "--cache-dir needs a folder");
     c.cache_dir = value;
+  } else if (name == "precision") {
+    absl::StatusOr<CompileOptions::Precision> p = ParsePrecision(value);
+    if (!p.ok()) return UsageError(sub, p.status().message());
+    c.precision = *p;
   } else if (name == "input") {
     absl::StatusOr<std::pair<std::string, std::string>> i = ParseInputFlag(value);
     if (!i.ok()) return UsageError(sub, i.status().message());
@@ -862,6 +871,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
   o.mode = flags.engine == Engine::kEager ? CompileOptions::Mode::kEager
                                           : CompileOptions::Mode::kCompiled;
   o.disabled_passes = flags.disabled_passes;
+  o.precision = flags.precision;
   return o;
 }
 

@@ -54,6 +54,8 @@ struct CompileFlags {
   // --shape name=dims, in command-line order.
   std::vector<std::pair<std::string, ir::Shape>> shapes;
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
+  // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
+  CompileOptions::Precision precision = CompileOptions::Precision::kF32;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).
