@@ -6,12 +6,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "nlohmann/json.hpp"
@@ -125,6 +129,83 @@ TEST(CompiledModel, ConvBlockOnTheReferenceLibraryPathMatches) {
   CompileOptions o = Options();
   o.use_onednn = false;
   ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 6)}, o);
+}
+
+// bf16 mode: Conv and MatMul compute in bf16 with f32 accumulation. oneDNN
+// runs bf16 natively only with AVX512-BF16 or AMX; the test lets it use its
+// reference kernels elsewhere, so the arithmetic is checked on any AVX-512
+// CPU. oneDNN 2.6 has no bf16 kernel at all below AVX-512: there every call
+// must fall back to f32, say why, and stay exact.
+// The bound: bf16 rounds each input of a dot product to 8 significant bits
+// (2^-9 relative), so these small chains stay within 2^-5 of max |ref|.
+TEST(CompiledModel, Bf16ModeComputesLibraryCallsInBf16WithinItsBound) {
+  CompileOptions o = Options();
+  o.precision = CompileOptions::Precision::kBF16;
+  o.allow_onednn_reference_impl = true;
+  ir::Graph g = Parse(kConvBlock);
+  const std::vector<ir::Tensor> inputs = {Random({1, 3, 9, 9}, 8)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(std::move(g));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.precision, "bf16");
+  EXPECT_NE(r.ToText().find("precision: bf16"), std::string::npos) << r.ToText();
+  int bf16_calls = 0, refused = 0;
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "onednn") {
+      EXPECT_EQ(k.precision, "f32") << k.name;
+      continue;
+    }
+    if (k.precision == "bf16") {
+      ++bf16_calls;
+    } else {
+      EXPECT_THAT(k.reason, ::testing::HasSubstr("f32, not bf16: ")) << k.name;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(bf16_calls + refused, 2) << r.ToText();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  if (refused > 0) {
+    // This CPU's oneDNN has no bf16 kernel: f32 results, and a warning.
+    EXPECT_EQ(bf16_calls, 0) << r.ToText();
+    EXPECT_TRUE(interp::CompareTensors((*got)[0], (*want)[0], {1e-4, 1e-5, {}}).ok);
+    EXPECT_THAT(absl::StrJoin(r.warnings, "\n"), ::testing::HasSubstr("without native bf16"));
+    GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << r.kernels[0].reason
+                 << "): bf16 arithmetic not checked here, the f32 fallback was";
+  }
+  interp::Tolerance bound{0, 0, 1.0 / 32};
+  interp::CompareResult c = interp::CompareTensors((*got)[0], (*want)[0], bound);
+  EXPECT_TRUE(c.ok) << c.message;
+  // Not merely f32 again: bf16 inputs move the result off the f32 one.
+  EXPECT_GT(c.max_abs_error, 0.0);
+}
+
+TEST(CompiledModel, AutoPrecisionIsBf16OnlyWhereOneDnnRunsItNatively) {
+  // bf16_test_avx2 runs this with DNNL_MAX_CPU_ISA=AVX2: f32 even on an AMX
+  // CPU. Without the cap, bf16 exactly where the CPU has AVX512-BF16 or AMX.
+  CompileOptions o = Options();
+  o.precision = CompileOptions::Precision::kAuto;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(o).CompileGraph(Parse(kConvBlock));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
+  const bool capped_below_bf16 = cap != nullptr && (std::string(cap) == "AVX2" ||
+                                                    std::string(cap) == "AVX512_CORE");
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string info((std::istreambuf_iterator<char>(cpuinfo)),
+                         std::istreambuf_iterator<char>());
+  const bool cpu_bf16 = info.find("avx512_bf16") != std::string::npos ||
+                        info.find("amx_bf16") != std::string::npos;
+  EXPECT_EQ((*model)->report().precision, cpu_bf16 && !capped_below_bf16 ? "bf16" : "f32")
+      << "DNNL_MAX_CPU_ISA=" << (cap ? cap : "(unset)");
+  // f32 (the default) never computes in bf16.
+  absl::StatusOr<std::unique_ptr<CompiledModel>> f32 =
+      Compiler(Options()).CompileGraph(Parse(kConvBlock));
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  EXPECT_EQ((*f32)->report().precision, "f32");
+  for (const KernelReport& k : (*f32)->report().kernels) EXPECT_EQ(k.precision, "f32");
 }
 
 TEST(CompiledModel, RunIsSafeFromManyThreads) {

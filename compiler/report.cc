@@ -9,6 +9,11 @@ namespace kiln::compiler {
 
 absl::Status ReportObserver::AfterGraphPass(int index, const passes::GraphPass* pass,
                                             bool changed, const ir::Graph& graph) {
+  if (pass == nullptr) {  // the input graph
+    for (ir::ValueId v = 0; v < graph.num_values(); ++v) {
+      if (graph.value(v).dtype == ir::DType::kF16) report_->model_float = ir::DType::kF16;
+    }
+  }
   if (const auto* fuse = dynamic_cast<const passes::FuseOneDnnPostOps*>(pass)) {
     for (const auto& u : fuse->stats().unfused_elementwise) {
       report_->unfused_elementwise.push_back({u.node, u.op, u.anchor, u.reason});

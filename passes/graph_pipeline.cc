@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/graph/verifier.h"
 #include "ir/status_macros.h"
+#include "passes/graph/compute_f16_in_f32.h"
 #include "passes/graph/eliminate_dead_code.h"
 #include "passes/graph/eliminate_identity.h"
 #include "passes/graph/fold_batch_norm.h"
@@ -25,7 +26,8 @@ std::unique_ptr<GraphPass> Create() {
 
 // Every graph pass, one row each (names come from the passes themselves).
 constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
-    Create<EliminateDeadCode>,      Create<EliminateIdentity>,
+    Create<ComputeF16InF32>,        Create<EliminateDeadCode>,
+    Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
     Create<FoldConstantTranspose>,  Create<FuseOneDnnPostOps>,
 };
@@ -83,7 +85,10 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
 
 GraphPipeline DefaultGraphPipeline() {
   GraphPipeline p;
-  // Identity/Dropout removal first: later pattern matchers (BatchNorm
+  // f16 to f32 first: the weight folds then fold f32 constants, and the
+  // oneDNN matcher sees f32 ops (oneDNN 2.6 has no f16 primitive).
+  p.Add(std::make_unique<ComputeF16InF32>());
+  // Identity/Dropout removal next: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());
   // Before the weight folds: MatMul(x, Transpose(W)) must read a plain

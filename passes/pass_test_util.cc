@@ -15,7 +15,8 @@
 namespace kiln::passes {
 
 absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
-                                                const std::string& test_text) {
+                                                const std::string& test_text,
+                                                const interp::Tolerance& tolerance) {
   KILN_ASSIGN_OR_RETURN(ir::Graph before, ir::ParseGraph(test_text));
   KILN_RETURN_IF_ERROR(ir::VerifyGraph(before, ir::Blame::kModel));
   KILN_ASSIGN_OR_RETURN(ir::Graph after, ir::ParseGraph(test_text));
@@ -35,11 +36,18 @@ absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
   std::vector<ir::Tensor> inputs;
   for (ir::ValueId in : before.inputs()) {
     const ir::Value& v = before.value(in);
-    if (v.dtype != ir::DType::kF32 || !v.shape_known || ir::NumElements(v.shape) < 0) {
-      return result;  // numeric check only for static f32 inputs
+    if ((v.dtype != ir::DType::kF32 && v.dtype != ir::DType::kF16) || !v.shape_known ||
+        ir::NumElements(v.shape) < 0) {
+      return result;  // numeric check only for static float inputs
     }
     ir::Tensor t(v.dtype, v.shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      if (v.dtype == ir::DType::kF16) {
+        t.data<ir::Float16>()[i] = ir::FloatToHalf(dist(rng));
+      } else {
+        t.data<float>()[i] = dist(rng);
+      }
+    }
     inputs.push_back(std::move(t));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> want, interp::Run(before, inputs));
@@ -48,7 +56,7 @@ absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
     return absl::FailedPreconditionError("the pass changed the number of outputs");
   }
   for (size_t i = 0; i < want.size(); ++i) {
-    interp::CompareResult c = interp::CompareTensors(got[i], want[i], {1e-5, 1e-6, std::nullopt});
+    interp::CompareResult c = interp::CompareTensors(got[i], want[i], tolerance);
     if (!c.ok) {
       return absl::FailedPreconditionError(
           absl::StrCat("output ", i, " changed numerically: ", c.message));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "interp/compare.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
@@ -22,10 +23,11 @@ struct PassCheckResult {
 
 // Parses `test_text`, runs `pass`, verifies the graph, matches the CHECK
 // lines of `test_text` against the printed result, and checks the reference
-// interpreter computes the same outputs before and after the pass on
-// seeded random inputs (graphs with only float inputs).
-absl::StatusOr<PassCheckResult> RunPassAndCheck(GraphPass& pass,
-                                                const std::string& test_text);
+// interpreter computes the same outputs before and after the pass, within
+// `tolerance`, on seeded random inputs (graphs with only f32 or f16 inputs).
+absl::StatusOr<PassCheckResult> RunPassAndCheck(
+    GraphPass& pass, const std::string& test_text,
+    const interp::Tolerance& tolerance = {1e-5, 1e-6, std::nullopt});
 
 }  // namespace kiln::passes
 

@@ -81,11 +81,26 @@ struct CompileOptions {
   // returned by Run with their run-time shapes. False: such models are
   // refused with the lowering's error.
   bool reference_fallback = true;
+  // The precision Conv, ConvTranspose, MatMul and Gemm compute in (oneDNN
+  // calls with constant weights). kF32: as the model says. kBF16: bf16 with
+  // f32 accumulation, weights prepacked in bf16 (a call oneDNN has no
+  // optimized bf16 kernel for runs in f32; the report says why). kAuto: bf16
+  // where the CPU runs it natively (AVX512-BF16 or AMX, as oneDNN sees it,
+  // capped by DNNL_MAX_CPU_ISA), else f32. Loop kernels, softmax and
+  // normalization statistics compute in f32 either way.
+  enum class Precision { kF32, kBF16, kAuto };
+  Precision precision = Precision::kF32;
+  // Tests only: let oneDNN run its reference kernels (slow, correct), e.g.
+  // bf16 calls on a CPU without bf16 kernels.
+  bool allow_onednn_reference_impl = false;
 };
 
 // "compiled" / "eager"; and back (InvalidArgument for anything else).
 const char* ModeName(CompileOptions::Mode mode);
 absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
+// "f32" / "bf16" / "auto"; and back (InvalidArgument for anything else).
+const char* PrecisionName(CompileOptions::Precision precision);
+absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name);
 
 // One kernel of a compiled model, as the compile report shows it.
 struct KernelReport {
@@ -117,12 +132,17 @@ struct KernelReport {
   std::string weight_layout;
   int64_t prepacked_bytes = 0;
   int reorders_per_call = 0;
+  // The precision the kernel computes in: "f32", or "bf16" for a library
+  // call run in bf16 (CompileOptions::precision).
+  std::string precision = "f32";
 };
 
 struct CompileReport {
   std::string model;  // as given (path or graph name)
   std::string isa;
   std::string mode;
+  // CompileOptions::precision resolved for this CPU: "f32" or "bf16".
+  std::string precision = "f32";
   int threads = 0;
   // Wall time per phase, milliseconds.
   double import_ms = 0, graph_passes_ms = 0, lowering_ms = 0, loop_passes_ms = 0,
@@ -152,6 +172,11 @@ struct CompileReport {
     std::string reason;  // why oneDNN did not take it
   };
   std::vector<UnfusedElementwise> unfused_elementwise;
+  // The narrowest floating-point type the model's own graph holds values in:
+  // f16 for an fp16 model (kiln computes it in f32, f16 only at its
+  // interface: passes/graph/compute_f16_in_f32.h), else f32. kilnc check
+  // judges such a model's outputs by an fp16 tolerance.
+  ir::DType model_float = ir::DType::kF32;
   std::vector<std::string> warnings;
 
   // A human summary with one line per kernel.

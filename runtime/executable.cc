@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/threads.h"
 #include "ir/loop/blocked_layout.h"
 #include "ir/loop/extern_schema.h"
@@ -345,6 +346,17 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   ExternStepOptions xo;
   xo.prepack_weights = options.prepack_weights && !eager;
   xo.use_onednn = options.use_onednn;
+  xo.allow_onednn_reference_impl = options.allow_onednn_reference_impl;
+  // bf16 where asked for, or (auto) where oneDNN runs it natively here.
+  xo.bf16 = options.precision == CompileOptions::Precision::kBF16 ||
+            (options.precision == CompileOptions::Precision::kAuto && onednn::NativeBf16());
+  report.precision = xo.bf16 ? "bf16" : "f32";
+  if (options.precision == CompileOptions::Precision::kBF16 && !onednn::NativeBf16()) {
+    report.warnings.push_back(absl::StrCat(
+        "bf16 asked for, but oneDNN here runs ", onednn::OneDnnCpuIsa(),
+        ", without native bf16: calls without an optimized bf16 kernel run in f32, "
+        "the others in emulated bf16 (slower than f32)"));
+  }
   // Only reference calls read or write values of data-dependent shape.
   const std::vector<bool> dynamic = ir::loop::DynamicBuffers(program);
   for (size_t b = 0; b < dynamic.size(); ++b) {

@@ -96,6 +96,8 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
   if (options.use_onednn) {
     onednn::OneDnnCallOptions oo;
     oo.prepack_weights = options.prepack_weights;
+    oo.bf16 = options.bf16;
+    oo.allow_reference_impl = options.allow_onednn_reference_impl;
     absl::StatusOr<std::unique_ptr<onednn::OneDnnExternKernel>> call =
         onednn::OneDnnExternKernel::Create(program, kernel, constants, oo);
     if (call.ok()) {
@@ -107,6 +109,10 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
       report->prepacked_bytes = info.prepacked_bytes;
       report->reorders_per_call = info.reorders_per_call;
       report->reason = info.impl.empty() ? "" : absl::StrCat("oneDNN ", info.impl);
+      report->precision = info.precision;
+      if (!info.bf16_refused.empty()) {
+        absl::StrAppend(&report->reason, "; f32, not bf16: ", info.bf16_refused);
+      }
       return std::unique_ptr<ExternStep>(std::make_unique<OneDnnStep>(kernel, *std::move(call)));
     }
     if (call.status().code() != absl::StatusCode::kUnimplemented) return call.status();

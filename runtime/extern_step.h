@@ -23,6 +23,8 @@ namespace kiln::runtime {
 struct ExternStepOptions {
   bool prepack_weights = true;
   bool use_onednn = true;
+  bool bf16 = false;  // library calls in bf16 (CompileOptions::precision resolved)
+  bool allow_onednn_reference_impl = false;
 };
 
 // Why an interface: the executable holds a list of steps and does not care

@@ -28,6 +28,23 @@ absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name) {
       absl::StrCat("unknown mode '", name, "' (expected compiled or eager)"));
 }
 
+const char* PrecisionName(CompileOptions::Precision precision) {
+  switch (precision) {
+    case CompileOptions::Precision::kF32: return "f32";
+    case CompileOptions::Precision::kBF16: return "bf16";
+    case CompileOptions::Precision::kAuto: return "auto";
+  }
+  return "f32";
+}
+
+absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name) {
+  if (name == "f32") return CompileOptions::Precision::kF32;
+  if (name == "bf16") return CompileOptions::Precision::kBF16;
+  if (name == "auto") return CompileOptions::Precision::kAuto;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown precision '", name, "' (expected f32, bf16 or auto)"));
+}
+
 std::string CompileReport::ToText() const {
   std::string s = absl::StrFormat(
       "model %s  isa %s  mode %s  threads %s\n"
@@ -58,6 +75,19 @@ std::string CompileReport::ToText() const {
                     }),
                     ")\n");
   }
+  if (model_float != ir::DType::kF32) {
+    absl::StrAppend(&s, "precision: the model holds ", ir::DTypeName(model_float),
+                    " values; kiln computes them in f32 (", ir::DTypeName(model_float),
+                    " only at the model's inputs, outputs and explicit casts)\n");
+  }
+  if (precision != "f32") {
+    int in_bf16 = 0;
+    for (const KernelReport& k : kernels) in_bf16 += k.precision == "bf16";
+    absl::StrAppendFormat(&s,
+                          "precision: %s (%d library calls compute in bf16 with f32 "
+                          "accumulation; loop kernels in f32)\n",
+                          precision, in_bf16);
+  }
   for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
   for (const KernelReport& k : kernels) {
     std::string detail;
@@ -65,6 +95,7 @@ std::string CompileReport::ToText() const {
       detail = absl::StrCat(k.status, k.parallel ? " parallel" : "");
     } else {
       detail = absl::StrCat(k.backend, " ", k.call);
+      if (k.precision != "f32") absl::StrAppend(&detail, " ", k.precision);
       if (!k.weight_layout.empty()) absl::StrAppend(&detail, " weights ", k.weight_layout);
       if (k.prepacked_bytes > 0) absl::StrAppend(&detail, " prepacked ", Mb(k.prepacked_bytes));
     }
@@ -81,6 +112,8 @@ std::string CompileReport::ToJson(int indent) const {
   j["model"] = model;
   j["isa"] = isa;
   j["mode"] = mode;
+  j["model_precision"] = std::string(ir::DTypeName(model_float));
+  j["precision"] = precision;
   j["threads"] = threads;
   j["compile_ms"] = {{"total", total_ms},       {"import", import_ms},
                      {"graph_passes", graph_passes_ms}, {"lowering", lowering_ms},
@@ -110,7 +143,7 @@ std::string CompileReport::ToJson(int indent) const {
   for (const KernelReport& k : kernels) {
     json e = {{"name", k.name},   {"backend", k.backend},       {"ops", k.ops},
               {"status", k.status}, {"vectorized", k.vectorized}, {"reason", k.reason},
-              {"parallel", k.parallel}};
+              {"parallel", k.parallel}, {"precision", k.precision}};
     if (k.backend == "loop") {
       json un = json::array();
       for (const KernelReport::OpNote& n : k.unvectorized_ops) {

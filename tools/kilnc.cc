@@ -204,6 +204,19 @@ class Executable {
     return absl::StrCat(EngineName(engine_), ", isa ", r.isa, ", threads ",
                         ThreadsText(r.threads), "; ", KernelCounts(r));
   }
+  // The narrowest float type the model holds values in (CompileReport::
+  // model_float; the imported graph's for the reference engine).
+  ir::DType ModelFloat() const {
+    if (model_ != nullptr) return model_->report().model_float;
+    for (ir::ValueId v = 0; v < graph_->num_values(); ++v) {
+      if (graph_->value(v).dtype == ir::DType::kF16) return ir::DType::kF16;
+    }
+    return ir::DType::kF32;
+  }
+  // The precision library calls compute in ("f32" on the reference engine).
+  std::string Precision() const {
+    return model_ != nullptr ? model_->report().precision : std::string("f32");
+  }
   // How the load step is named in messages.
   const char* LoadVerb() const { return graph_ != nullptr ? "import" : "compile"; }
 
@@ -358,10 +371,25 @@ int RunCheck(const Command& cmd) {
               << "result: FAIL (the model did not compile)\n";
     return kExitWrongResult;
   }
+  // An fp16 model's outputs are judged at fp16's precision: ONNX Runtime
+  // rounds every op's result to f16, kiln computes in f32 (both differ from
+  // the exact result by a few f16 ulps).
+  interp::Tolerance tol = opts.tol;
+  const char* tol_why = "";
+  if (!opts.tol_given && exe->Precision() == "bf16") {
+    // bf16 inputs to every Conv/MatMul (8-bit mantissa) against an f32
+    // reference: judged norm-wise, at most 2^-5 of the output's max |ref|.
+    tol.max_rel = 1.0 / 32;
+    tol_why = " (bf16 precision: the bound for bf16 compute)";
+  } else if (!opts.tol_given && exe->ModelFloat() == ir::DType::kF16) {
+    tol.rtol = 1.0 / 256;   // 2^-8: four f16 ulps relative
+    tol.atol = 1.0 / 1024;  // 2^-10: one f16 ulp at 1.0, in units of the output's scale
+    tol_why = " (fp16 model)";
+  }
   std::cout << "kilnc check " << dir << "\n"
             << "model: " << exe->ModelLine() << "\n"
             << "engine: " << exe->EngineLine() << "\n"
-            << "tolerance: " << interp::DescribeTolerance(opts.tol) << "\n";
+            << "tolerance: " << interp::DescribeTolerance(tol) << tol_why << "\n";
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
@@ -428,7 +456,7 @@ int RunCheck(const Command& cmd) {
       const ir::Tensor& ref = (*expected)[k];
       const ir::Tensor& out = (*got)[k];
       const std::string& name = exe->outputs()[k].name;
-      const interp::CompareResult m = interp::CompareTensors(out, ref, opts.tol);
+      const interp::CompareResult m = interp::CompareTensors(out, ref, tol);
       ++outputs_compared;
       if (!m.ok) ++outputs_failed;
       std::string line = absl::StrCat("  ", m.ok ? "PASS" : "FAIL", "  output ", k, " '",
@@ -445,12 +473,12 @@ int RunCheck(const Command& cmd) {
                         "  max_elem_rel ",
                         m.max_elementwise_rel ? Sci(*m.max_elementwise_rel) : "-",
                         "  mismatches ", m.mismatches, "/", m.num_elements);
-        if (!m.ok && m.worst_mismatch >= 0 && !opts.tol.max_rel.has_value()) {
+        if (!m.ok && m.worst_mismatch >= 0 && !tol.max_rel.has_value()) {
           const int64_t w = m.worst_mismatch;
           const double e = ref.GetAsDouble(w);
           absl::StrAppend(&line, "\n        worst mismatch at flat index ", w, ": got ",
                           Sci(out.GetAsDouble(w)), ", expected ", Sci(e), " (allowed |error| ",
-                          Sci(m.atol_used + opts.tol.rtol * std::abs(e)), ")");
+                          Sci(m.atol_used + tol.rtol * std::abs(e)), ")");
         } else if (!m.ok && m.max_abs_index >= 0) {
           absl::StrAppend(&line, "\n        worst at flat index ", m.max_abs_index,
                           ": got ", Sci(out.GetAsDouble(m.max_abs_index)),
@@ -458,6 +486,11 @@ int RunCheck(const Command& cmd) {
         }
       }
       std::cout << line << "\n";
+      if (!m.ok && m.shape_match && exe->Precision() == "bf16" && !opts.tol_given) {
+        std::cout << "warning: output '" << name << "' is " << Sci(m.rel_to_max)
+                  << " of its max |ref| off the f32 reference, beyond bf16's bound "
+                  << "(2^-5): compile it with --precision=f32\n";
+      }
       if (opts.verbose) {
         std::cout << "        got " << SummarizeTensor(name, out, 6) << "\n        ref "
                   << SummarizeTensor(name, ref, 6) << "\n";

@@ -73,6 +73,10 @@ Compile flags:
                          dynamic become 1 (with a warning)
   --cache-dir=DIR        JIT cache (default $XDG_CACHE_HOME/kiln, else
                          ~/.cache/kiln)
+  --precision=f32|bf16|auto
+                         what Conv/MatMul/Gemm compute in: f32 (default),
+                         bf16 with f32 accumulation and bf16 weights, or
+                         auto: bf16 where the CPU has AVX512-BF16 or AMX
 )";
 
 constexpr absl::string_view kInputFlagsUsage =
@@ -101,8 +105,10 @@ Flags:
   --engine=E    compiled (default), eager (kiln's one-kernel-per-op
                 baseline, the same as --mode=eager) or reference (kiln's
                 reference interpreter, no compilation)
-  --rtol=X      relative tolerance per element (default 1e-3)
-  --atol=X      absolute tolerance per element (default 1e-5) in units of
+  --rtol=X      relative tolerance per element (default 1e-3; 2^-8 for a
+                model that holds f16 values)
+  --atol=X      absolute tolerance per element (default 1e-5; 2^-10, one
+                f16 ulp at 1.0, for a model that holds f16 values) in units of
                 the output's scale: an element passes when
                 |got-ref| <= atol*max(1, max|ref|) + rtol*|ref| (NaN equals
                 NaN). A whole fp32 model's rounding error grows with the
@@ -365,7 +371,8 @@ struct FlagSpec {
 
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
-      name == "disable-pass" || name == "shape" || name == "cache-dir") {
+      name == "disable-pass" || name == "shape" || name == "cache-dir" ||
+      name == "precision") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback") return false;
@@ -436,6 +443,10 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
   } else if (name == "cache-dir") {
     if (value.empty()) return UsageError(sub, "--cache-dir needs a folder");
     c.cache_dir = value;
+  } else if (name == "precision") {
+    absl::StatusOr<CompileOptions::Precision> p = ParsePrecision(value);
+    if (!p.ok()) return UsageError(sub, p.status().message());
+    c.precision = *p;
   } else if (name == "input") {
     absl::StatusOr<std::pair<std::string, std::string>> i = ParseInputFlag(value);
     if (!i.ok()) return UsageError(sub, i.status().message());
@@ -528,6 +539,7 @@ absl::StatusOr<Command> ParseCheck(const std::vector<std::string>& args) {
       o.verbose = true;
       return absl::OkStatus();
     }
+    o.tol_given = true;
     if (name == "atol-absolute") {
       o.tol.atol_scaled = false;
       return absl::OkStatus();
@@ -859,6 +871,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
   o.mode = flags.engine == Engine::kEager ? CompileOptions::Mode::kEager
                                           : CompileOptions::Mode::kCompiled;
   o.disabled_passes = flags.disabled_passes;
+  o.precision = flags.precision;
   return o;
 }
 

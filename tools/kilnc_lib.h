@@ -54,6 +54,8 @@ struct CompileFlags {
   // --shape name=dims, in command-line order.
   std::vector<std::pair<std::string, ir::Shape>> shapes;
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
+  // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
+  CompileOptions::Precision precision = CompileOptions::Precision::kF32;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).
@@ -72,6 +74,9 @@ struct CheckOptions {
   // than ONNX's single-op cases, judged at 1e-7), in units of the output's
   // scale (Tolerance::atol_scaled; --atol-absolute turns that off).
   interp::Tolerance tol{1e-3, 1e-5, std::nullopt, /*atol_scaled=*/true};
+  // --rtol, --atol, --atol-absolute or --max-rel given: `tol` is the user's,
+  // whatever precision the model holds.
+  bool tol_given = false;
   bool verbose = false;  // also print importer warnings and per-output stats
 };
 

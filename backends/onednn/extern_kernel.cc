@@ -836,6 +836,15 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   if (absl::IsUnimplemented(call.status()) && SumAsBinaryAdd(t)) {
     call = OneDnnCall::Create(t.call, t.weights, t.bias, options);
   }
+  // bf16 asked for but refused (no optimized bf16 kernel on this CPU for
+  // this call): the call runs in f32, and the report says why.
+  std::string bf16_refused;
+  if (options.bf16 && absl::IsUnimplemented(call.status())) {
+    bf16_refused = std::string(call.status().message());
+    OneDnnCallOptions f32 = options;
+    f32.bf16 = false;
+    call = OneDnnCall::Create(t.call, t.weights, t.bias, f32);
+  }
   if (!call.ok()) return tr.Annotate(call.status());
   KILN_RETURN_IF_ERROR(CheckLinearPostOps(tr, **call));
 
@@ -861,6 +870,8 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   info.prepacked_bytes = impl->call->prepacked_bytes();
   info.reorders_per_call = impl->call->reorders_per_call();
   info.impl = impl->call->impl_name();
+  info.precision = impl->call->bf16() ? "bf16" : "f32";
+  info.bf16_refused = std::move(bf16_refused);
   return std::unique_ptr<OneDnnExternKernel>(new OneDnnExternKernel(std::move(impl)));
 }
 
@@ -912,6 +923,11 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());
   return *blocks;
+}
+
+bool NativeBf16() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
 std::string OneDnnCpuIsa() {

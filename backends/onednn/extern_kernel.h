@@ -39,6 +39,10 @@ struct ExternKernelInfo {
   int64_t prepacked_bytes = 0;
   int reorders_per_call = 0;
   std::string impl;  // oneDNN's implementation name
+  // "bf16" when the call computes in bf16 (OneDnnCallOptions::bf16 taken),
+  // else "f32"; with bf16 asked for and refused, `bf16_refused` says why.
+  std::string precision = "f32";
+  std::string bf16_refused;
 };
 
 // Why a class: the FusedCall translation, the oneDNN primitive and the
@@ -91,6 +95,11 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
 // "avx512_core_amx", "avx2", "sse41", ... What PreferredActivationBlocks
 // answers depends on it.
 std::string OneDnnCpuIsa();
+
+// Whether oneDNN runs bf16 natively in this process: the effective ISA
+// (capped by DNNL_MAX_CPU_ISA) has AVX512-BF16 or AMX. Without it oneDNN
+// has no bf16 kernel (AVX2) or emulates bf16 slower than f32 (AVX-512).
+bool NativeBf16();
 
 }  // namespace kiln::onednn
 

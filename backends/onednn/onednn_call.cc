@@ -152,6 +152,13 @@ memory::desc AnyDesc(const memory::desc& like) {
   return memory::desc(like.dims(), like.data_type(), Tag::any);
 }
 
+// `md` with its elements of type `type` (same dims, same layout).
+memory::desc WithType(const memory::desc& md, memory::data_type type) {
+  memory::desc out = md;
+  out.data.data_type = static_cast<dnnl_data_type_t>(type);
+  return out;
+}
+
 // A dense row-major descriptor with `like`'s dims.
 memory::desc DenseRowMajor(const memory::desc& like) {
   const memory::dims dims = like.dims();
@@ -498,6 +505,7 @@ struct OneDnnCall::Impl {
   std::string weights_layout, src_layout, dst_layout, impl_name;
   int reorders_per_call = 0;
   bool as_conv = false;  // a linear layer run as a 1x1 conv (LinearAsConv)
+  bool bf16 = false;     // src and weights in bf16 (OneDnnCallOptions::bf16)
 };
 
 OneDnnCall::OneDnnCall(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -708,7 +716,13 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
-    const memory::desc w_md = prepack ? AnyDesc(user_w_md) : user_w_md;
+    // bf16: the primitive reads bf16 src and weights; the weights are
+    // converted once when prepacked, the src by the input reorder.
+    m.bf16 = options.bf16 && prepack;
+    const memory::data_type compute = m.bf16 ? DT::bf16 : DT::f32;
+    const memory::desc w_md =
+        prepack ? AnyDesc(WithType(user_w_md, compute)) : user_w_md;
+    const memory::desc pd_user_src = WithType(user_src_md, compute);
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
     // Preference: an optimized kernel (jit/brgemm) on oneDNN's own activation
     // layouts (when allowed: blocked layouts plus two cheap reorders beat
@@ -718,13 +732,13 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     std::optional<dnnl::primitive_desc> on_user_layout, on_any_layout;
     try {
       on_user_layout =
-          MakePrimitiveDesc(call, conv, user_src_md, w_md, b, user_dst_md, attr);
+          MakePrimitiveDesc(call, conv, pd_user_src, w_md, b, user_dst_md, attr);
     } catch (const dnnl::error&) {
       if (!options.any_activation_layout) throw;
     }
     if (options.any_activation_layout) {
       try {
-        on_any_layout = MakePrimitiveDesc(call, conv, AnyDesc(user_src_md), w_md,
+        on_any_layout = MakePrimitiveDesc(call, conv, AnyDesc(pd_user_src), w_md,
                                           b, AnyDesc(user_dst_md), attr);
       } catch (const dnnl::error&) {
         if (!on_user_layout) throw;
@@ -771,7 +785,9 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         std::count_if(call.post_ops.begin(), call.post_ops.end(), [](const PostOp& p) {
           return p.kind == PostOpKind::kLinear;
         }) >= 2;
-    if (prepack && options.linear_as_conv != LAC::kNever && linear && !two_linears) {
+    // (Not in bf16: the 1x1-conv form is an AVX2 gemm workaround.)
+    if (prepack && !m.bf16 && options.linear_as_conv != LAC::kNever && linear &&
+        !two_linears) {
       const ConvForm* f = &*linear;
       const bool wanted =
           options.linear_as_conv == LAC::kAlways ||
@@ -807,7 +823,8 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         }
       }
     }
-    if (!m.as_conv && prepack && call.kind == CallKind::kMatMul && starts(pd, "gemm")) {
+    if (!m.as_conv && prepack && !m.bf16 && call.kind == CallKind::kMatMul &&
+        starts(pd, "gemm")) {
       // The gemm-based matmul takes whatever weights layout it is given and
       // resolves `any` to row-major [K, N]; with the weights transposed
       // ([N, K] row-major) its packing is faster for wide N
@@ -1060,6 +1077,8 @@ absl::Status OneDnnCall::Run(const void* src, const void* weights,
   }
   return absl::OkStatus();
 }
+
+bool OneDnnCall::bf16() const { return impl_->bf16; }
 
 const FusedCall& OneDnnCall::call() const { return impl_->call; }
 int64_t OneDnnCall::prepacked_bytes() const { return impl_->prepacked_bytes; }

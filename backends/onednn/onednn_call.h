@@ -53,6 +53,12 @@ struct OneDnnCallOptions {
   // an optimized conv kernel takes the call (tests); kNever: as matmul.
   enum class LinearAsConv { kAuto, kAlways, kNever };
   LinearAsConv linear_as_conv = LinearAsConv::kAuto;
+  // Compute in bf16 with f32 accumulation: the constant weights are
+  // prepacked in bf16, the f32 source is converted by the call's input
+  // reorder, bias, post-op operands and the destination stay f32. Only for
+  // calls with constant weights and prepacking on; otherwise ignored (the
+  // call runs in f32: OneDnnCall::bf16() says which).
+  bool bf16 = false;
 };
 
 // Rows (M) from which kAuto runs a gemm-based linear layer as a 1x1 conv. At
@@ -115,6 +121,8 @@ class OneDnnCall {
                        absl::Span<const void* const> binary_operands, void* dst);
 
   const FusedCall& call() const;
+  // Whether the call computes in bf16 (OneDnnCallOptions::bf16 taken).
+  bool bf16() const;
   // Bytes of the prepacked weights (0 when not prepacked).
   int64_t prepacked_bytes() const;
   // Bytes of the scratchpad the primitive owns.

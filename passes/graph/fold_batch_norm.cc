@@ -33,15 +33,6 @@ void SetFromDouble(ir::Tensor* t, int64_t i, double v) {
   }
 }
 
-// `base`, or `base.1`, `base.2`, ... : the first name no value has.
-std::string UniqueName(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.FindValue(name).has_value(); ++k) {
-    name = absl::StrCat(base, ".", k);
-  }
-  return name;
-}
-
 ir::ValueId AddConstant(ir::Graph* g, const std::string& base, ir::Tensor t) {
   const ir::ValueId id = g->AddValue(UniqueName(*g, base), t.dtype(), t.shape());
   g->SetConstant(id, std::move(t));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::passes {
 
 std::vector<int> CountUses(const ir::Graph& graph) {
@@ -31,6 +33,14 @@ void ReplaceAllUses(ir::Graph* graph, ir::ValueId from, ir::ValueId to) {
   }
   std::replace(graph->mutable_outputs().begin(), graph->mutable_outputs().end(),
                from, to);
+}
+
+std::string UniqueName(const ir::Graph& graph, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; graph.FindValue(name).has_value(); ++k) {
+    name = absl::StrCat(base, ".", k);
+  }
+  return name;
 }
 
 namespace {
