@@ -116,6 +116,14 @@ void LowerTable::AddExternCall(absl::string_view op) {
   extern_calls_.emplace(op);
 }
 
+void LowerTable::AddExternCall(absl::string_view op, LowerFn check) {
+  Add(op, [check = std::move(check)](Lowerer& L, const ir::Node& n) -> absl::Status {
+    KILN_RETURN_IF_ERROR(check(L, n));
+    return LowerExternCall(L, n);
+  });
+  extern_calls_.emplace(op);
+}
+
 const LowerFn* LowerTable::Find(absl::string_view op) const {
   auto it = lowerings_.find(op);
   return it == lowerings_.end() ? nullptr : &it->second;

@@ -104,6 +104,9 @@ class LowerTable {
   void Add(absl::string_view op, LowerFn lowering);
   // Adds `op` lowered to one extern kernel (LowerExternCall).
   void AddExternCall(absl::string_view op);
+  // The same after `check` (the node's own consistency checks, which return
+  // InvalidArgument naming the node) passed.
+  void AddExternCall(absl::string_view op, LowerFn check);
 
   // nullptr when `op` has no lowering.
   const LowerFn* Find(absl::string_view op) const;
