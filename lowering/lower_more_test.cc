@@ -14,6 +14,7 @@
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
+#include "interp/interpreter.h"
 #include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
@@ -458,6 +459,58 @@ TEST(LowerQuantize, QLinearMatMulShapesAndDtypesMatchReference) {
     absl::Status s = CheckLowering(g);
     EXPECT_TRUE(s.ok()) << g << s;
   }
+}
+
+// QLinearMatMul with constant B: a library call when the library runs it
+// (LoweringOptions::library_call says so), else its loop kernel, whose
+// result is the reference interpreter's.
+TEST(LowerQuantize, QLinearMatMulLibraryCallOrLoopKernel) {
+  const char* text = R"(graph g(%a: u8[3,5]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 113
+  %b = constant i8[5,4] [-128, 127, 3, -90, 100, -7, 0, 1, 55, 66, -66, 2, 9, -100, 120, -1, 4, 5, 6, 7]
+  %bs = constant f32[] 0.02
+  %bz = constant i8[] 0
+  %ys = constant f32[] 0.1
+  %yz = constant u8[] 118
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[3,4]
+})";
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  int asked = 0;
+  for (const bool runs : {true, false}) {
+    LoweringOptions o;
+    o.library_call = [&](const ir::loop::LoopModule& lp, const ir::loop::Kernel& k) {
+      ++asked;
+      // The oracle sees the call with its constant B bound.
+      EXPECT_EQ(k.call.op, "onnx.QLinearMatMul");
+      EXPECT_EQ(lp.constants.count(k.call.inputs.at(3)), 1u);
+      return runs ? absl::OkStatus() : absl::UnimplementedError("refused for the test");
+    };
+    absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g, o);
+    ASSERT_TRUE(lp.ok()) << lp.status();
+    if (runs) {
+      ASSERT_EQ(lp->program.kernels.size(), 1u);
+      EXPECT_EQ(lp->program.kernels[0].kind, ir::loop::Kernel::Kind::kExtern);
+      continue;
+    }
+    EXPECT_TRUE(AllLoopKernels(*lp));
+    // No buffer or kernel of the refused call is left behind.
+    for (const ir::loop::Kernel& k : lp->program.kernels) {
+      EXPECT_FALSE(absl::StrContains(k.name, "qlinearmatmul") && k.kind != ir::loop::Kernel::Kind::kLoop);
+    }
+    Tensor a(ir::DType::kU8, {3, 5});
+    for (int64_t i = 0; i < 15; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i * 17 + 3);
+    absl::StatusOr<std::vector<Tensor>> got = interp::RunLoopModule(*lp, {a});
+    absl::StatusOr<std::vector<Tensor>> want = interp::Run(*g, {a});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got->size(), 1u);
+    for (int64_t i = 0; i < 12; ++i) {
+      EXPECT_EQ((*got)[0].data<uint8_t>()[i], (*want)[0].data<uint8_t>()[i]) << i;
+    }
+  }
+  EXPECT_EQ(asked, 2);
 }
 
 TEST(LowerQuantize, Errors) {
