@@ -196,6 +196,9 @@ struct Translation {
   std::deque<Tensor> owned;  // scaled / reshaped constants (stable addresses)
   int src_input = -1;
   int weights_input = -1;  // runtime weights (MatMul)
+  // An s8 src the call runs as u8 (x + 128, see FlipS8SrcWithoutVnni): Run
+  // flips it into a scratch copy first.
+  bool flip_src = false;
   std::vector<PointerSource> binary;  // per binary post-op, in order
   std::optional<SumCopy> sum;
   TensorSpec sum_operand;  // the sum operand's buffer, when `sum` is set
@@ -219,6 +222,17 @@ bool SumAsBinaryAdd(Translation& t) {
     if (p.is_binary()) ++binaries_before;
   }
   return false;
+}
+
+// Elements a strided spec addresses (its largest offset + 1).
+int64_t SpecExtent(const TensorSpec& spec) {
+  const std::vector<int64_t> strides = spec.EffectiveStrides();
+  int64_t last = 0;
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    if (spec.shape[d] == 0) return 0;
+    last += (spec.shape[d] - 1) * strides[d];
+  }
+  return last + 1;
 }
 
 const Tensor* Own(Translation& t, Tensor tensor) {
@@ -484,19 +498,28 @@ bool HasVnni() {
   }
 }
 
-// oneDNN 2.6's int8 kernels on CPUs without VNNI are exact only for some
-// inputs: they multiply u8 by s8 with vpmaddubsw, which adds each pair of
-// products in saturating 16 bits (exact while |w| <= 64: 2 * 255 * 64 <
-// 2^15), and they run an s8 src with the weights halved ("scale adjust"),
-// which rounds odd weights (measured: integer_call_test). Such calls are
-// refused, naming why, and the node runs on the reference interpreter.
+// oneDNN 2.6's int8 kernels on CPUs without VNNI run an s8 src with the
+// weights halved ("scale adjust"), which rounds odd weights (measured:
+// integer_call_test). The call runs an s8 src as u8 instead, exactly:
+// sum (x - z) * w = sum ((x + 128) - (z + 128)) * w, so Run feeds x + 128
+// (x ^ 0x80 bit for bit) and the src zero point becomes z + 128, which is
+// within [0, 255] for any s8 z.
+void FlipS8SrcWithoutVnni(Translation& t, IntegerCall& q) {
+  if (HasVnni() || t.call.src.dtype != ir::DType::kI8) return;
+  t.call.src.dtype = ir::DType::kU8;
+  q.src_zero_point += 128;
+  t.flip_src = true;
+}
+
+// oneDNN 2.6's int8 kernels on CPUs without VNNI multiply u8 by s8 with
+// vpmaddubsw, which adds each pair of products in saturating 16 bits: exact
+// while |w| <= 64 (2 * 255 * 64 < 2^15). Calls with other weights are
+// refused, naming why (the src is u8 here: FlipS8SrcWithoutVnni ran).
 absl::Status CheckExactOnThisCpu(const Translator& tr, const Translation& t) {
   if (HasVnni()) return absl::OkStatus();
   const std::string isa = OneDnnCpuIsa();
   if (t.call.src.dtype != ir::DType::kU8) {
-    return tr.Unimplemented("oneDNN's int8 kernels on ", isa,
-                            " (no VNNI) run an s8 src with halved weights, which is "
-                            "inexact");
+    return InternalError(tr.Where(), ": an s8 src without VNNI was not flipped to u8");
   }
   const Tensor& w = *t.weights;
   for (int64_t i = 0; i < w.num_elements(); ++i) {
@@ -548,6 +571,7 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
   const int64_t per_oc = t.weights->num_elements() / oc;
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(
       tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t));
+  FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, oc, q));
   c.integer = std::move(q);
@@ -579,6 +603,7 @@ absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translat
                         QuantConstant(tr, qlinear ? 5 : 3, "B's zero point", 0));
   const int64_t n = bb.shape[1];
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
+  FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
   c.integer = std::move(q);
@@ -1007,6 +1032,10 @@ struct OneDnnExternKernel::Impl {
   size_t num_inputs = 0, num_outputs = 0;
   int src_input = -1;
   int weights_input = -1;
+  // Set when the call runs an s8 src as u8: Run writes src ^ 0x80 (x + 128)
+  // over the src's extent here and passes it instead.
+  bool flip_src = false;
+  std::vector<uint8_t> flipped;
   std::vector<PointerSource> binary;
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
@@ -1047,6 +1076,8 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->num_outputs = kernel.call.outputs.size();
   impl->src_input = t.src_input;
   impl->weights_input = t.weights_input;
+  impl->flip_src = t.flip_src;
+  if (t.flip_src) impl->flipped.resize(static_cast<size_t>(SpecExtent(t.call.src)));
   impl->binary = std::move(t.binary);
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
   impl->sum = std::move(t.sum);
@@ -1088,11 +1119,16 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
       ScaledCopy(*m.sum, from, static_cast<float*>(dst), m.copy_index);
     }
   }
+  const void* src = inputs[m.src_input];
+  if (m.flip_src) {
+    const uint8_t* from = static_cast<const uint8_t*>(src);
+    for (size_t i = 0; i < m.flipped.size(); ++i) m.flipped[i] = from[i] ^ 0x80;
+    src = m.flipped.data();
+  }
   absl::Status s =
       m.weights_input >= 0
-          ? m.call->Execute(inputs[m.src_input], inputs[m.weights_input],
-                            m.binary_ptrs, dst)
-          : m.call->Execute(inputs[m.src_input], m.binary_ptrs, dst);
+          ? m.call->Execute(src, inputs[m.weights_input], m.binary_ptrs, dst)
+          : m.call->Execute(src, m.binary_ptrs, dst);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
   return absl::OkStatus();
 }

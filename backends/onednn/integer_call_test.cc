@@ -61,8 +61,8 @@ Tensor Weights7(const Shape& shape, uint32_t seed) {
   return RandomInts(DType::kI8, shape, seed, -64, 64);
 }
 
-// Whether oneDNN's int8 kernels here have VNNI (then s8 src and full-range
-// weights run exactly; without it they are refused).
+// Whether oneDNN's int8 kernels here have VNNI (then full-range weights run
+// exactly; without it they are refused, and an s8 src runs as u8).
 bool Vnni() {
   const std::string isa = OneDnnCpuIsa();
   return absl::StrContains(isa, "vnni") || absl::StrContains(isa, "amx") ||
@@ -205,13 +205,11 @@ graph main(%x: $0[1,3,5,5]) -> (%y) opset 10 {
 }
 )", "u8", Lit(RandomInts(DType::kI8, {4, 3, 3, 3}, 9, -60, 60)), 5, Lit(wzp));
   EXPECT_EQ(CheckAgainstReference(text).call, "conv[3x3 s1 g1 p0,1/2,1 u8s8->s32]");
+  // An s8 src: without VNNI the call runs it as u8 (x + 128, zero point
+  // + 128), exactly.
   const std::string s8 = absl::StrReplaceAll(text, {{"u8", "i8"}});
-  if (Vnni()) {
-    EXPECT_EQ(CheckAgainstReference(s8).call, "conv[3x3 s1 g1 p0,1/2,1 s8s8->s32]");
-  } else {
-    absl::Status s = CreateStatus(s8);
-    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "no VNNI")) << s;
-  }
+  EXPECT_EQ(CheckAgainstReference(s8).call, Vnni() ? "conv[3x3 s1 g1 p0,1/2,1 s8s8->s32]"
+                                                   : "conv[3x3 s1 g1 p0,1/2,1 u8s8->s32]");
 }
 
 TEST(IntegerCall, FullRangeWeightsRunOnlyWithVnni) {
@@ -278,11 +276,7 @@ TEST(IntegerCall, QLinearConvPerChannelScales) {
                                          {2, 6, 6, 6}, "", wscale, false));
   const std::string s8 = QLinearConvGraph(DType::kI8, DType::kI8, {2, 4, 6, 6},
                                           {6, 4, 1, 1}, {2, 6, 6, 6}, "", wscale, false);
-  if (Vnni()) {
-    CheckAgainstReference(s8);
-  } else {
-    EXPECT_TRUE(absl::IsUnimplemented(CreateStatus(s8)));
-  }
+  CheckAgainstReference(s8);
 }
 
 TEST(IntegerCall, QLinearConvU8InI8Out) {
@@ -360,6 +354,39 @@ graph main(%a: u8[6,10]) -> (%y) opset 10 {
 }
 )", Lit(Weights7({10, 4}, 6)));
   EXPECT_EQ(CheckAgainstReference(text).call, "matmul[6x10x4 u8s8->s8]");
+}
+
+// An s8 A over the whole range (-128 and 127 included) with a negative and
+// an extreme zero point: without VNNI the call flips it to u8 inside.
+TEST(IntegerCall, S8SrcRunsExactlyOnEveryCpu) {
+  for (const int az : {-128, -7, 127}) {
+    const std::string mm = absl::Substitute(R"(
+graph main(%x: i8[5,24]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant i8[] $1
+  %y = MatMulInteger(%x, %w, %xz) : i32[5,6]
+}
+)", Lit(Weights7({24, 6}, 12)), az);
+    EXPECT_EQ(CheckAgainstReference(mm, 3 + az).call,
+              Vnni() ? "matmul[5x24x6 s8s8->s32]" : "matmul[5x24x6 u8s8->s32]");
+    const std::string qmm = absl::Substitute(R"(
+graph main(%a: i8[2,4,16]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant i8[] $1
+  %b = constant $0
+  %bs = constant f32[] 0.01
+  %bz = constant i8[] 0
+  %ys = constant f32[] 0.2
+  %yz = constant u8[] 120
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[2,4,8]
+}
+)", Lit(Weights7({16, 8}, 13)), az);
+    CheckAgainstReference(qmm, 5 + az);
+  }
+  // An s8 QLinearConv with padding (padded elements are the zero point).
+  CheckAgainstReference(QLinearConvGraph(DType::kI8, DType::kI8, {1, 5, 7, 7}, {4, 5, 3, 3},
+                                         {1, 4, 7, 7}, "{pads=[1, 1, 1, 1]}", "f32[] 0.004",
+                                         true));
 }
 
 }  // namespace
