@@ -418,7 +418,7 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
   // The pipeline's targets: the layouts this process's oneDNN wants (capped
   // per ISA by tools/aot.bzl), the kernels for one ISA at a time.
   auto compile = [&](const isa::VecIsa* isa) -> absl::StatusOr<Described> {
-    compiler::Target target{isa, onednn::ConvLayoutOracle()};
+    compiler::Target target{isa, onednn::ConvLayoutOracle(), onednn::LibraryCallOracle()};
     compiler::PipelineOptions po = compiler::PipelineOptionsFor(options);
     if (isa == nullptr) {
       po.stop_after = compiler::Stage::kLoopPasses;  // the glue needs no kernels

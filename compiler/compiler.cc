@@ -54,6 +54,7 @@ absl::StatusOr<compiler::Target> JitTarget(const CompileOptions& options) {
         ") on this host; a compiled model needs an ISA this CPU executes"));
   }
   target.conv_layout_oracle = onednn::ConvLayoutOracle();
+  target.library_call_oracle = onednn::LibraryCallOracle();
   return target;
 }
 

@@ -81,8 +81,10 @@ void GraphInterface(const ir::Graph& graph, std::vector<TensorInfo>* inputs,
   }
 }
 
-absl::StatusOr<ir::loop::LoopModule> Lower(const ir::Graph& graph, bool reference_fallback) {
+absl::StatusOr<ir::loop::LoopModule> Lower(const ir::Graph& graph, bool reference_fallback,
+                                           const lowering::LibraryCallOracle& library_call) {
   lowering::LoweringOptions lowering_options;
+  lowering_options.library_call = library_call;
   if (reference_fallback) {
     lowering_options.reference_fallback = [](const ir::Graph& node_graph) {
       return interp::UnsupportedOps(node_graph).empty();
@@ -181,7 +183,8 @@ absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
   // Lowering: one kernel per node; what it cannot compile becomes a
   // reference call only when allowed and the interpreter runs the node.
   KILN_RETURN_IF_ERROR(run(Stage::kLowering, [&]() -> absl::Status {
-    KILN_ASSIGN_OR_RETURN(out.module, Lower(out.graph, options.reference_fallback));
+    KILN_ASSIGN_OR_RETURN(out.module, Lower(out.graph, options.reference_fallback,
+                                                target.library_call_oracle));
     return absl::OkStatus();
   }));
   // Loop passes: fusion, then layouts (the target's conv oracle), then index

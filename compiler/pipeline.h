@@ -4,7 +4,8 @@
 // kilnc and every report tool call it; dumps, phase timings and the compile
 // report watch it through a PipelineObserver.
 //
-//   compiler::Target target{*isa::SelectIsa(""), onednn::ConvLayoutOracle()};
+//   compiler::Target target{*isa::SelectIsa(""), onednn::ConvLayoutOracle(),
+//                           onednn::LibraryCallOracle()};
 //   KILN_ASSIGN_OR_RETURN(compiler::CompiledProgram p,
 //                         compiler::Compile(std::move(graph), target, {}, &observer));
 //   p.module;        // the loop IR after the loop passes
@@ -23,6 +24,7 @@
 #include "ir/graph/graph.h"
 #include "ir/loop/module.h"
 #include "isa/isa.h"
+#include "lowering/lower_graph.h"
 #include "passes/graph_pass.h"
 #include "passes/loop/loop_pass.h"
 #include "passes/loop/propagate_layout.h"
@@ -38,6 +40,11 @@ struct Target {
   // propagate-layout's conv layout oracle (backends/onednn/layout_oracle.h:
   // oneDNN's). Empty: every activation keeps its plain layout.
   passes::ConvLayoutOracle conv_layout_oracle;
+  // Lowering's question to the call library: does it run this extern
+  // kernel (backends/onednn/layout_oracle.h: oneDNN on this CPU)? Empty:
+  // every library call is kept (refused ones become reference calls at
+  // load).
+  lowering::LibraryCallOracle library_call_oracle;
 };
 
 // The pipeline's stages, in order.

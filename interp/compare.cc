@@ -13,6 +13,11 @@ std::string DescribeTolerance(const Tolerance& tol) {
   if (tol.max_rel.has_value()) {
     return absl::StrCat("max|got-ref| <= ", *tol.max_rel, " * max|ref| per output");
   }
+  if (tol.integer_steps > 0) {
+    return absl::StrCat("|got-ref| <= ", tol.atol, tol.atol_scaled ? "*max(1,max|ref|)" : "",
+                        " + ", tol.rtol, "*|ref| per element, integers within ",
+                        tol.integer_steps, " step(s)");
+  }
   return absl::StrCat("|got-ref| <= ", tol.atol, tol.atol_scaled ? "*max(1,max|ref|)" : "", " + ",
                       tol.rtol, "*|ref| per element");
 }
@@ -43,8 +48,9 @@ CompareResult CompareTensors(const ir::Tensor& actual,
     bool good;
     double err;
     if (exact) {
-      good = actual.GetAsInt64(i) == expected.GetAsInt64(i);
-      err = good ? 0 : std::abs(a - e);
+      const int64_t diff = actual.GetAsInt64(i) - expected.GetAsInt64(i);
+      good = diff <= tol.integer_steps && -diff <= tol.integer_steps;
+      err = diff == 0 ? 0 : std::abs(a - e);
     } else if (std::isnan(e) || std::isnan(a)) {
       good = std::isnan(e) && std::isnan(a);
       err = good ? 0 : kInf;
@@ -58,7 +64,8 @@ CompareResult CompareTensors(const ir::Tensor& actual,
     if (!good) {
       if (r.mismatches == 0) r.first_mismatch = i;
       ++r.mismatches;
-      const double allowed = exact ? 0 : atol + tol.rtol * std::abs(e);
+      const double allowed =
+          exact ? static_cast<double>(tol.integer_steps) : atol + tol.rtol * std::abs(e);
       const double excess = allowed > 0 ? err / allowed : kInf;
       if (r.worst_mismatch < 0 || excess > worst_excess) {
         r.worst_mismatch = i;

@@ -30,6 +30,14 @@ struct Tolerance {
   // that are as accurate as the rest; outputs within [-1, 1] keep the plain
   // rule. `kilnc check` uses this by default; ONNX's per-op cases do not.
   bool atol_scaled = false;
+  // Integer outputs: pass when |got-ref| <= integer_steps. A quantized (u8 /
+  // i8) output may differ from the reference by one quantization step where
+  // the requantization rounds an intermediate differently: oneDNN computes
+  // scale * acc in f32 and rounds after adding the zero point (ONNX before),
+  // and a QDQ pattern run as one integer call rounds its bias once. kiln's
+  // rule for quantized outputs is integer_steps = 1 (docs/quantization.md);
+  // 0, the default, is exact equality.
+  int64_t integer_steps = 0;
 };
 
 // "|got-ref| <= 1e-07 + 0.001*|ref| per element" or the max_rel form.

@@ -30,6 +30,15 @@ namespace {
 
 constexpr char kFusedNodesAttr[] = "fused_nodes";
 
+// Integer library calls read their scales, zero points and weights when the
+// call is built (the weights minus their zero point, requantization scales):
+// every constant input, splats included, is passed as its constant buffer.
+// Other calls keep splat constants as the fill kernels lowering gives them.
+bool ReadsConstantBuffers(const ir::Node& n) {
+  return n.domain.empty() && (n.op == "ConvInteger" || n.op == "QLinearConv" ||
+                              n.op == "MatMulInteger" || n.op == "QLinearMatMul");
+}
+
 }  // namespace
 
 absl::Status LowerExternCall(Lowerer& L, const ir::Node& n) {
@@ -42,8 +51,13 @@ absl::Status LowerExternCall(Lowerer& L, const ir::Node& n) {
   std::vector<int64_t> input_slots, output_slots;
   for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
     if (!L.HasInput(i)) continue;
-    KILN_ASSIGN_OR_RETURN(Operand op, L.Input(i));
-    KILN_ASSIGN_OR_RETURN(int32_t b, L.Materialize(op));
+    int32_t b = -1;
+    if (ReadsConstantBuffers(n) && L.ConstantInput(i) != nullptr) {
+      KILN_ASSIGN_OR_RETURN(b, L.BufferOf(n.inputs[i]));
+    } else {
+      KILN_ASSIGN_OR_RETURN(Operand op, L.Input(i));
+      KILN_ASSIGN_OR_RETURN(b, L.Materialize(op));
+    }
     call.inputs.push_back(b);
     input_slots.push_back(i);
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
 
 namespace kiln::lowering::internal {
@@ -101,6 +102,27 @@ std::vector<int64_t> Extents(const Shape& s) {
 std::pair<double, double> QuantRange(DType dt) {
   if (dt == DType::kI8) return {-128, 127};
   return {0, 255};
+}
+
+bool IsQuantType(DType dt) { return dt == DType::kU8 || dt == DType::kI8; }
+
+absl::Status CheckQuantInput(Lowerer& L, int i, const char* what, DType dtype,
+                             int64_t per_channel) {
+  if (!L.HasInput(i)) return absl::OkStatus();
+  KILN_ASSIGN_OR_RETURN(Operand op, L.Input(i));
+  if (dtype == DType::kInvalid ? !ir::IsFloat(op.dtype) : op.dtype != dtype) {
+    return L.Error(what, " is ", ir::DTypeName(op.dtype), ", expected ",
+                   dtype == DType::kInvalid ? "a float type" : ir::DTypeName(dtype));
+  }
+  const int64_t count = ir::NumElements(op.shape);
+  const bool one = count == 1 && op.shape.size() <= 1;
+  const bool channels = per_channel > 0 && op.shape.size() == 1 && count == per_channel;
+  if (!one && !channels) {
+    return L.Error(what, " has shape ", ir::ShapeToString(op.shape), ", expected ",
+                   per_channel > 0 ? absl::StrCat("one value or [", per_channel, "]")
+                                   : std::string("one value"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> Strides(const Shape& shape) {

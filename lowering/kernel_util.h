@@ -74,6 +74,18 @@ Coords ReductionInputCoords(Emitter& k, size_t rank,
 // Integer range of a quantized dtype (i8, else u8).
 std::pair<double, double> QuantRange(DType dt);
 
+// Whether `dt` is a quantized integer type kiln runs (u8 or i8).
+bool IsQuantType(DType dt);
+
+// Checks input `i` of a quantized op when present: a scale (`dtype`
+// kInvalid: any float type) or a zero point (`dtype` its tensor's type,
+// which ONNX requires; a u8 zero point for an i8 tensor is refused),
+// holding one value (a scalar or [1]) or, when `per_channel` > 0, one per
+// channel as a 1-D [per_channel]. InvalidArgument naming the node and
+// `what` otherwise.
+absl::Status CheckQuantInput(Lowerer& L, int i, const char* what, DType dtype,
+                             int64_t per_channel = 0);
+
 // ---- Views.
 
 using CoordMap = std::function<Coords(const Coords&)>;

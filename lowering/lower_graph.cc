@@ -116,6 +116,14 @@ void LowerTable::AddExternCall(absl::string_view op) {
   extern_calls_.emplace(op);
 }
 
+void LowerTable::AddExternCall(absl::string_view op, LowerFn check) {
+  Add(op, [check = std::move(check)](Lowerer& L, const ir::Node& n) -> absl::Status {
+    KILN_RETURN_IF_ERROR(check(L, n));
+    return LowerExternCall(L, n);
+  });
+  extern_calls_.emplace(op);
+}
+
 const LowerFn* LowerTable::Find(absl::string_view op) const {
   auto it = lowerings_.find(op);
   return it == lowerings_.end() ? nullptr : &it->second;
@@ -447,23 +455,29 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
       }
     }
   }
-  const size_t num_buffers = result_.program.buffers.size();
-  const size_t num_kernels = result_.program.kernels.size();
-  const int kernel_counter = kernel_counter_;
+  const Checkpoint mark = Mark();
   absl::Status lowered = with_table();
   if (lowered.ok() || lowered.code() != absl::StatusCode::kUnimplemented) return lowered;
-  // Undo what the refused lowering added.
-  for (size_t b = num_buffers; b < result_.program.buffers.size(); ++b) {
+  Rollback(mark, node);
+  return reference_call(lowered);
+}
+
+Lowerer::Checkpoint Lowerer::Mark() const {
+  return {result_.program.buffers.size(), result_.program.kernels.size(), kernel_counter_};
+}
+
+void Lowerer::Rollback(const Checkpoint& mark, const ir::Node& node) {
+  for (size_t b = mark.buffers; b < result_.program.buffers.size(); ++b) {
     const std::string& name = result_.program.buffers[b].name;
     used_names_.erase(name);
     result_.value_names.erase(name);
     result_.constants.erase(static_cast<int32_t>(b));
   }
-  result_.program.buffers.resize(num_buffers);
-  result_.program.kernels.resize(num_kernels);
-  kernel_counter_ = kernel_counter;
+  result_.program.buffers.resize(mark.buffers);
+  result_.program.kernels.resize(mark.kernels);
+  kernel_counter_ = mark.kernel_counter;
   for (auto it = buffers_.begin(); it != buffers_.end();) {
-    if (it->second >= static_cast<int32_t>(num_buffers)) {
+    if (it->second >= static_cast<int32_t>(mark.buffers)) {
       buffers_.erase(it++);
     } else {
       ++it;
@@ -474,7 +488,17 @@ absl::Status Lowerer::LowerNode(const ir::Node& node) {
     operands_.erase(o);
     folded_.erase(o);
   }
-  return reference_call(lowered);
+}
+
+absl::StatusOr<bool> Lowerer::TryLibraryCall(const ir::Node& node, std::string* why) {
+  const Checkpoint mark = Mark();
+  KILN_RETURN_IF_ERROR(LowerExternCall(*this, node));
+  if (!options_.library_call) return true;
+  const absl::Status taken = options_.library_call(result_, result_.program.kernels.back());
+  if (taken.ok()) return true;
+  if (why != nullptr) *why = std::string(taken.message());
+  Rollback(mark, node);
+  return false;
 }
 
 absl::Status Lowerer::BindOutputs() {

@@ -23,6 +23,13 @@
 
 namespace kiln::lowering {
 
+// Asks the call library whether it runs extern kernel `kernel` of `module`
+// (buffers and constants bound as lowering made them): OK, or why not
+// (Unimplemented naming the kernel). backends/onednn/layout_oracle.h gives
+// oneDNN's answer, which depends on the CPU it runs on.
+using LibraryCallOracle = std::function<absl::Status(const ir::loop::LoopModule& module,
+                                                     const ir::loop::Kernel& kernel)>;
+
 struct LoweringOptions {
   // Constants with at most this many elements, all equal, become constant
   // ops inside kernels instead of constant buffers.
@@ -40,6 +47,13 @@ struct LoweringOptions {
   // Lowering does not depend on the interpreter: the caller passes its
   // query (interp::UnsupportedOps(g).empty()).
   std::function<bool(const ir::Graph& node_graph)> reference_fallback;
+  // An op with both a library call and a loop form (QLinearMatMul with
+  // constant B) becomes the library call when this says the library runs
+  // it, else its loop kernel. Unset: the library call (which the runtime
+  // replaces with a reference call when the library refuses it at load).
+  // The library's own extern-kernel creation is the one place that decides;
+  // this only asks it.
+  LibraryCallOracle library_call;
 };
 
 // InvalidArgument for a graph that is not static-shape (naming the value and

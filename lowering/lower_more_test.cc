@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
+#include "interp/interpreter.h"
 #include "interp/loop_module.h"
 #include "lowering/lower_graph.h"
 #include "lowering/lowering_test_util.h"
@@ -459,6 +461,58 @@ TEST(LowerQuantize, QLinearMatMulShapesAndDtypesMatchReference) {
   }
 }
 
+// QLinearMatMul with constant B: a library call when the library runs it
+// (LoweringOptions::library_call says so), else its loop kernel, whose
+// result is the reference interpreter's.
+TEST(LowerQuantize, QLinearMatMulLibraryCallOrLoopKernel) {
+  const char* text = R"(graph g(%a: u8[3,5]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 113
+  %b = constant i8[5,4] [-128, 127, 3, -90, 100, -7, 0, 1, 55, 66, -66, 2, 9, -100, 120, -1, 4, 5, 6, 7]
+  %bs = constant f32[] 0.02
+  %bz = constant i8[] 0
+  %ys = constant f32[] 0.1
+  %yz = constant u8[] 118
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[3,4]
+})";
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  int asked = 0;
+  for (const bool runs : {true, false}) {
+    LoweringOptions o;
+    o.library_call = [&](const ir::loop::LoopModule& lp, const ir::loop::Kernel& k) {
+      ++asked;
+      // The oracle sees the call with its constant B bound.
+      EXPECT_EQ(k.call.op, "onnx.QLinearMatMul");
+      EXPECT_EQ(lp.constants.count(k.call.inputs.at(3)), 1u);
+      return runs ? absl::OkStatus() : absl::UnimplementedError("refused for the test");
+    };
+    absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g, o);
+    ASSERT_TRUE(lp.ok()) << lp.status();
+    if (runs) {
+      ASSERT_EQ(lp->program.kernels.size(), 1u);
+      EXPECT_EQ(lp->program.kernels[0].kind, ir::loop::Kernel::Kind::kExtern);
+      continue;
+    }
+    EXPECT_TRUE(AllLoopKernels(*lp));
+    // No buffer or kernel of the refused call is left behind.
+    for (const ir::loop::Kernel& k : lp->program.kernels) {
+      EXPECT_FALSE(absl::StrContains(k.name, "qlinearmatmul") && k.kind != ir::loop::Kernel::Kind::kLoop);
+    }
+    Tensor a(ir::DType::kU8, {3, 5});
+    for (int64_t i = 0; i < 15; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i * 17 + 3);
+    absl::StatusOr<std::vector<Tensor>> got = interp::RunLoopModule(*lp, {a});
+    absl::StatusOr<std::vector<Tensor>> want = interp::Run(*g, {a});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got->size(), 1u);
+    for (int64_t i = 0; i < 12; ++i) {
+      EXPECT_EQ((*got)[0].data<uint8_t>()[i], (*want)[0].data<uint8_t>()[i]) << i;
+    }
+  }
+  EXPECT_EQ(asked, 2);
+}
+
 TEST(LowerQuantize, Errors) {
   absl::StatusOr<ir::loop::LoopModule> lp = Lower(R"(graph g(%x: f32[2,3]) -> (%y) opset 13 {
   %s = constant f32[2] [0.5, 0.25]
@@ -828,6 +882,110 @@ TEST(LowerRoiAlign, ModesAndCoordinateTransformsMatchReference) {
   %y = RoiAlign(%x, %r, %b) : f32[1,1,1,1]
 })");
   EXPECT_EQ(lp.status().code(), absl::StatusCode::kUnimplemented) << lp.status();
+}
+
+// ---------------------------------------------------------------------------
+// Quantized ops: inconsistent zero points and scales are InvalidArgument
+// naming the node, at lowering time.
+
+TEST(LowerQuantize, BadParametersNameTheNode) {
+  struct Case {
+    const char* what;
+    const char* body;  // graph body reading %x / %w
+    const char* expect;  // substring of the message
+  };
+  const Case cases[] = {
+      {"Q zero point of the other sign", R"(
+  %s = constant f32[] 0.1
+  %z = constant i8[] 3
+  %y = QuantizeLinear(%xf, %s, %z) name="q0" : u8[2,3])",
+       "zero point is i8 but y is u8"},
+      {"Q integer scale", R"(
+  %s = constant i32[] 2
+  %y = QuantizeLinear(%xf, %s) name="q0" : u8[2,3])",
+       "scale is i32"},
+      {"Q per-axis scale of the wrong length", R"(
+  %s = constant f32[4] [0.1, 0.2, 0.3, 0.4]
+  %y = QuantizeLinear(%xf, %s) {axis=1} name="q0" : u8[2,3])",
+       "scale has 4 values"},
+      {"Q axis out of range", R"(
+  %s = constant f32[3] [0.1, 0.2, 0.3]
+  %y = QuantizeLinear(%xf, %s) {axis=5} name="q0" : u8[2,3])",
+       "axis 5 out of range"},
+      {"DQ zero point of the other sign", R"(
+  %s = constant f32[] 0.1
+  %z = constant i8[] 3
+  %y = DequantizeLinear(%x, %s, %z) name="q0" : f32[2,3])",
+       "zero point is i8 but x is u8"},
+      {"DQ zero point and scale sizes differ", R"(
+  %s = constant f32[3] [0.1, 0.2, 0.3]
+  %z = constant u8[2] [1, 2]
+  %y = DequantizeLinear(%x, %s, %z) {axis=1} name="q0" : f32[2,3])",
+       "different sizes"},
+      {"ConvInteger w zero point per channel of the wrong length", R"(
+  %w = constant u8[4,1,1,1] [1, 2, 3, 4]
+  %wz = constant u8[3] [1, 2, 3]
+  %y = ConvInteger(%x4, %w, %xz, %wz) name="q0" : i32[1,4,2,3])",
+       "w_zero_point has shape [3]"},
+      {"ConvInteger x zero point of the other sign", R"(
+  %w = constant u8[4,1,1,1] [1, 2, 3, 4]
+  %xs8 = constant i8[] 1
+  %y = ConvInteger(%x4, %w, %xs8) name="q0" : i32[1,4,2,3])",
+       "x_zero_point is i8"},
+      {"QLinearConv integer x_scale", R"(
+  %w = constant i8[4,1,1,1] [1, 2, 3, 4]
+  %xs = constant i32[] 1
+  %ws = constant f32[] 0.5
+  %wz = constant i8[] 0
+  %ys = constant f32[] 0.5
+  %yz = constant u8[] 0
+  %y = QLinearConv(%x4, %xs, %xz, %w, %ws, %wz, %ys, %yz) name="q0" : u8[1,4,2,3])",
+       "x_scale is i32"},
+      {"QLinearConv y zero point of the other sign", R"(
+  %w = constant i8[4,1,1,1] [1, 2, 3, 4]
+  %xs = constant f32[] 1
+  %ws = constant f32[] 0.5
+  %wz = constant i8[] 0
+  %ys = constant f32[] 0.5
+  %yz = constant i8[] 0
+  %y = QLinearConv(%x4, %xs, %xz, %w, %ws, %wz, %ys, %yz) name="q0" : u8[1,4,2,3])",
+       "y_zero_point is i8"},
+      {"QLinearConv bias of the wrong shape", R"(
+  %w = constant i8[4,1,1,1] [1, 2, 3, 4]
+  %xs = constant f32[] 1
+  %ws = constant f32[4] [0.5, 0.5, 0.5, 0.5]
+  %wz = constant i8[] 0
+  %ys = constant f32[] 0.5
+  %yz = constant u8[] 0
+  %b = constant i32[3] [1, 2, 3]
+  %y = QLinearConv(%x4, %xs, %xz, %w, %ws, %wz, %ys, %yz, %b) name="q0" : u8[1,4,2,3])",
+       "B is i32[3], expected i32[4]"},
+      {"MatMulInteger b zero point of the other sign", R"(
+  %w = constant u8[3,2] [1, 2, 3, 4, 5, 6]
+  %bz = constant i8[] 1
+  %y = MatMulInteger(%x, %w, %xz, %bz) name="q0" : i32[2,2])",
+       "b_zero_point is i8"},
+      {"QLinearMatMul per-tensor a_scale of two values", R"(
+  %as = constant f32[2] [0.1, 0.2]
+  %w = constant u8[3,2] [1, 2, 3, 4, 5, 6]
+  %bs = constant f32[] 0.1
+  %bz = constant u8[] 0
+  %ys = constant f32[] 0.1
+  %yz = constant u8[] 0
+  %y = QLinearMatMul(%x, %as, %xz, %w, %bs, %bz, %ys, %yz) name="q0" : u8[2,2])",
+       "a_scale has shape [2]"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = absl::StrCat(R"(graph g(%x: u8[2,3], %xf: f32[2,3], %x4: u8[1,1,2,3]) -> (%y) opset 13 {
+  %xz = constant u8[] 1)",
+                                          c.body, "\n}");
+    absl::StatusOr<ir::loop::LoopModule> lp = Lower(text);
+    EXPECT_EQ(lp.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.what << ": " << lp.status();
+    EXPECT_TRUE(absl::StrContains(lp.status().message(), "q0")) << c.what << ": " << lp.status();
+    EXPECT_TRUE(absl::StrContains(lp.status().message(), c.expect))
+        << c.what << ": " << lp.status();
+  }
 }
 
 }  // namespace

@@ -104,6 +104,9 @@ class LowerTable {
   void Add(absl::string_view op, LowerFn lowering);
   // Adds `op` lowered to one extern kernel (LowerExternCall).
   void AddExternCall(absl::string_view op);
+  // The same after `check` (the node's own consistency checks, which return
+  // InvalidArgument naming the node) passed.
+  void AddExternCall(absl::string_view op, LowerFn check);
 
   // nullptr when `op` has no lowering.
   const LowerFn* Find(absl::string_view op) const;
@@ -188,6 +191,11 @@ class Lowerer {
   // copy kernel into a new intermediate buffer).
   absl::StatusOr<int32_t> Materialize(const Operand& op);
   std::string NodeLabel() const;
+  // Lowers the current node to one extern kernel (LowerExternCall) when
+  // options().library_call (if set) says the library runs it: true. False
+  // when it does not (why: `*why`), with everything the attempt added
+  // undone, so the caller lowers the node's loop form instead.
+  absl::StatusOr<bool> TryLibraryCall(const ir::Node& node, std::string* why = nullptr);
 
   template <typename... Args>
   absl::Status Error(const Args&... args) const {
@@ -201,6 +209,14 @@ class Lowerer {
   }
 
  private:
+  // What lowering one node adds, to undo a lowering that was refused.
+  struct Checkpoint {
+    size_t buffers = 0;
+    size_t kernels = 0;
+    int kernel_counter = 0;
+  };
+  Checkpoint Mark() const;
+  void Rollback(const Checkpoint& mark, const ir::Node& node);
   absl::Status CheckStaticShapes() const;
   absl::Status LowerNode(const ir::Node& node);
   absl::Status BindOutputs();

@@ -401,13 +401,34 @@ absl::Status LowerEinsum(Lowerer& L, const ir::Node& n) {
 // zero-point-shifted operands in one reduction kernel, requantized in f64
 // as the reference does. A loop-IR GEMM: right for the small matrices
 // quantized models feed it outside oneDNN, not fast.
-absl::Status LowerQLinearMatMul(Lowerer& L, const ir::Node&) {
+absl::Status LowerQLinearMatMul(Lowerer& L, const ir::Node& n) {
   std::vector<Operand> in;
   for (int i = 0; i < 8; ++i) {
     KILN_ASSIGN_OR_RETURN(Operand op, L.Input(i));
     in.push_back(op);
   }
   const Operand &a = in[0], &b = in[3];
+  const DType y_type = L.OutputValue(0).dtype;
+  if (!IsQuantType(a.dtype) || !IsQuantType(b.dtype) || !IsQuantType(y_type)) {
+    return L.Error("a, b and y must be u8 or i8, got ", ir::DTypeName(a.dtype), ", ",
+                   ir::DTypeName(b.dtype), " and ", ir::DTypeName(y_type));
+  }
+  const int64_t cols = b.shape.size() >= 2 ? b.shape.back() : 0;
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 1, "a_scale", DType::kInvalid));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 2, "a_zero_point", a.dtype));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 4, "b_scale", DType::kInvalid, cols));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 5, "b_zero_point", b.dtype, cols));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 6, "y_scale", DType::kInvalid));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 7, "y_zero_point", y_type));
+  // Constant 2-D B and constant parameters: the library's int8 matmul when
+  // it runs the call (LoweringOptions::library_call asks it; oneDNN without
+  // VNNI refuses full-range weights), else the loop kernel below.
+  bool library = a.shape.size() >= 2 && b.shape.size() == 2;
+  for (int i = 1; i < 8; ++i) library = library && L.ConstantInput(i) != nullptr;
+  if (library) {
+    KILN_ASSIGN_OR_RETURN(const bool taken, L.TryLibraryCall(n));
+    if (taken) return absl::OkStatus();
+  }
   for (int i : {1, 2, 4, 5, 6, 7}) {
     if (ir::NumElements(in[i].shape) != 1) {
       return L.Unimplemented("per-axis parameter (input ", i, ")");
@@ -479,6 +500,24 @@ absl::Status LowerQLinearMatMul(Lowerer& L, const ir::Node&) {
   y = k->Bin(OpCode::kMin, k->Bin(OpCode::kMax, y, k->Const(DType::kF64, lo)),
              k->Const(DType::kF64, hi));
   k->Store(buffer, full, it, k->Cast(y, out.dtype));
+  return absl::OkStatus();
+}
+
+// MatMulInteger(A, B, a_zero_point, b_zero_point) -> i32: A and B u8/i8,
+// each zero point of its tensor's type, A's per tensor or per row (M), B's
+// per tensor or per column (N).
+absl::Status CheckMatMulInteger(Lowerer& L, const ir::Node&) {
+  KILN_ASSIGN_OR_RETURN(Operand a, L.Input(0));
+  KILN_ASSIGN_OR_RETURN(Operand b, L.Input(1));
+  if (!IsQuantType(a.dtype) || !IsQuantType(b.dtype)) {
+    return L.Error("A and B must be u8 or i8, got ", ir::DTypeName(a.dtype), " and ",
+                   ir::DTypeName(b.dtype));
+  }
+  const int64_t rows = a.shape.size() >= 2 ? a.shape[a.shape.size() - 2] : 0;
+  const int64_t cols = b.shape.size() >= 2 ? b.shape.back() : 0;
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 2, "a_zero_point", a.dtype, rows));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 3, "b_zero_point", b.dtype, cols));
+  if (L.OutputValue(0).dtype != DType::kI32) return L.Error("output must be i32");
   return absl::OkStatus();
 }
 
@@ -1311,7 +1350,8 @@ void AddMathLowerings(LowerTable& t) {
   t.Add("LogSoftmax", MakeSoftmax(SoftmaxOp::kLogSoftmax));
   t.Add("Hardmax", MakeSoftmax(SoftmaxOp::kHardmax));
 
-  for (const char* op : {"Gemm", "MatMul", "MatMulInteger"}) t.AddExternCall(op);
+  for (const char* op : {"Gemm", "MatMul"}) t.AddExternCall(op);
+  t.AddExternCall("MatMulInteger", CheckMatMulInteger);
   t.Add("Einsum", LowerEinsum);
   t.Add("QLinearMatMul", LowerQLinearMatMul);
   t.Add("TopK", LowerTopK);

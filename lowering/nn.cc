@@ -907,10 +907,58 @@ absl::Status LowerTfIdf(Lowerer& L, const ir::Node& n) {
   return absl::OkStatus();
 }
 
+// ConvInteger(x, w, x_zero_point, w_zero_point) -> i32: x and w u8/i8,
+// each zero point of its tensor's type; x's per tensor, w's per tensor or
+// per output channel.
+absl::Status CheckConvInteger(Lowerer& L, const ir::Node&) {
+  KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
+  KILN_ASSIGN_OR_RETURN(Operand w, L.Input(1));
+  if (!IsQuantType(x.dtype) || !IsQuantType(w.dtype)) {
+    return L.Error("x and w must be u8 or i8, got ", ir::DTypeName(x.dtype), " and ",
+                   ir::DTypeName(w.dtype));
+  }
+  if (w.shape.empty()) return L.Error("w must have rank >= 3");
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 2, "x_zero_point", x.dtype));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 3, "w_zero_point", w.dtype, w.shape[0]));
+  if (L.OutputValue(0).dtype != DType::kI32) return L.Error("output must be i32");
+  return absl::OkStatus();
+}
+
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+// y_zero_point, B): x, w, y u8/i8 with zero points of their types, float
+// scales, w's parameters per tensor or per output channel, B i32 [M].
+absl::Status CheckQLinearConv(Lowerer& L, const ir::Node&) {
+  KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
+  KILN_ASSIGN_OR_RETURN(Operand w, L.Input(3));
+  const DType y = L.OutputValue(0).dtype;
+  if (!IsQuantType(x.dtype) || !IsQuantType(w.dtype) || !IsQuantType(y)) {
+    return L.Error("x, w and y must be u8 or i8, got ", ir::DTypeName(x.dtype), ", ",
+                   ir::DTypeName(w.dtype), " and ", ir::DTypeName(y));
+  }
+  if (w.shape.empty()) return L.Error("w must have rank >= 3");
+  const int64_t m = w.shape[0];
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 1, "x_scale", DType::kInvalid));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 2, "x_zero_point", x.dtype));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 4, "w_scale", DType::kInvalid, m));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 5, "w_zero_point", w.dtype, m));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 6, "y_scale", DType::kInvalid));
+  KILN_RETURN_IF_ERROR(CheckQuantInput(L, 7, "y_zero_point", y));
+  if (L.HasInput(8)) {
+    KILN_ASSIGN_OR_RETURN(Operand b, L.Input(8));
+    if (b.dtype != DType::kI32 || b.shape != Shape{m}) {
+      return L.Error("B is ", ir::DTypeName(b.dtype), ir::ShapeToString(b.shape),
+                     ", expected i32[", m, "]");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddNnLowerings(LowerTable& t) {
-  for (const char* op : {"Conv", "ConvTranspose", "ConvInteger"}) t.AddExternCall(op);
+  for (const char* op : {"Conv", "ConvTranspose"}) t.AddExternCall(op);
+  t.AddExternCall("ConvInteger", CheckConvInteger);
+  t.AddExternCall("QLinearConv", CheckQLinearConv);
   t.Add("BatchNormalization", LowerBatchNorm);
   t.Add("LayerNormalization", LowerLayerNorm);
   t.Add("InstanceNormalization", LowerInstanceNorm);

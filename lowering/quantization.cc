@@ -27,6 +27,9 @@ absl::StatusOr<QuantParams> ReadQuantParams(Lowerer& L, const ir::Node& n,
                                             const Shape& x_shape) {
   QuantParams p;
   KILN_ASSIGN_OR_RETURN(p.scale, L.Input(1));
+  if (!ir::IsFloat(p.scale.dtype)) {
+    return L.Error("scale is ", ir::DTypeName(p.scale.dtype), ", expected a float type");
+  }
   if (L.HasInput(2)) {
     KILN_ASSIGN_OR_RETURN(Operand z, L.Input(2));
     p.zero_point = z;
@@ -82,7 +85,8 @@ absl::Status LowerQuantizeLinear(Lowerer& L, const ir::Node& n) {
     return L.Unimplemented("quantizing to ", ir::DTypeName(qt));
   }
   if (p.zero_point.has_value() && p.zero_point->dtype != qt) {
-    return L.Error("zero point dtype differs from the output's");
+    return L.Error("zero point is ", ir::DTypeName(p.zero_point->dtype), " but y is ",
+                   ir::DTypeName(qt), " (ONNX requires one type)");
   }
   if (!ir::IsFloat(x.dtype) && x.dtype != DType::kI32) {
     return L.Error("input must be float or int32");
@@ -109,6 +113,10 @@ absl::Status LowerDequantizeLinear(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(QuantParams p, ReadQuantParams(L, n, x.shape));
   if (x.dtype != DType::kU8 && x.dtype != DType::kI8 && x.dtype != DType::kI32) {
     return L.Unimplemented("dequantizing ", ir::DTypeName(x.dtype));
+  }
+  if (p.zero_point.has_value() && p.zero_point->dtype != x.dtype) {
+    return L.Error("zero point is ", ir::DTypeName(p.zero_point->dtype), " but x is ",
+                   ir::DTypeName(x.dtype), " (ONNX requires one type)");
   }
   const ir::Value& out = L.OutputValue(0);
   if (!ir::IsFloat(out.dtype) || out.dtype != p.scale.dtype) {

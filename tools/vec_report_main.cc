@@ -119,6 +119,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   target.conv_layout_oracle = onednn::ConvLayoutOracle();
+  target.library_call_oracle = onednn::LibraryCallOracle();
   Totals all;
   std::map<std::string, int> reasons;
   int failed = 0;

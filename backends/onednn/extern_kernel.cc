@@ -67,6 +67,10 @@ class Translator : public internal::KernelReader {
     return absl::Status(s.code(), absl::StrCat(Where(), ": ", s.message()));
   }
 
+  // Integer ops (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul)
+  // read and write u8/s8/s32 buffers; every other call is f32.
+  void AllowIntegerBuffers() { integer_ = true; }
+
   absl::Status ReadSlots() {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in, Ints(kAttrInputSlots));
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out, Ints(kAttrOutputSlots));
@@ -127,7 +131,9 @@ class Translator : public internal::KernelReader {
       return Invalid("buffer index ", b, " is out of range");
     }
     const Buffer& buf = p_.buffers[b];
-    if (buf.dtype != ir::DType::kF32) {
+    const bool integer = buf.dtype == ir::DType::kU8 || buf.dtype == ir::DType::kI8 ||
+                         buf.dtype == ir::DType::kI32;
+    if (buf.dtype != ir::DType::kF32 && !(integer_ && integer)) {
       return Unimplemented("buffer '", buf.name, "' is ", ir::DTypeName(buf.dtype),
                            ": oneDNN calls run f32 only");
     }
@@ -179,6 +185,7 @@ class Translator : public internal::KernelReader {
   int64_t num_slots_ = 0;
   std::map<int32_t, int64_t> blocked_channels_;  // buffer -> logical C
   int64_t channel_block_ = 0;
+  bool integer_ = false;
 };
 
 // The parts of the translation Create hands to OneDnnCall and keeps for Run.
@@ -189,6 +196,9 @@ struct Translation {
   std::deque<Tensor> owned;  // scaled / reshaped constants (stable addresses)
   int src_input = -1;
   int weights_input = -1;  // runtime weights (MatMul)
+  // An s8 src the call runs as u8 (x + 128, see FlipS8SrcWithoutVnni): Run
+  // flips it into a scratch copy first.
+  bool flip_src = false;
   std::vector<PointerSource> binary;  // per binary post-op, in order
   std::optional<SumCopy> sum;
   TensorSpec sum_operand;  // the sum operand's buffer, when `sum` is set
@@ -212,6 +222,17 @@ bool SumAsBinaryAdd(Translation& t) {
     if (p.is_binary()) ++binaries_before;
   }
   return false;
+}
+
+// Elements a strided spec addresses (its largest offset + 1).
+int64_t SpecExtent(const TensorSpec& spec) {
+  const std::vector<int64_t> strides = spec.EffectiveStrides();
+  int64_t last = 0;
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    if (spec.shape[d] == 0) return 0;
+    last += (spec.shape[d] - 1) * strides[d];
+  }
+  return last + 1;
 }
 
 const Tensor* Own(Translation& t, Tensor tensor) {
@@ -330,24 +351,31 @@ absl::Status ConvTransposePads(const Translator& tr, const Shape& x,
   return absl::OkStatus();
 }
 
+// Node input positions of a conv's X, W and bias (QLinearConv interleaves
+// scales and zero points).
+struct ConvSlots {
+  int64_t x = 0, w = 1, bias = 2;
+};
+
 absl::Status TranslateConv(const Translator& tr, bool transpose,
-                           int64_t anchor_inputs, Translation& t) {
+                           int64_t anchor_inputs, Translation& t,
+                           ConvSlots slots = {}) {
   FusedCall& c = t.call;
   c.kind = transpose ? CallKind::kConvTranspose : CallKind::kConv;
-  if (!tr.Has(0) || !tr.Has(1)) return tr.Invalid("needs X and W");
-  c.src = tr.SpecOf(tr.InputBufferIndex(0));
-  t.src_input = tr.Input(0);
+  if (!tr.Has(slots.x) || !tr.Has(slots.w)) return tr.Invalid("needs X and W");
+  c.src = tr.SpecOf(tr.InputBufferIndex(slots.x));
+  t.src_input = tr.Input(slots.x);
   const Shape& x = c.src.shape;
-  const Shape w = tr.InputBuffer(1).shape;
+  const Shape w = tr.InputBuffer(slots.w).shape;
   if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) {
     return tr.Unimplemented("only 1-D to 3-D convolutions are supported (X ",
                             ir::ShapeToString(x), ", W ", ir::ShapeToString(w), ")");
   }
-  t.weights = tr.Constant(1);
+  t.weights = tr.Constant(slots.w);
   if (t.weights == nullptr) {
     return tr.Unimplemented("weights are not a constant buffer");
   }
-  c.weights = TensorSpec{ir::DType::kF32, w, {}};
+  c.weights = TensorSpec{tr.InputBuffer(slots.w).dtype, w, {}};
   const size_t spatial = x.size() - 2;
   KILN_ASSIGN_OR_RETURN(c.conv.groups, tr.Int("group", 1));
   KILN_ASSIGN_OR_RETURN(c.conv.strides, tr.Ints("strides"));
@@ -376,13 +404,14 @@ absl::Status TranslateConv(const Translator& tr, bool transpose,
   } else {
     KILN_RETURN_IF_ERROR(ConvPads(tr, x, w, &c.conv));
   }
-  if (anchor_inputs > 2 && tr.Has(2)) {
-    const Buffer& b = tr.InputBuffer(2);
+  if (anchor_inputs > slots.bias && tr.Has(slots.bias)) {
+    const Buffer& b = tr.InputBuffer(slots.bias);
     if (b.shape.size() != 1) return tr.Invalid("bias is not 1-D");
-    t.bias = tr.Constant(2);
+    t.bias = tr.Constant(slots.bias);
     if (t.bias != nullptr) {
-      c.bias = TensorSpec{ir::DType::kF32, b.shape, {}};
+      c.bias = TensorSpec{b.dtype, b.shape, {}};
     } else {
+      if (b.dtype != ir::DType::kF32) return tr.Unimplemented("a runtime integer bias");
       // A runtime bias: a per-channel binary add before the post-ops.
       TensorSpec spec{ir::DType::kF32, Shape(spatial + 1, 1), {}};
       spec.shape[0] = b.shape[0];
@@ -391,9 +420,193 @@ absl::Status TranslateConv(const Translator& tr, bool transpose,
       add.kind = PostOpKind::kAdd;
       add.operand = spec;
       c.post_ops.push_back(add);
-      t.binary.push_back({tr.Input(2), nullptr});
+      t.binary.push_back({tr.Input(slots.bias), nullptr});
     }
   }
+  return absl::OkStatus();
+}
+
+// ---- Integer calls: ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul.
+
+// The values of a constant scale or zero point input (absent: `absent`, one
+// value). Unimplemented when it is a runtime value: the call is built once.
+absl::StatusOr<std::vector<double>> QuantConstant(const Translator& tr, int64_t slot,
+                                                  const char* what, double absent) {
+  if (!tr.Has(slot)) return std::vector<double>{absent};
+  const Tensor* c = tr.Constant(slot);
+  if (c == nullptr) return tr.Unimplemented(what, " is not a constant");
+  std::vector<double> v(static_cast<size_t>(c->num_elements()));
+  for (int64_t i = 0; i < c->num_elements(); ++i) v[i] = c->GetAsDouble(i);
+  if (v.empty()) return tr.Invalid(what, " is empty");
+  return v;
+}
+
+// A per-tensor parameter (one value) as an int32 zero point.
+absl::StatusOr<int32_t> ScalarZeroPoint(const Translator& tr, int64_t slot,
+                                        const char* what) {
+  KILN_ASSIGN_OR_RETURN(std::vector<double> v, QuantConstant(tr, slot, what, 0));
+  if (v.size() != 1) {
+    return tr.Unimplemented("a per-channel ", what, " (oneDNN takes one value)");
+  }
+  return static_cast<int32_t>(v[0]);
+}
+
+// oneDNN 2.6 takes s8 weights with a zero point of 0 only. The constant u8
+// or s8 weights minus their zero point (one value, or one per output channel
+// `channel_of(i)` of element i) become the s8 weights the call runs on,
+// which is exact when every difference fits in s8; otherwise Unimplemented
+// (naming why), and the node stays on the reference interpreter.
+template <typename ChannelOf>
+absl::Status ShiftWeightsToS8(const Translator& tr, const std::vector<double>& zero_points,
+                              int64_t channels, ChannelOf channel_of, Translation& t) {
+  const Tensor& w = *t.weights;
+  if (zero_points.size() != 1 && static_cast<int64_t>(zero_points.size()) != channels) {
+    return tr.Invalid(zero_points.size(), " weight zero points for ", channels,
+                      " output channels");
+  }
+  const bool zero = std::all_of(zero_points.begin(), zero_points.end(),
+                                [](double z) { return z == 0; });
+  if (w.dtype() == ir::DType::kI8 && zero) return absl::OkStatus();
+  Tensor shifted(ir::DType::kI8, w.shape());
+  int8_t* out = shifted.data<int8_t>();
+  for (int64_t i = 0; i < w.num_elements(); ++i) {
+    const double z = zero_points.size() == 1 ? zero_points[0] : zero_points[channel_of(i)];
+    const double d = w.GetAsDouble(i) - z;
+    if (d < -128 || d > 127) {
+      return tr.Unimplemented(
+          "weights minus their zero point do not fit in s8 (", w.GetAsDouble(i), " - ", z,
+          "): oneDNN 2.6 runs integer weights as s8 with a zero point of 0");
+    }
+    out[i] = static_cast<int8_t>(d);
+  }
+  t.weights = Own(t, std::move(shifted));
+  t.call.weights.dtype = ir::DType::kI8;
+  return absl::OkStatus();
+}
+
+// Whether oneDNN's int8 kernels on this CPU have VNNI (vpdpbusd: exact s32
+// accumulation of u8 x s8 products).
+bool HasVnni() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2_vnni:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// oneDNN 2.6's int8 kernels on CPUs without VNNI run an s8 src with the
+// weights halved ("scale adjust"), which rounds odd weights (measured:
+// integer_call_test). The call runs an s8 src as u8 instead, exactly:
+// sum (x - z) * w = sum ((x + 128) - (z + 128)) * w, so Run feeds x + 128
+// (x ^ 0x80 bit for bit) and the src zero point becomes z + 128, which is
+// within [0, 255] for any s8 z.
+void FlipS8SrcWithoutVnni(Translation& t, IntegerCall& q) {
+  if (HasVnni() || t.call.src.dtype != ir::DType::kI8) return;
+  t.call.src.dtype = ir::DType::kU8;
+  q.src_zero_point += 128;
+  t.flip_src = true;
+}
+
+// oneDNN 2.6's int8 kernels on CPUs without VNNI multiply u8 by s8 with
+// vpmaddubsw, which adds each pair of products in saturating 16 bits: exact
+// while |w| <= 64 (2 * 255 * 64 < 2^15). Calls with other weights are
+// refused, naming why (the src is u8 here: FlipS8SrcWithoutVnni ran).
+absl::Status CheckExactOnThisCpu(const Translator& tr, const Translation& t) {
+  if (HasVnni()) return absl::OkStatus();
+  const std::string isa = OneDnnCpuIsa();
+  if (t.call.src.dtype != ir::DType::kU8) {
+    return InternalError(tr.Where(), ": an s8 src without VNNI was not flipped to u8");
+  }
+  const Tensor& w = *t.weights;
+  for (int64_t i = 0; i < w.num_elements(); ++i) {
+    const double v = w.GetAsDouble(i);
+    if (v < -64 || v > 64) {
+      return tr.Unimplemented("oneDNN's int8 kernels on ", isa,
+                              " (no VNNI) add u8 x s8 products in saturating 16 bits: "
+                              "weights outside [-64, 64] (here ", v, ") would overflow");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Requantization of a QLinear* call: scale = a_scale * b_scale[c] / y_scale
+// per output channel c (in f32, as ONNX Runtime computes it), dst zero point.
+absl::Status QLinearScales(const Translator& tr, int64_t a_scale_slot, int64_t b_scale_slot,
+                           int64_t y_scale_slot, int64_t y_zp_slot, int64_t channels,
+                           IntegerCall& q) {
+  KILN_ASSIGN_OR_RETURN(std::vector<double> as, QuantConstant(tr, a_scale_slot, "the input scale", 1));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> bs, QuantConstant(tr, b_scale_slot, "the weight scale", 1));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> ys, QuantConstant(tr, y_scale_slot, "the output scale", 1));
+  if (as.size() != 1 || ys.size() != 1) {
+    return tr.Unimplemented("per-channel input or output scales");
+  }
+  if (bs.size() != 1 && static_cast<int64_t>(bs.size()) != channels) {
+    return tr.Invalid(bs.size(), " weight scales for ", channels, " output channels");
+  }
+  for (double b : bs) {
+    q.scales.push_back(static_cast<float>(as[0]) * static_cast<float>(b) /
+                       static_cast<float>(ys[0]));
+  }
+  KILN_ASSIGN_OR_RETURN(q.dst_zero_point, ScalarZeroPoint(tr, y_zp_slot, "output zero point"));
+  return absl::OkStatus();
+}
+
+// ConvInteger(x, w, x_zero_point, w_zero_point) -> s32, and QLinearConv(x,
+// x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+// B) -> u8/s8.
+absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translation& t) {
+  const ConvSlots slots = qlinear ? ConvSlots{0, 3, 8} : ConvSlots{0, 1, 99};
+  KILN_RETURN_IF_ERROR(TranslateConv(tr, /*transpose=*/false, tr.num_slots(), t, slots));
+  FusedCall& c = t.call;
+  IntegerCall q;
+  KILN_ASSIGN_OR_RETURN(q.src_zero_point,
+                        ScalarZeroPoint(tr, qlinear ? 2 : 2, "input zero point"));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> wzp,
+                        QuantConstant(tr, qlinear ? 5 : 3, "weight zero point", 0));
+  const int64_t oc = t.weights->shape()[0];
+  const int64_t per_oc = t.weights->num_elements() / oc;
+  KILN_RETURN_IF_ERROR(ShiftWeightsToS8(
+      tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t));
+  FlipS8SrcWithoutVnni(t, q);
+  KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
+  if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, oc, q));
+  c.integer = std::move(q);
+  return absl::OkStatus();
+}
+
+// MatMulInteger(A, B, a_zero_point, b_zero_point) -> s32, and
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+// y_scale, y_zero_point) -> u8/s8, with constant 2-D B.
+absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translation& t) {
+  FusedCall& c = t.call;
+  c.kind = CallKind::kMatMul;
+  const int64_t a_slot = 0, b_slot = qlinear ? 3 : 1;
+  if (!tr.Has(a_slot) || !tr.Has(b_slot)) return tr.Invalid("needs A and B");
+  const Buffer& ab = tr.InputBuffer(a_slot);
+  const Buffer& bb = tr.InputBuffer(b_slot);
+  if (ab.shape.size() < 2 || bb.shape.size() != 2) {
+    return tr.Unimplemented("integer MatMul with a 1-D operand or batched B");
+  }
+  t.weights = tr.Constant(b_slot);
+  if (t.weights == nullptr) return tr.Unimplemented("B is not a constant buffer");
+  c.src = Translator::Spec(ab);
+  c.weights = TensorSpec{bb.dtype, bb.shape, {}};
+  c.dst = Translator::Spec(tr.OutputBuffer());
+  t.src_input = tr.Input(a_slot);
+  IntegerCall q;
+  KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, 2, "A's zero point"));
+  KILN_ASSIGN_OR_RETURN(std::vector<double> bzp,
+                        QuantConstant(tr, qlinear ? 5 : 3, "B's zero point", 0));
+  const int64_t n = bb.shape[1];
+  KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
+  FlipS8SrcWithoutVnni(t, q);
+  KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
+  if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
+  c.integer = std::move(q);
   return absl::OkStatus();
 }
 
@@ -760,6 +973,18 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
   } else if (!absl::ConsumePrefix(&op, kOnnxOpPrefix)) {
     return tr.Unimplemented("not an ONNX or kiln op");
   }
+  const bool integer_conv = !fused && (op == "ConvInteger" || op == "QLinearConv");
+  const bool integer_matmul = !fused && (op == "MatMulInteger" || op == "QLinearMatMul");
+  if (integer_conv || integer_matmul) {
+    tr.AllowIntegerBuffers();
+    KILN_RETURN_IF_ERROR(tr.ReadSlots());
+    t.call.dst = tr.SpecOf(tr.OutputBufferIndex());
+    const bool qlinear = absl::StartsWith(op, "QLinear");
+    KILN_RETURN_IF_ERROR(integer_conv ? TranslateIntegerConv(tr, qlinear, t)
+                                      : TranslateIntegerMatMul(tr, qlinear, t));
+    if (tr.AnyBlocked()) return tr.Unimplemented("blocked layouts for an integer call");
+    return absl::OkStatus();
+  }
   if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") {
     return tr.Unimplemented("no oneDNN mapping for ", op);
   }
@@ -807,6 +1032,10 @@ struct OneDnnExternKernel::Impl {
   size_t num_inputs = 0, num_outputs = 0;
   int src_input = -1;
   int weights_input = -1;
+  // Set when the call runs an s8 src as u8: Run writes src ^ 0x80 (x + 128)
+  // over the src's extent here and passes it instead.
+  bool flip_src = false;
+  std::vector<uint8_t> flipped;
   std::vector<PointerSource> binary;
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
@@ -856,6 +1085,8 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->num_outputs = kernel.call.outputs.size();
   impl->src_input = t.src_input;
   impl->weights_input = t.weights_input;
+  impl->flip_src = t.flip_src;
+  if (t.flip_src) impl->flipped.resize(static_cast<size_t>(SpecExtent(t.call.src)));
   impl->binary = std::move(t.binary);
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
   impl->sum = std::move(t.sum);
@@ -899,11 +1130,16 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
       ScaledCopy(*m.sum, from, static_cast<float*>(dst), m.copy_index);
     }
   }
+  const void* src = inputs[m.src_input];
+  if (m.flip_src) {
+    const uint8_t* from = static_cast<const uint8_t*>(src);
+    for (size_t i = 0; i < m.flipped.size(); ++i) m.flipped[i] = from[i] ^ 0x80;
+    src = m.flipped.data();
+  }
   absl::Status s =
       m.weights_input >= 0
-          ? m.call->Execute(inputs[m.src_input], inputs[m.weights_input],
-                            m.binary_ptrs, dst)
-          : m.call->Execute(inputs[m.src_input], m.binary_ptrs, dst);
+          ? m.call->Execute(src, inputs[m.weights_input], m.binary_ptrs, dst)
+          : m.call->Execute(src, m.binary_ptrs, dst);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
   return absl::OkStatus();
 }

@@ -117,6 +117,60 @@ absl::StatusOr<int64_t> ConvOutLength(const FusedCall& call, int64_t in,
   return span / s + 1;
 }
 
+// The dtypes and parameters of an integer call (IntegerCall). Which dtypes
+// other calls take is OneDnnCall's business (it runs f32 only).
+absl::Status ValidateInteger(const FusedCall& call) {
+  using ir::DType;
+  if (!call.integer.has_value()) return absl::OkStatus();
+  const IntegerCall& q = *call.integer;
+  if (call.src.dtype != DType::kU8 && call.src.dtype != DType::kI8) {
+    return Error(call, "integer call src must be u8 or s8");
+  }
+  if (call.weights.dtype != DType::kI8) return Error(call, "integer call weights must be s8");
+  const DType d = call.dst.dtype;
+  if (d != DType::kI32 && d != DType::kU8 && d != DType::kI8 && d != DType::kF32) {
+    return Error(call, "integer call dst must be s32, u8, s8 or f32");
+  }
+  if (call.bias.has_value() && call.bias->dtype != DType::kI32 &&
+      call.bias->dtype != DType::kF32) {
+    return Error(call, "integer call bias must be s32 or f32");
+  }
+  const int64_t lo = call.src.dtype == DType::kU8 ? 0 : -128;
+  if (q.src_zero_point < lo || q.src_zero_point > lo + 255) {
+    return Error(call, absl::StrCat("src zero point ", q.src_zero_point,
+                                    " is outside the src type's range"));
+  }
+  if (d == DType::kI32 && (!q.scales.empty() || q.dst_zero_point != 0)) {
+    return Error(call, "an s32 dst takes no scales or zero point");
+  }
+  if (d == DType::kU8 || d == DType::kI8) {
+    const int64_t dlo = d == DType::kU8 ? 0 : -128;
+    if (q.dst_zero_point < dlo || q.dst_zero_point > dlo + 255) {
+      return Error(call, absl::StrCat("dst zero point ", q.dst_zero_point,
+                                      " is outside the dst type's range"));
+    }
+  } else if (q.dst_zero_point != 0) {
+    return Error(call, "only a u8/s8 dst has a zero point");
+  }
+  const ir::Shape& dst = call.dst.shape;
+  const int64_t channels = call.kind == CallKind::kConv || call.kind == CallKind::kConvTranspose
+                               ? dst[1]
+                               : dst.back();
+  if (q.scales.size() > 1 && static_cast<int64_t>(q.scales.size()) != channels) {
+    return Error(call, absl::StrCat(q.scales.size(), " scales for ", channels,
+                                    " output channels"));
+  }
+  for (float s : q.scales) {
+    if (!std::isfinite(s)) return Error(call, "a scale is not finite");
+  }
+  for (const PostOp& p : call.post_ops) {
+    if (p.is_binary() && p.operand.dtype != DType::kF32) {
+      return Error(call, "binary post-op operands of an integer call must be f32");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<int64_t> TensorSpec::EffectiveStrides() const {
@@ -236,6 +290,20 @@ std::string FusedCall::ToString() const {
       if (w.size() == 2) absl::StrAppend(&s, w[1], "->", w[0]);
       absl::StrAppend(&s, "]");
       break;
+  }
+  if (integer.has_value() && !s.empty() && s.back() == ']') {
+    auto short_name = [](ir::DType t) {
+      switch (t) {
+        case ir::DType::kU8: return "u8";
+        case ir::DType::kI8: return "s8";
+        case ir::DType::kI32: return "s32";
+        case ir::DType::kF32: return "f32";
+        default: return "?";
+      }
+    };
+    s.insert(s.size() - 1, absl::StrCat(" ", short_name(src.dtype),
+                                        short_name(weights.dtype), "->",
+                                        short_name(dst.dtype)));
   }
   if (bias.has_value()) absl::StrAppend(&s, "+bias");
   for (const PostOp& p : post_ops) absl::StrAppend(&s, "+", p.ToString());
@@ -397,6 +465,7 @@ absl::Status Validate(const FusedCall& call) {
                                       dst[1], "]"));
     }
   }
+  KILN_RETURN_IF_ERROR(ValidateInteger(call));
   int sums = 0;
   for (const PostOp& p : call.post_ops) {
     if (p.is_binary()) {

@@ -139,6 +139,25 @@ struct PostOp {
   }
 };
 
+// The integer form of a call (ConvInteger, MatMulInteger, QLinearConv,
+// QLinearMatMul and the QDQ patterns rewritten into them): src u8/s8,
+// weights s8 with a zero point of 0 (a weight zero point is subtracted from
+// the constant weights before the call), bias s32 or f32, dst s32 / u8 / s8
+// / f32. The call computes, with acc the exact s32 accumulation
+// sum (src - src_zero_point) * weights,
+//   dst = saturate(round_half_even(post_ops(scale * (acc + bias))) + dst_zero_point)
+// in f32 (oneDNN's output scales, post-ops and zero points, applied in that
+// order). ONNX rounds before adding the zero point; both agree except on
+// exact ties, which is one of the cases of the one-quantization-step rule
+// (docs/quantization.md).
+struct IntegerCall {
+  int32_t src_zero_point = 0;
+  // Empty: scale 1 (an s32 dst). One value: per tensor. dst channels (C of a
+  // conv, N of a matmul / linear) values: per output channel.
+  std::vector<float> scales;
+  int32_t dst_zero_point = 0;
+};
+
 // One library call: dst = post_ops(op(src, weights) + bias).
 struct FusedCall {
   CallKind kind = CallKind::kConv;
@@ -148,8 +167,11 @@ struct FusedCall {
   TensorSpec dst;
   ConvParams conv;  // kConv / kConvTranspose
   std::vector<PostOp> post_ops;
+  // Set for an integer call (src and weights u8/s8); unset: every tensor f32.
+  std::optional<IntegerCall> integer;
 
-  // "conv[3x3 s1 g1 p1]+bias+sum+relu", "matmul[128x768x3072]+bias+gelu_erf".
+  // "conv[3x3 s1 g1 p1]+bias+sum+relu", "matmul[128x768x3072]+bias+gelu_erf";
+  // an integer call names its types: "conv[3x3 s1 g1 p0 u8s8->u8]+bias".
   std::string ToString() const;
   // Indices into post_ops of the binary post-ops, in order: the order of
   // Execute's operand pointers.

@@ -1,4 +1,5 @@
-// oneDNN's answer to propagate-layout (backends/onednn/layout_oracle.h).
+// oneDNN's answers to propagate-layout and lowering
+// (backends/onednn/layout_oracle.h).
 #include "backends/onednn/layout_oracle.h"
 
 #include "backends/onednn/extern_kernel.h"
@@ -14,6 +15,13 @@ passes::ConvLayoutOracle ConvLayoutOracle() {
     passes::ConvLayout layout{blocks.src, blocks.dst, {}};
     for (const auto& a : blocks.also) layout.also.push_back({a.src, a.dst, a.slower_isa});
     return layout;
+  };
+}
+
+std::function<absl::Status(const ir::loop::LoopModule&, const ir::loop::Kernel&)>
+LibraryCallOracle() {
+  return [](const ir::loop::LoopModule& lp, const ir::loop::Kernel& kernel) -> absl::Status {
+    return OneDnnExternKernel::Create(lp.program, kernel, lp.constants).status();
   };
 }
 

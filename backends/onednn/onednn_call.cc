@@ -57,6 +57,16 @@ absl::Status CreateError(const FusedCall& call, const dnnl::error& e) {
 
 Dims ToDims(const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); }
 
+// oneDNN's type for the dtypes calls take (FusedCall validates them).
+DT DnnlType(ir::DType t) {
+  switch (t) {
+    case ir::DType::kU8: return DT::u8;
+    case ir::DType::kI8: return DT::s8;
+    case ir::DType::kI32: return DT::s32;
+    default: return DT::f32;
+  }
+}
+
 // `shape`/`strides` left-padded with 1-sized dims to `rank`.
 void PadToRank(size_t rank, std::vector<int64_t>* shape,
                std::vector<int64_t>* strides) {
@@ -140,12 +150,12 @@ memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
     if (tag == Tag::undef) {
       throw dnnl::error(dnnl_unimplemented, "no oneDNN tag for this channel block");
     }
-    return memory::desc(ToDims(spec.shape), DT::f32, tag);
+    return memory::desc(ToDims(spec.shape), DnnlType(spec.dtype), tag);
   }
   std::vector<int64_t> shape = spec.shape;
   std::vector<int64_t> strides = spec.EffectiveStrides();
   PadToRank(rank, &shape, &strides);
-  return memory::desc(ToDims(shape), DT::f32, ToDims(strides));
+  return memory::desc(ToDims(shape), DnnlType(spec.dtype), ToDims(strides));
 }
 
 memory::desc AnyDesc(const memory::desc& like) {
@@ -201,7 +211,7 @@ memory::desc WeightsDesc(const FusedCall& call, int64_t groups) {
         dims.push_back(w[i]);
         strides.push_back(s[i]);
       }
-      return memory::desc(ToDims(dims), DT::f32, ToDims(strides));
+      return memory::desc(ToDims(dims), DnnlType(call.weights.dtype), ToDims(strides));
     }
     case CallKind::kConvTranspose: {
       // w = [IC, OC/G, k...]
@@ -217,7 +227,7 @@ memory::desc WeightsDesc(const FusedCall& call, int64_t groups) {
         dims.push_back(w[i]);
         strides.push_back(s[i]);
       }
-      return memory::desc(ToDims(dims), DT::f32, ToDims(strides));
+      return memory::desc(ToDims(dims), DnnlType(call.weights.dtype), ToDims(strides));
     }
     case CallKind::kMatMul:
       return StridedDesc(call.weights, call.dst.shape.size());
@@ -329,7 +339,9 @@ void BuildPostOps(const FusedCall& call, dnnl::post_ops* ops,
   }
 }
 
+// An f32 call, or an integer call (whose dtypes Validate checked).
 absl::Status CheckF32(const FusedCall& call) {
+  if (call.integer.has_value()) return absl::OkStatus();
   auto f32 = [](const TensorSpec& s) { return s.dtype == ir::DType::kF32; };
   bool ok = f32(call.src) && f32(call.weights) && f32(call.dst) &&
             (!call.bias || f32(*call.bias));
@@ -339,6 +351,24 @@ absl::Status CheckF32(const FusedCall& call) {
         "oneDNN call ", call.ToString(), ": only f32 tensors are supported"));
   }
   return absl::OkStatus();
+}
+
+// An integer call's zero points and output scales as oneDNN attributes:
+// per-tensor values are mask 0, per-channel scales vary along dst dim 1
+// (conv, inner product) or the last dst dim (matmul).
+void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
+  if (!call.integer.has_value()) return;
+  const IntegerCall& q = *call.integer;
+  if (q.src_zero_point != 0) attr->set_zero_points(DNNL_ARG_SRC, 0, {q.src_zero_point});
+  if (q.dst_zero_point != 0) attr->set_zero_points(DNNL_ARG_DST, 0, {q.dst_zero_point});
+  if (q.scales.size() == 1) {
+    attr->set_output_scales(0, q.scales);
+  } else if (q.scales.size() > 1) {
+    const int channel_dim = call.kind == CallKind::kMatMul
+                                ? static_cast<int>(call.dst.shape.size()) - 1
+                                : 1;
+    attr->set_output_scales(1 << channel_dim, q.scales);
+  }
 }
 
 // Elements a strided spec addresses (max offset + 1).
@@ -409,6 +439,8 @@ std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
     return std::nullopt;
   }
   if (call.src.channel_block > 0 || call.dst.channel_block > 0) return std::nullopt;
+  // Integer calls run as the matmul / inner product they are.
+  if (call.integer.has_value()) return std::nullopt;
   const std::vector<int64_t> xs = call.src.EffectiveStrides();
   const std::vector<int64_t> ys = call.dst.EffectiveStrides();
   const std::vector<int64_t> ws = call.weights.EffectiveStrides();
@@ -714,6 +746,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    SetIntegerAttrs(call, &attr);
 
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
     // bf16: the primitive reads bf16 src and weights; the weights are
@@ -931,8 +964,10 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
   KILN_RETURN_IF_ERROR(Validate(call));
   KILN_RETURN_IF_ERROR(CheckF32(call));
   ActivationBlocks blocks;
+  // Integer convs run on plain activations: the layout pass blocks f32
+  // chains only.
   if ((call.kind != CallKind::kConv && call.kind != CallKind::kConvTranspose) ||
-      !options.any_activation_layout) {
+      !options.any_activation_layout || call.integer.has_value()) {
     return blocks;
   }
   KILN_ASSIGN_OR_RETURN(
@@ -945,6 +980,7 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    SetIntegerAttrs(call, &attr);
     const memory::desc user_w_md = WeightsDesc(call, conv.groups);
     const memory::desc w_md = options.prepack_weights ? AnyDesc(user_w_md) : user_w_md;
     std::optional<memory::desc> bias_md;

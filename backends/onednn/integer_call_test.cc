@@ -1,0 +1,393 @@
+// File: backends/onednn/integer_call_test.cc — ConvInteger, QLinearConv,
+// MatMulInteger and QLinearMatMul as oneDNN int8 calls against the reference
+// interpreter on seeded inputs: s32 outputs exactly, u8/i8 outputs within
+// one quantization step (interp::Tolerance::integer_steps, the rule of
+// docs/quantization.md), and the forms oneDNN 2.6 cannot run refused.
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/substitute.h"
+#include "backends/onednn/extern_kernel.h"
+#include "gtest/gtest.h"
+#include "interp/compare.h"
+#include "interp/interpreter.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/tensor.h"
+#include "ir/graph/text.h"
+#include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
+#include "lowering/lower_graph.h"
+
+namespace kiln::onednn {
+namespace {
+
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+
+// Seeded values over the whole range of u8 / i8, or in [lo, hi].
+Tensor RandomInts(DType dtype, const Shape& shape, uint32_t seed, int lo, int hi) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const int v = dist(gen);
+    if (dtype == DType::kU8) {
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    } else if (dtype == DType::kI8) {
+      t.data<int8_t>()[i] = static_cast<int8_t>(v);
+    } else {
+      t.data<int32_t>()[i] = v;
+    }
+  }
+  return t;
+}
+
+Tensor RandomQuant(DType dtype, const Shape& shape, uint32_t seed) {
+  return dtype == DType::kU8 ? RandomInts(dtype, shape, seed, 0, 255)
+                             : RandomInts(dtype, shape, seed, -128, 127);
+}
+
+// s8 weights within [-64, 64]: exact on every CPU (oneDNN without VNNI adds
+// u8 x s8 products pairwise in saturating 16 bits).
+Tensor Weights7(const Shape& shape, uint32_t seed) {
+  return RandomInts(DType::kI8, shape, seed, -64, 64);
+}
+
+// Whether oneDNN's int8 kernels here have VNNI (then full-range weights run
+// exactly; without it they are refused, and an s8 src runs as u8).
+bool Vnni() {
+  const std::string isa = OneDnnCpuIsa();
+  return absl::StrContains(isa, "vnni") || absl::StrContains(isa, "amx") ||
+         absl::StrContains(isa, "bf16");
+}
+
+std::string Lit(const Tensor& t) { return ir::PrintTensor(t, ir::PrintOptions::Full()); }
+
+struct Lowered {
+  ir::Graph graph;
+  ir::loop::LoopModule lp;
+  const ir::loop::Kernel* ext = nullptr;
+};
+
+absl::StatusOr<Lowered> Lower(const std::string& text) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  if (!g.ok()) return g.status();
+  Lowered l;
+  l.graph = std::move(*g);
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(l.graph);
+  if (!lp.ok()) return lp.status();
+  l.lp = std::move(*lp);
+  for (const ir::loop::Kernel& k : l.lp.program.kernels) {
+    if (k.kind == ir::loop::Kernel::Kind::kExtern) l.ext = &k;
+  }
+  if (l.ext == nullptr) return absl::InternalError("no extern kernel");
+  return l;
+}
+
+absl::Status CreateStatus(const std::string& text) {
+  absl::StatusOr<Lowered> l = Lower(text);
+  if (!l.ok()) return l.status();
+  return OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, {}).status();
+}
+
+// Lowers `text` (one integer op reading graph input %x), runs its extern
+// kernel on oneDNN over seeded x and compares with interp::Run: exact for an
+// s32 output, within one step for u8/i8. Returns the call's description.
+ExternKernelInfo CheckAgainstReference(const std::string& text, uint32_t seed = 7) {
+  absl::StatusOr<Lowered> l = Lower(text);
+  EXPECT_TRUE(l.ok()) << l.status() << "\n" << text;
+  if (!l.ok()) return {};
+  const ir::loop::Kernel& ext = *l->ext;
+  std::vector<Tensor> inputs;
+  std::map<int32_t, Tensor> storage;
+  for (size_t i = 0; i < l->graph.inputs().size(); ++i) {
+    const ir::Value& v = l->graph.value(l->graph.inputs()[i]);
+    inputs.push_back(RandomQuant(v.dtype, v.shape, seed * 31 + i));
+    storage.emplace(l->lp.inputs[i], inputs.back());
+  }
+  for (const auto& [b, data] : l->lp.constants) storage.emplace(b, *data);
+  const ir::loop::Buffer& out = l->lp.program.buffers[l->lp.outputs[0]];
+  storage.emplace(l->lp.outputs[0], Tensor(out.dtype, out.shape));
+  absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> k =
+      OneDnnExternKernel::Create(l->lp.program, ext, l->lp.constants, {});
+  EXPECT_TRUE(k.ok()) << k.status() << "\n" << text;
+  if (!k.ok()) return {};
+  std::vector<void*> in_ptrs, out_ptrs;
+  for (int32_t b : ext.call.inputs) {
+    EXPECT_TRUE(storage.count(b)) << "extern reads a buffer computed by a loop kernel";
+    if (!storage.count(b)) return {};
+    in_ptrs.push_back(storage.at(b).raw_data());
+  }
+  out_ptrs.push_back(storage.at(ext.call.outputs[0]).raw_data());
+  for (int rep = 0; rep < 2; ++rep) {
+    absl::Status s = (*k)->Run(in_ptrs, out_ptrs);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!want.ok()) return {};
+  interp::Tolerance tol;
+  tol.integer_steps = out.dtype == DType::kI32 ? 0 : 1;
+  const Tensor& got = storage.at(l->lp.outputs[0]);
+  interp::CompareResult r = interp::CompareTensors(got, (*want)[0], tol);
+  EXPECT_TRUE(r.ok) << (*k)->info().call << " on " << (*k)->info().impl << ": " << r.message
+                    << "\n" << text;
+  // The one-step allowance is for rounding ties, not a systematic offset.
+  if (out.dtype != DType::kI32) {
+    int64_t off = 0;
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      off += got.GetAsInt64(i) != (*want)[0].GetAsInt64(i);
+    }
+    EXPECT_LE(off * 20, got.num_elements()) << (*k)->info().call << ": " << off << " of "
+                                            << got.num_elements() << " differ by a step";
+  }
+  return (*k)->info();
+}
+
+// ConvInteger(x, w, x_zero_point, w_zero_point) with constant w and zero points.
+std::string ConvIntegerGraph(DType xt, DType wt, const Shape& x, const Shape& w,
+                             const Shape& y, const std::string& attrs, int xzp,
+                             const Tensor& wzp) {
+  return absl::Substitute(R"(
+graph main(%x: $0[$1]) -> (%y) opset 10 {
+  %w = constant $2
+  %xz = constant $0[] $3
+  %wz = constant $4
+  %y = ConvInteger(%x, %w, %xz, %wz) $5 : i32[$6]
+}
+)",
+                          ir::DTypeName(xt), absl::StrJoin(x, ","),
+                          Lit(wt == DType::kI8 ? Weights7(w, 3) : RandomQuant(wt, w, 3)),
+                          xzp, Lit(wzp), attrs,
+                          absl::StrJoin(y, ","));
+}
+
+TEST(IntegerCall, ConvIntegerU8S8WithPaddingAndZeroPoints) {
+  const ExternKernelInfo info = CheckAgainstReference(ConvIntegerGraph(
+      DType::kU8, DType::kI8, {1, 3, 7, 7}, {4, 3, 3, 3}, {1, 4, 7, 7},
+      "{pads=[1, 1, 1, 1]}", 100, Tensor::Scalar<int8_t>(0)));
+  EXPECT_EQ(info.call, "conv[3x3 s1 g1 p1 u8s8->s32]");
+  EXPECT_GT(info.prepacked_bytes, 0);
+  EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+}
+
+TEST(IntegerCall, ConvIntegerU8WeightsShiftedByTheirZeroPoint) {
+  // u8 weights in [100, 200] with zero point 150: w - 150 fits in s8.
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,4,6,5]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant u8[] 7
+  %wz = constant u8[] 150
+  %y = ConvInteger(%x, %w, %xz, %wz) {strides=[2, 1]} : i32[2,6,3,3]
+}
+)", Lit(RandomInts(DType::kU8, {6, 4, 2, 3}, 5, 100, 200)));
+  EXPECT_EQ(CheckAgainstReference(text).call, "conv[2x3 s2x1 g1 u8s8->s32]");
+}
+
+TEST(IntegerCall, ConvIntegerPerChannelWeightZeroPoints) {
+  Tensor wzp(DType::kI8, {4});
+  for (int i = 0; i < 4; ++i) wzp.data<int8_t>()[i] = static_cast<int8_t>(i - 2);
+  // Weights within [-60, 60]: w - zp stays within [-64, 64].
+  const std::string text = absl::Substitute(R"(
+graph main(%x: $0[1,3,5,5]) -> (%y) opset 10 {
+  %w = constant $1
+  %xz = constant $0[] $2
+  %wz = constant $3
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[0, 1, 2, 1]} : i32[1,4,5,5]
+}
+)", "u8", Lit(RandomInts(DType::kI8, {4, 3, 3, 3}, 9, -60, 60)), 5, Lit(wzp));
+  EXPECT_EQ(CheckAgainstReference(text).call, "conv[3x3 s1 g1 p0,1/2,1 u8s8->s32]");
+  // An s8 src: without VNNI the call runs it as u8 (x + 128, zero point
+  // + 128), exactly.
+  const std::string s8 = absl::StrReplaceAll(text, {{"u8", "i8"}});
+  EXPECT_EQ(CheckAgainstReference(s8).call, Vnni() ? "conv[3x3 s1 g1 p0,1/2,1 s8s8->s32]"
+                                                   : "conv[3x3 s1 g1 p0,1/2,1 u8s8->s32]");
+}
+
+TEST(IntegerCall, FullRangeWeightsRunOnlyWithVnni) {
+  const std::string text = ConvIntegerGraph(DType::kU8, DType::kU8, {1, 4, 6, 6},
+                                            {3, 4, 3, 3}, {1, 3, 4, 4}, "", 3,
+                                            Tensor::Scalar<uint8_t>(128));
+  if (Vnni()) {
+    CheckAgainstReference(text);
+  } else {
+    absl::Status s = CreateStatus(text);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "saturating"))
+        << s;
+  }
+}
+
+TEST(IntegerCall, ConvIntegerRefusesWeightsThatDoNotFitS8) {
+  // u8 weights over [0, 255] with zero point 0: w - 0 exceeds 127.
+  absl::Status s = CreateStatus(ConvIntegerGraph(DType::kU8, DType::kU8, {1, 2, 5, 5},
+                                                 {3, 2, 3, 3}, {1, 3, 3, 3}, "", 0,
+                                                 Tensor::Scalar<uint8_t>(0)));
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "do not fit in s8")) << s;
+}
+
+// QLinearConv with constant parameters; `wscale` one value or per channel.
+std::string QLinearConvGraph(DType xt, DType yt, const Shape& x, const Shape& w,
+                             const Shape& y, const std::string& attrs,
+                             const std::string& wscale, bool bias) {
+  const std::string bias_lit = Lit(RandomInts(DType::kI32, {w[0]}, 11, -2000, 2000));
+  const std::string op = absl::StrCat(
+      "  %y = QLinearConv(%x, %xs, %xz, %w, %ws, %wz, %ys, %yz", bias ? ", %b" : "", ") ",
+      attrs, " : ", ir::DTypeName(yt), "[", absl::StrJoin(y, ","), "]\n");
+  return absl::Substitute(R"(
+graph main(%x: $0[$1]) -> (%y) opset 10 {
+  %xs = constant f32[] 0.0173
+  %xz = constant $0[] $2
+  %w = constant $3
+  %ws = constant $4
+  %wz = constant i8[] 0
+  %ys = constant f32[] 0.0931
+  %yz = constant $5[] $6
+  %b = constant $7
+$8}
+)",
+                          ir::DTypeName(xt), absl::StrJoin(x, ","),
+                          xt == DType::kU8 ? 128 : -3, Lit(Weights7(w, 4)),
+                          wscale, ir::DTypeName(yt), yt == DType::kU8 ? 120 : 5,
+                          bias_lit, op);
+}
+
+TEST(IntegerCall, QLinearConvU8PerTensorWithBias) {
+  const ExternKernelInfo info = CheckAgainstReference(
+      QLinearConvGraph(DType::kU8, DType::kU8, {1, 8, 9, 9}, {16, 8, 3, 3}, {1, 16, 9, 9},
+                       "{pads=[1, 1, 1, 1]}", "f32[] 0.0042", true));
+  EXPECT_EQ(info.call, "conv[3x3 s1 g1 p1 u8s8->u8]+bias");
+  EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+}
+
+TEST(IntegerCall, QLinearConvPerChannelScales) {
+  std::vector<std::string> scales;
+  for (int i = 0; i < 6; ++i) scales.push_back(absl::StrCat(0.002 + 0.001 * i));
+  const std::string wscale = "f32[6] [" + absl::StrJoin(scales, ", ") + "]";
+  CheckAgainstReference(QLinearConvGraph(DType::kU8, DType::kI8, {2, 4, 6, 6}, {6, 4, 1, 1},
+                                         {2, 6, 6, 6}, "", wscale, false));
+  const std::string s8 = QLinearConvGraph(DType::kI8, DType::kI8, {2, 4, 6, 6},
+                                          {6, 4, 1, 1}, {2, 6, 6, 6}, "", wscale, false);
+  CheckAgainstReference(s8);
+}
+
+TEST(IntegerCall, QLinearConvU8InI8Out) {
+  CheckAgainstReference(QLinearConvGraph(DType::kU8, DType::kI8, {1, 3, 8, 8}, {5, 3, 3, 3},
+                                         {1, 5, 4, 4}, "{strides=[2, 2], pads=[1, 1, 1, 1]}",
+                                         "f32[] 0.003", true));
+}
+
+TEST(IntegerCall, MatMulIntegerU8S8) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,5,12]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant u8[] 77
+  %y = MatMulInteger(%x, %w, %xz) : i32[2,5,7]
+}
+)", Lit(Weights7({12, 7}, 2)));
+  const ExternKernelInfo info = CheckAgainstReference(text);
+  EXPECT_EQ(info.op, "matmul");
+  EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+}
+
+TEST(IntegerCall, MatMulIntegerPerColumnWeightZeroPoints) {
+  Tensor bz(DType::kU8, {3});
+  for (int i = 0; i < 3; ++i) bz.data<uint8_t>()[i] = static_cast<uint8_t>(120 + 5 * i);
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[4,6]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant u8[] 3
+  %wz = constant $1
+  %y = MatMulInteger(%x, %w, %xz, %wz) : i32[4,3]
+}
+)", Lit(RandomInts(DType::kU8, {6, 3}, 8, 70, 180)), Lit(bz));
+  EXPECT_EQ(CheckAgainstReference(text).call, "matmul[4x6x3 u8s8->s32]");
+}
+
+TEST(IntegerCall, MatMulIntegerRefusesPerRowInputZeroPoints) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[4,6]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant u8[4] [1, 2, 3, 4]
+  %y = MatMulInteger(%x, %w, %xz) : i32[4,3]
+}
+)", Lit(RandomQuant(DType::kI8, {6, 3}, 8)));
+  absl::Status s = CreateStatus(text);
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+}
+
+TEST(IntegerCall, QLinearMatMulU8) {
+  const std::string text = absl::Substitute(R"(
+graph main(%a: u8[3,5,16]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 113
+  %b = constant $0
+  %bs = constant f32[] 0.02
+  %bz = constant u8[] 128
+  %ys = constant f32[] 0.1
+  %yz = constant u8[] 118
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[3,5,8]
+}
+)", Lit(RandomInts(DType::kU8, {16, 8}, 6, 70, 190)));
+  EXPECT_EQ(CheckAgainstReference(text).call, "matmul[3*5x16x8 u8s8->u8]");
+}
+
+TEST(IntegerCall, QLinearMatMulU8InS8Out) {
+  const std::string text = absl::Substitute(R"(
+graph main(%a: u8[6,10]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 100
+  %b = constant $0
+  %bs = constant f32[] 0.03
+  %bz = constant i8[] 0
+  %ys = constant f32[] 0.75
+  %yz = constant i8[] 1
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : i8[6,4]
+}
+)", Lit(Weights7({10, 4}, 6)));
+  EXPECT_EQ(CheckAgainstReference(text).call, "matmul[6x10x4 u8s8->s8]");
+}
+
+// An s8 A over the whole range (-128 and 127 included) with a negative and
+// an extreme zero point: without VNNI the call flips it to u8 inside.
+TEST(IntegerCall, S8SrcRunsExactlyOnEveryCpu) {
+  for (const int az : {-128, -7, 127}) {
+    const std::string mm = absl::Substitute(R"(
+graph main(%x: i8[5,24]) -> (%y) opset 10 {
+  %w = constant $0
+  %xz = constant i8[] $1
+  %y = MatMulInteger(%x, %w, %xz) : i32[5,6]
+}
+)", Lit(Weights7({24, 6}, 12)), az);
+    EXPECT_EQ(CheckAgainstReference(mm, 3 + az).call,
+              Vnni() ? "matmul[5x24x6 s8s8->s32]" : "matmul[5x24x6 u8s8->s32]");
+    const std::string qmm = absl::Substitute(R"(
+graph main(%a: i8[2,4,16]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant i8[] $1
+  %b = constant $0
+  %bs = constant f32[] 0.01
+  %bz = constant i8[] 0
+  %ys = constant f32[] 0.2
+  %yz = constant u8[] 120
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[2,4,8]
+}
+)", Lit(Weights7({16, 8}, 13)), az);
+    CheckAgainstReference(qmm, 5 + az);
+  }
+  // An s8 QLinearConv with padding (padded elements are the zero point).
+  CheckAgainstReference(QLinearConvGraph(DType::kI8, DType::kI8, {1, 5, 7, 7}, {4, 5, 3, 3},
+                                         {1, 4, 7, 7}, "{pads=[1, 1, 1, 1]}", "f32[] 0.004",
+                                         true));
+}
+
+}  // namespace
+}  // namespace kiln::onednn
