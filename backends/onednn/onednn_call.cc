@@ -751,11 +751,12 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
     // bf16: the primitive reads bf16 src and weights; the weights are
     // converted once when prepacked, the src by the input reorder.
-    m.bf16 = options.bf16 && prepack;
-    const memory::data_type compute = m.bf16 ? DT::bf16 : DT::f32;
-    const memory::desc w_md =
-        prepack ? AnyDesc(WithType(user_w_md, compute)) : user_w_md;
-    const memory::desc pd_user_src = WithType(user_src_md, compute);
+    m.bf16 = options.bf16 && prepack && !call.integer.has_value();
+    const memory::desc w_md = !prepack  ? user_w_md
+                              : m.bf16 ? AnyDesc(WithType(user_w_md, DT::bf16))
+                                       : AnyDesc(user_w_md);
+    const memory::desc pd_user_src =
+        m.bf16 ? WithType(user_src_md, DT::bf16) : user_src_md;
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
     // Preference: an optimized kernel (jit/brgemm) on oneDNN's own activation
     // layouts (when allowed: blocked layouts plus two cheap reorders beat

@@ -56,7 +56,7 @@ struct OneDnnCallOptions {
   // Compute in bf16 with f32 accumulation: the constant weights are
   // prepacked in bf16, the f32 source is converted by the call's input
   // reorder, bias, post-op operands and the destination stay f32. Only for
-  // calls with constant weights and prepacking on; otherwise ignored (the
+  // f32 calls with constant weights and prepacking on; otherwise ignored (the
   // call runs in f32: OneDnnCall::bf16() says which).
   bool bf16 = false;
 };
