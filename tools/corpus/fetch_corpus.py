@@ -186,10 +186,41 @@ def describe(model_bytes):
             "outputs": [sig(o) for o in m.graph.output]}
 
 
+def text_lines(rng, shape):
+    """A synthetic document page, NCHW, normalized as PaddleOCR's detectors take
+    it ((x - 0.5) / 0.5): light paper with rows of dark character-sized strokes,
+    so that a text detector's probability map is not all zeros (on uniform
+    noise it is ~1e-6 everywhere, and a relative error says nothing)."""
+    import numpy as np
+    n, c, h, w = shape
+    out = np.empty(shape, dtype=np.float64)
+    for b in range(n):
+        page = 0.9 + 0.05 * rng.random((h, w))
+        y = int(rng.integers(4, 16))
+        while y + 24 < h:
+            lh = int(rng.integers(12, 22))
+            x = int(rng.integers(4, 24))
+            while x + 12 < w:
+                cw = int(rng.integers(6, 14))
+                if rng.random() < 0.85:  # a character: a few strokes
+                    for _ in range(int(rng.integers(2, 5))):
+                        x0 = x + int(rng.integers(0, cw - 2))
+                        y0 = y + int(rng.integers(0, lh - 4))
+                        if rng.random() < 0.5:
+                            page[y0:y0 + 2, x:x + cw] = 0.1
+                        else:
+                            page[y:y + lh, x0:x0 + 2] = 0.1
+                x += cw + int(rng.integers(1, 4)) + (12 if rng.random() < 0.15 else 0)
+            y += lh + int(rng.integers(10, 30))
+        out[b] = (page - 0.5) / 0.5
+    return out
+
+
 def make_inputs(desc, spec, seed):
     """Seeded inputs: each dim from the manifest's "shape", else the model's
     static dim, else 1; floats uniform in "range" (default [-1, 1)), integers
-    uniform in "range" (default [0, 10)), or the constant "value"."""
+    uniform in "range" (default [0, 10)), the constant "value", or "pattern":
+    "text-lines" (a synthetic page for text detectors)."""
     import numpy as np
     rng = np.random.default_rng(seed)
     out = []
@@ -200,6 +231,8 @@ def make_inputs(desc, spec, seed):
         dt = np.dtype(s.get("dtype", inp["dtype"]))
         if "value" in s:
             a = np.full(shape, s["value"], dtype=dt)
+        elif s.get("pattern") == "text-lines":
+            a = text_lines(rng, shape).astype(dt)
         elif dt.kind == "f":
             lo, hi = s.get("range", [-1.0, 1.0])
             a = rng.uniform(lo, hi, size=shape).astype(dt)
