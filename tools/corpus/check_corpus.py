@@ -70,6 +70,52 @@ def input_shapes(model_dir):
     return shapes
 
 
+def noopt_reference(model_dir):
+    """For an int8 model: a sibling test folder (model_dir/ort-noopt, the model
+    linked) whose expected outputs are ONNX Runtime's with graph optimizations
+    off: Q/DQ evaluated as the ONNX spec writes them, without ORT's fused int8
+    kernels (QLinearConv, ...) that skip intermediate rounding. Returns its path."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+    out = os.path.join(model_dir, "ort-noopt")
+    data = os.path.join(out, "test_data_set_0")
+    if os.path.exists(os.path.join(data, "output_0.pb")):
+        return out
+    os.makedirs(data, exist_ok=True)
+    link = os.path.join(out, "model.onnx")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join("..", "model.onnx"), link)
+    inputs, i = [], 0
+    src = os.path.join(model_dir, "test_data_set_0")
+    while os.path.exists(os.path.join(src, f"input_{i}.pb")):
+        with open(os.path.join(src, f"input_{i}.pb"), "rb") as f:
+            b = f.read()
+        with open(os.path.join(data, f"input_{i}.pb"), "wb") as f:
+            f.write(b)
+        t = onnx.TensorProto()
+        t.ParseFromString(b)
+        inputs.append((t.name, numpy_helper.to_array(t)))
+        i += 1
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), so,
+                                providers=["CPUExecutionProvider"])
+    outs = sess.run(None, dict(inputs))
+    for k, (o, a) in enumerate(zip(sess.get_outputs(), outs)):
+        with open(os.path.join(data, f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(a), o.name).SerializeToString())
+    return out
+
+
+def max_rel(text):
+    rels = [float(x) for x in re.findall(r"rel_to_max\s+([0-9.eE+-]+|inf|nan)", text)]
+    return max(rels) if rels else None
+
+
 def run(cmd, timeout):
     t0 = time.perf_counter()
     try:
@@ -131,6 +177,15 @@ def check_one(m, args):
     res["max_rel_err"] = max(rels) if rels else None
     res["check"] = "PASS" if rc == 0 else "TIMEOUT" if rc == "timeout" else \
         "FAIL" if rels else "ERROR"
+    if precision_class(m["precision"]) == "int8" and res["check"] in ("PASS", "FAIL"):
+        try:
+            rc2, out2, err2, secs2 = run([args.kilnc, "check", noopt_reference(m["dir"]),
+                                          f"--max-rel={tol}", "--verbose"] + common,
+                                         args.timeout)
+            res["max_rel_err_noopt"] = max_rel(out2 + err2)
+            res["check_noopt"] = "PASS" if rc2 == 0 else "FAIL"
+        except Exception as e:  # noqa: BLE001 — recorded
+            res["check_noopt"] = f"ERROR {type(e).__name__}: {e}"[:200]
     if rc != 0:
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         errs = [ln for ln in lines if re.search(r"error|FAIL|failed|unsupported|too large",
@@ -144,16 +199,21 @@ def fmt_reasons(d):
 
 
 def write_md(results, path):
-    L = ["| model | origin | precision | check | max rel err (tol) | kernels | scalar loop "
-         "kernels | library calls | on reference | compile s |",
-         "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    L = ["| model | origin | precision | check | max rel err (tol) | int8: vs ORT without "
+         "its fusions | kernels | scalar loop kernels | library calls | on reference | "
+         "compile s |",
+         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         e = r.get("explain", {})
         rel = r.get("max_rel_err")
         comp = f"{e['compile_ms'] / 1e3:.1f}" if e.get("compile_ms") else "—"
         rel_s = f"{rel:.1e}" if rel is not None else "—"
+        n = r.get("max_rel_err_noopt")
+        noopt = f"{r.get('check_noopt')} {n:.1e}" if n is not None else \
+            r.get("check_noopt", "")
         L.append(f"| {r['name']} | {r['origin']} | {r['precision']} | {r['check']} | "
-                 f"{rel_s} ({r['max_rel_tolerance']:g}) | {e.get('kernels', '—')} | "
+                 f"{rel_s} ({r['max_rel_tolerance']:g}) | {noopt} | "
+                 f"{e.get('kernels', '—')} | "
                  f"{e.get('scalar_kernels', '—')} | {e.get('library_calls', '—')} | "
                  f"{e.get('reference_calls', '—')} | {comp} |")
     L += ["", "Why (reference calls; scalar kernels; check failures):", ""]
