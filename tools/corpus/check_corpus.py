@@ -132,8 +132,8 @@ def summarize_explain(rep):
     ref = [c for c in ext if c.get("backend") == "reference"]
     loops = [k for k in ker if k.get("backend") == "loop"]
     scalar = [k for k in loops if not k.get("vectorized")]
-    ref_reasons = collections.Counter(
-        re.sub(r"^extern kernel '[^']*' \([^)]*\): ", "", c.get("reason", "")) for c in ref)
+    ref_reasons = collections.Counter(generic(
+        re.sub(r"^extern kernel '[^']*' \([^)]*\): ", "", c.get("reason", ""))) for c in ref)
     scalar_reasons = collections.Counter()
     for k in scalar:
         r = k.get("reason", "")
@@ -194,8 +194,18 @@ def check_one(m, args):
     return res
 
 
+def generic(reason):
+    """A reason with its names and shapes elided, so that 119 "buffer 'x' is
+    f16" reasons count as one kind."""
+    r = re.sub(r"'[^']*'", "'…'", reason)
+    return re.sub(r"\[[^\]]*\]", "[…]", r)
+
+
 def fmt_reasons(d):
-    return "; ".join(f"{n}x {r}" for r, n in d.items())
+    agg = collections.Counter()
+    for r, n in d.items():
+        agg[generic(r)] += n
+    return "; ".join(f"{n}x {r}" for r, n in agg.most_common(4))
 
 
 def write_md(results, path):
@@ -245,9 +255,14 @@ def main():
     p.add_argument("--cache-dir", default=os.path.join(CACHE, "bench-jit"))
     p.add_argument("--out", default=os.path.join(CACHE, "corpus", "check.json"))
     p.add_argument("--md", default="", help="also write a markdown table here")
+    p.add_argument("--md-only", action="store_true",
+                   help="write --md from the results in --out, run nothing")
     args = p.parse_args()
     if not os.path.isabs(args.kilnc):
         args.kilnc = os.path.join(REPO, args.kilnc)
+    if args.md_only:
+        write_md(json.load(open(args.out))["results"], args.md)
+        return 0
     models = corpus_models(args.corpus, args.converted)
     only = [x for x in args.only.split(",") if x]
     if only:
