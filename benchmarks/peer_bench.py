@@ -520,10 +520,14 @@ class KilnRuntime(Runtime):
         self.dir = model_dir
         self.args = args
         self.threads = 1
-        # kilnc bench takes the model alone: its dynamic dims are bound to the
-        # stored inputs' shapes (kilnc check takes them from the data set).
+        # kilnc bench takes the model alone: it is fed the stored inputs (the
+        # ones ORT and OpenVINO run; silero's sample rate must be 16000) and its
+        # dynamic dims bound to their shapes (kilnc check reads the data set).
+        data = os.path.join(model_dir, "test_data_set_0")
         self.shapes = [f"--shape={n}={'x'.join(map(str, a.shape))}"
-                       for n, a in inputs if a.ndim]
+                       for n, a in inputs if a.ndim] + \
+            [f"--input={n}={os.path.join(data, f'input_{k}.pb')}"
+             for k, (n, _) in enumerate(inputs)]
 
     def _common(self):
         return [f"--threads={self.threads}", f"--cache-dir={self.args.kiln_cache}"]
