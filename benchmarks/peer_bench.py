@@ -414,8 +414,11 @@ class OvRuntime(Runtime):
         self.compiled = self.core.compile_model(model, "CPU", config)
         self.req = self.compiled.create_infer_request()
         setup = round(time.perf_counter() - t0, 2)
-        prec = str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
-        return {"setup_s": setup, "inference_precision": prec.split(".")[-1].lower(),
+        # str() of an ov.Type reads e.g. "<Type: 'float32'>" or "<Type: 'bfloat16'>".
+        t = str(self.compiled.get_property("INFERENCE_PRECISION_HINT")).lower()
+        prec = "bf16" if ("bf16" in t or "bfloat16" in t) else \
+            "f16" if ("f16" in t or "float16" in t) else "f32" if "32" in t else t
+        return {"setup_s": setup, "inference_precision": prec,
                 "reshaped": bool(dynamic)}
 
     def check(self, refs, max_rel):
