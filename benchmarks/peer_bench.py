@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# File: benchmarks/peer_bench.py — runs kiln's model zoo through kiln and its
-# peers (PyTorch eager, torch.compile/Inductor with max-autotune off and on, ONNX
-# Runtime): checks every runtime's outputs against the zoo's, times them
+# File: benchmarks/peer_bench.py — runs kiln's model zoo (or, with --corpus, the
+# real-model corpus and the fp16/int8 zoo conversions of tools/corpus) through kiln
+# and its peers (PyTorch eager, torch.compile/Inductor with max-autotune off and
+# on, ONNX Runtime, OpenVINO): checks every runtime's outputs against the stored
+# ones, times them
 # interleaved (A B C D A B C D) at 1 and 2 threads, measures peak memory and the
 # GFLOP/s of GEMM-bound models against a plain oneDNN matmul in the same run, and
 # writes a markdown table, a PNG chart and raw JSON.
@@ -10,6 +12,7 @@
 #   ~/.cache/kiln/bench-venv/bin/python benchmarks/peer_bench.py --prepare-only
 #   ~/.cache/kiln/bench-venv/bin/python benchmarks/peer_bench.py
 #   .../python benchmarks/peer_bench.py --quick --models mlp,resnet18,distilbert
+#   .../python benchmarks/peer_bench.py --corpus --runtimes kiln,ort,ov_f32,ov
 #
 # Each model runs in its own worker process, so a crash or a hang costs one
 # model only. benchmarks/README.md says what every column means.
@@ -40,13 +43,30 @@ INDUCTOR_CACHE = os.path.join(CACHE_ROOT, "inductor-cache")
 KILN_JIT_CACHE = os.path.join(CACHE_ROOT, "bench-jit")
 HISTORY = os.path.join(CACHE_ROOT, "peer_bench_history.json")
 GEMM_CACHE = os.path.join(CACHE_ROOT, "bench-gemms.json")
-SUITES = ("cnn", "transformer", "misc")
-ALL_RUNTIMES = ("eager", "inductor", "inductor_max", "ort", "kiln")
+DEFAULT_CORPUS = os.path.join(CACHE_ROOT, "corpus")
+# Zoo suites, then the corpus's (--corpus): real models by precision, and the
+# zoo's fp16/int8 conversions.
+SUITES = ("cnn", "transformer", "misc", "corpus-fp32", "corpus-fp16", "corpus-int8",
+          "zoo-fp16", "zoo-int8")
+ALL_RUNTIMES = ("eager", "inductor", "inductor_max", "ort", "ov_f32", "ov", "ort_int8",
+                "ov_int8", "kiln")
 TORCH_RUNTIMES = ("eager", "inductor", "inductor_max")
+# OpenVINO: ov_f32 with INFERENCE_PRECISION_HINT=f32, ov with the plugin's default
+# precision (bf16 on CPUs with AVX512-BF16/AMX, f32 elsewhere). ort_int8/ov_int8
+# run a zoo model's QDQ int8 conversion (tools/corpus/convert_zoo.py) in the zoo
+# run; in --corpus runs the int8 models are rows of their own, so there the ORT and
+# OpenVINO columns of those rows are the int8 figures.
+OV_RUNTIMES = ("ov_f32", "ov", "ov_int8")
 LABELS = {"eager": "torch eager", "inductor": "Inductor",
           "inductor_max": "Inductor max-autotune", "ort": "ORT", "kiln": "kiln",
+          "ov_f32": "OpenVINO f32", "ov": "OpenVINO default",
+          "ort_int8": "ORT int8 (QDQ)", "ov_int8": "OpenVINO int8 (QDQ)",
           "onednn": "oneDNN matmul"}
-PEERS = ("ort", "inductor", "inductor_max", "eager")  # kiln is compared to each
+PEERS = ("ort", "ov_f32", "ov", "inductor", "inductor_max", "eager")  # kiln vs each
+# Tolerances (max|out - ref| <= X * max|ref|) where the model or the runtime's
+# arithmetic is not fp32: fp16 keeps 11 significant bits, bf16 8, and an int8
+# output is off by one quantization step (1/255 of its range), which can compound.
+LOWP_TOLERANCE = {"fp16": 1e-2, "bf16": 3e-2, "int8": 1e-1}
 GEMM_MODELS = "resnet50,vit_b_16,bert_base"
 QUICK = {"rounds": 3, "min_time": 0.6, "warmup": 0.2, "kiln_warmup": 1,
          "gemm_min_time": 0.02}
@@ -362,6 +382,79 @@ class OrtRuntime(Runtime):
         self.sess = None
 
 
+class OvRuntime(Runtime):
+    """OpenVINO's CPU plugin: ov.Core().compile_model(path, "CPU", config) with
+    PERFORMANCE_HINT=LATENCY, NUM_STREAMS=1, INFERENCE_NUM_THREADS=threads and,
+    when `precision` is given, INFERENCE_PRECISION_HINT; one infer request."""
+
+    def __init__(self, model_path, feeds, precision=None, refs=None):
+        import openvino as ov
+        self.core = ov.Core()
+        self.path = model_path
+        self.feeds = feeds
+        self.precision = precision
+        self.refs = refs  # its own reference outputs (ov_int8), else the row's
+        self.compiled = self.req = None
+
+    def prepare(self, threads):
+        self.compiled = self.req = None
+        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
+                  "INFERENCE_NUM_THREADS": str(threads)}
+        if self.precision:
+            config["INFERENCE_PRECISION_HINT"] = self.precision
+        t0 = time.perf_counter()
+        model = self.core.read_model(self.path)
+        # Dynamic dims are bound to the data's shapes, as a user of a dynamic
+        # model does (ORT and kiln see the same shapes).
+        dynamic = {i.get_any_name(): list(self.feeds[i.get_any_name()].shape)
+                   for i in model.inputs if i.get_partial_shape().is_dynamic
+                   and i.get_any_name() in self.feeds}
+        if dynamic:
+            model.reshape(dynamic)
+        self.compiled = self.core.compile_model(model, "CPU", config)
+        self.req = self.compiled.create_infer_request()
+        setup = round(time.perf_counter() - t0, 2)
+        # str() of an ov.Type reads e.g. "<Type: 'float32'>" or "<Type: 'bfloat16'>".
+        t = str(self.compiled.get_property("INFERENCE_PRECISION_HINT")).lower()
+        prec = "bf16" if ("bf16" in t or "bfloat16" in t) else \
+            "f16" if ("f16" in t or "float16" in t) else "f32" if "32" in t else t
+        return {"setup_s": setup, "inference_precision": prec,
+                "reshaped": bool(dynamic)}
+
+    def check(self, refs, max_rel):
+        return compare(self.outputs(), self.refs or refs, max_rel)
+
+    def outputs(self):
+        res = self.req.infer(self.feeds)
+        return [res[o] for o in self.compiled.outputs]
+
+    def batch(self, seconds):
+        pc = time.perf_counter
+        infer, feeds = self.req.infer, self.feeds
+        samples = []
+        end = pc() + seconds
+        while not samples or pc() < end:
+            t0 = pc()
+            infer(feeds)
+            samples.append((pc() - t0) * 1e3)
+        return samples, {}
+
+    def close(self):
+        self.compiled = self.req = None
+
+
+class OrtInt8Runtime(OrtRuntime):
+    """ORT on another file (a zoo model's QDQ conversion), held to that file's
+    own reference outputs."""
+
+    def __init__(self, model_path, feeds, refs):
+        super().__init__(model_path, feeds)
+        self.refs = refs
+
+    def check(self, refs, max_rel):
+        return compare(self.outputs(), self.refs, max_rel)
+
+
 def ort_session(ort, path, threads, arena=True):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -425,11 +518,19 @@ class KilnRuntime(Runtime):
     warms up, times itself); its median is one round's median."""
     per_iteration = False
 
-    def __init__(self, kilnc, model_dir, args):
+    def __init__(self, kilnc, model_dir, args, inputs=()):
         self.kilnc = kilnc
         self.dir = model_dir
         self.args = args
         self.threads = 1
+        # kilnc bench takes the model alone: it is fed the stored inputs (the
+        # ones ORT and OpenVINO run; silero's sample rate must be 16000) and its
+        # dynamic dims bound to their shapes (kilnc check reads the data set).
+        data = os.path.join(model_dir, "test_data_set_0")
+        self.shapes = [f"--shape={n}={'x'.join(map(str, a.shape))}"
+                       for n, a in inputs if a.ndim] + \
+            [f"--input={n}={os.path.join(data, f'input_{k}.pb')}"
+             for k, (n, _) in enumerate(inputs)]
 
     def _common(self):
         return [f"--threads={self.threads}", f"--cache-dir={self.args.kiln_cache}"]
@@ -438,8 +539,9 @@ class KilnRuntime(Runtime):
         self.threads = threads
         return {}
 
-    def check(self, refs, max_rel):
-        cmd = [self.kilnc, "check", self.dir, f"--max-rel={max_rel}", "--verbose"] + \
+    def check(self, refs, max_rel, data_dir=None):
+        cmd = [self.kilnc, "check", data_dir or self.dir, f"--max-rel={max_rel}",
+               "--verbose"] + \
             self._common() + shlex.split(self.args.kiln_check_args)
         t0 = time.perf_counter()
         p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
@@ -458,7 +560,7 @@ class KilnRuntime(Runtime):
     def batch(self, seconds):
         cmd = [self.kilnc, "bench", os.path.join(self.dir, "model.onnx"), "--json",
                f"--min-time={seconds:g}", "--min-iterations=1",
-               f"--warmup={self.args.kiln_warmup}"] + self._common() + \
+               f"--warmup={self.args.kiln_warmup}"] + self._common() + self.shapes + \
             shlex.split(self.args.kiln_bench_args)
         t0 = time.perf_counter()
         p = subprocess.run(FRESH_RSS + cmd, cwd=REPO, capture_output=True, text=True,
@@ -605,10 +707,61 @@ def torch_module(args, entry, refs, input_arrays, result):
     return model
 
 
-def run_worker(args, name):
+def corpus_entries(args):
+    """The models of tools/corpus (corpus.json: real models; converted.json: the
+    zoo's fp16/int8 conversions) as benchmark entries."""
+    out = []
+    idx = load_json(os.path.join(args.corpus_dir, "corpus.json"), {"models": []})
+    for m in idx["models"]:
+        if m.get("status") != "ok":
+            continue
+        prec = "int8" if m["precision"].startswith("int8") else m["precision"]
+        out.append({"name": m["name"], "suite": f"corpus-{prec}", "precision": prec,
+                    "dir": os.path.join(args.corpus_dir, "models", m["name"]),
+                    "model_bytes": m.get("bytes"),
+                    "num_nodes": sum((m.get("ops") or {}).values()) or 100})
+    conv = load_json(os.path.join(args.corpus_dir, "converted", "converted.json"),
+                     {"models": []})
+    for m in conv["models"]:
+        if m.get("status") != "ok":
+            continue
+        prec = "fp16" if m["kind"] == "fp16" else "int8"
+        out.append({"name": m["name"], "suite": f"zoo-{prec}", "precision": prec,
+                    "dir": os.path.join(args.corpus_dir, "converted", m["name"]),
+                    "model_bytes": m.get("model_bytes"),
+                    "num_nodes": sum((m.get("ops") or {}).values()) or 100})
+    return out
+
+
+def bench_entries(args):
+    """The zoo's entries (zoo.json), or with --corpus the corpus's."""
+    if args.corpus:
+        return corpus_entries(args)
     zoo = json.load(open(os.path.join(args.zoo, "zoo.json")))
-    entry = next(m for m in zoo["models"] if m["name"] == name)
-    model_dir = os.path.join(args.zoo, name)
+    for m in zoo["models"]:
+        m.setdefault("dir", os.path.join(args.zoo, m["name"]))
+        m.setdefault("precision", "fp32")
+    return zoo["models"]
+
+
+def tolerance(args, entry, runtime, info):
+    """The max-rel tolerance for one runtime on one model: --max-rel for fp32
+    arithmetic on an fp32 model, else LOWP_TOLERANCE's (the looser of the model's
+    precision and the precision the runtime computed in)."""
+    tols = [args.max_rel]
+    if entry.get("precision", "fp32") != "fp32":
+        tols.append(LOWP_TOLERANCE[entry["precision"]])
+    if runtime in ("ort_int8", "ov_int8"):
+        tols.append(LOWP_TOLERANCE["int8"])
+    prec = info.get("inference_precision", "f32")
+    if prec in ("bf16", "f16"):
+        tols.append(LOWP_TOLERANCE["bf16" if prec == "bf16" else "fp16"])
+    return max(tols)
+
+
+def run_worker(args, name):
+    entry = next(m for m in bench_entries(args) if m["name"] == name)
+    model_dir = entry["dir"]
     inputs, refs = load_test_data(model_dir)
     input_arrays = [a for _, a in inputs]
     feeds = dict(inputs)
@@ -623,7 +776,13 @@ def run_worker(args, name):
         summary = None
         result["notes"].append(f"GEMM shapes from the graph failed: {type(e).__name__}: {e}")
     rts, errors = {}, {}
-    if any(r in TORCH_RUNTIMES for r in runtimes):
+    if args.corpus:
+        for r in runtimes:
+            if r in TORCH_RUNTIMES:
+                errors[r] = "skipped (no PyTorch module for corpus models)"
+            elif r in ("ort_int8", "ov_int8"):
+                errors[r] = "skipped (--corpus: the int8 models are rows of their own)"
+    elif any(r in TORCH_RUNTIMES for r in runtimes):
         import torch
         torch.set_num_interop_threads(1)
         import torch._inductor.config as icfg
@@ -648,9 +807,33 @@ def run_worker(args, name):
                                           mode="max-autotune", compiled=True)
     if "ort" in runtimes:
         rts["ort"] = OrtRuntime(os.path.join(model_dir, "model.onnx"), feeds)
+    for r, prec in (("ov_f32", "f32"), ("ov", None)):
+        if r in runtimes:
+            try:
+                rts[r] = OvRuntime(os.path.join(model_dir, "model.onnx"), feeds, prec)
+            except ImportError as e:
+                errors[r] = f"no OpenVINO ({e}): benchmarks/setup_venv.sh installs it"
+    if not args.corpus and ("ort_int8" in runtimes or "ov_int8" in runtimes):
+        qdir = os.path.join(args.corpus_dir, "converted", f"{name}.qdq")
+        if os.path.exists(os.path.join(qdir, "model.onnx")):
+            qin, qrefs = load_test_data(qdir)
+            qpath = os.path.join(qdir, "model.onnx")
+            if "ort_int8" in runtimes:
+                rts["ort_int8"] = OrtInt8Runtime(qpath, dict(qin), qrefs)
+            if "ov_int8" in runtimes:
+                try:
+                    rts["ov_int8"] = OvRuntime(qpath, dict(qin), None, qrefs)
+                except ImportError as e:
+                    errors["ov_int8"] = f"no OpenVINO ({e})"
+        else:
+            for r in ("ort_int8", "ov_int8"):
+                if r in runtimes:
+                    errors[r] = (f"skipped (no {qdir}: tools/corpus/convert_zoo.py "
+                                 "makes it)")
     if "kiln" in runtimes:
         if os.access(args.kilnc_path, os.X_OK):
-            rts["kiln"] = KilnRuntime(args.kilnc_path, model_dir, args)
+            rts["kiln"] = KilnRuntime(args.kilnc_path, model_dir, args,
+                                      inputs if args.corpus else ())
         else:
             errors["kiln"] = (f"no kilnc at {args.kilnc_path} (build it: bazel build "
                               "-c opt //tools:kilnc, or pass --kilnc PATH)")
@@ -676,7 +859,23 @@ def run_worker(args, name):
             t0 = time.perf_counter()
             try:
                 info.update(rt.prepare(threads))
-                ok, rel, note = rt.check(refs, args.max_rel)
+                info["tolerance"] = tolerance(args, entry, r, info)
+                ok, rel, note = rt.check(refs, info["tolerance"])
+                alt = os.path.join(model_dir, "ort-noopt")
+                if not ok and entry.get("precision") == "int8" and \
+                        os.path.exists(os.path.join(alt, "test_data_set_0")):
+                    # An int8 model has two legitimate references: ORT's fused
+                    # int8 kernels, and ORT without graph optimizations (Q/DQ as
+                    # the ONNX spec writes them; check_corpus.py writes it).
+                    _, alt_refs = load_test_data(alt)
+                    ok2, rel2, note2 = (rt.check(alt_refs, info["tolerance"], alt)
+                                        if r == "kiln" else
+                                        compare(rt.outputs(), alt_refs, info["tolerance"]))
+                    info["max_rel_err_fused"] = rel
+                    info["max_rel_err_unfused"] = rel2
+                    if ok2:
+                        ok, rel, note = ok2, rel2, ""
+                        info["reference"] = "ORT without graph optimizations"
                 info["max_rel_err"] = rel
                 if not ok:
                     info.update(status="wrong", note=note or f"max rel err {rel:.2e}")
@@ -788,7 +987,7 @@ def estimate_model(entry, args, history):
     """Expected seconds of one model's worker: what each step took in earlier
     runs on this machine (the history) where known, else rough guesses for a
     quiet 2-core machine from the model's size (a loaded one takes ~2x)."""
-    name, mb = entry["name"], entry.get("model_bytes", 1e7) / 1e6
+    name, mb = entry["name"], (entry.get("model_bytes") or 1e7) / 1e6
     nodes = entry.get("num_nodes", 100)
     h = history.get("models", {}).get(name, {})
     total = 4 + mb / 100  # interpreter, torch import, module build
@@ -809,7 +1008,7 @@ def estimate_model(entry, args, history):
                     plain * (0.6 if args.freezing else 0.25) if e else cold
             elif r == "kiln":
                 total += hs.get(r, {}).get("prepare_check_s", 1 + mb / 80)
-            elif r == "ort":
+            elif r in ("ort", "ort_int8") or r in OV_RUNTIMES:
                 total += hs.get(r, {}).get("prepare_check_s", 0.5 + mb / 150)
             else:
                 total += 0.5
@@ -870,7 +1069,8 @@ def machine_info():
 
 def versions(args):
     v = {}
-    for mod in ("torch", "torchvision", "onnxruntime", "onnx", "numpy", "matplotlib"):
+    for mod in ("torch", "torchvision", "onnxruntime", "openvino", "onnx", "numpy",
+                "matplotlib"):
         try:
             v[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001
@@ -912,6 +1112,12 @@ def ratio(tr, num, den):
     if "median_ms" not in a or "median_ms" not in b:
         return None
     return a["median_ms"] / b["median_ms"]
+
+
+def present_suites(results):
+    """The suites that have models in this run, in SUITES order."""
+    have = {r["suite"] for r in results}
+    return tuple(s for s in SUITES if s in have)
 
 
 def suite_geomeans(results, T, num, den):
@@ -997,7 +1203,8 @@ def write_report(meta, results, out_dir, stem):
              f"{ls[2]:.2f}, at end {le[0]:.2f} / {le[1]:.2f} / {le[2]:.2f}. "
              f"{meta.get('note', '')}")
     L.append(f"- Versions: Python {m.get('python')}, torch {v['torch']}, torchvision "
-             f"{v['torchvision']}, onnxruntime {v['onnxruntime']}, onnx {v['onnx']}, "
+             f"{v['torchvision']}, onnxruntime {v['onnxruntime']}, openvino "
+             f"{v.get('openvino', 'missing')}, onnx {v['onnx']}, "
              f"numpy {v['numpy']}; kiln at {v.get('kiln_git', '?')}; kilnc "
              f"`{v['kilnc']}`")
     rt = meta.get("round_time", meta["min_time"] / meta["rounds"])
@@ -1007,10 +1214,18 @@ def write_report(meta, results, out_dir, stem):
              f"per round (warm JIT cache); "
              f"torch.compile backend inductor, freezing "
              f"{'on' if meta['freezing'] else 'off'}; ORT CPUExecutionProvider, intra-op "
-             f"= threads, inter-op 1, ORT_ENABLE_ALL; OMP_WAIT_POLICY "
+             f"= threads, inter-op 1, ORT_ENABLE_ALL; OpenVINO CPU plugin "
+             f"PERFORMANCE_HINT=LATENCY, NUM_STREAMS=1, INFERENCE_NUM_THREADS = threads "
+             f"(OpenVINO f32: INFERENCE_PRECISION_HINT=f32; OpenVINO default: its own "
+             f"choice); OMP_WAIT_POLICY "
              f"{meta.get('omp_wait_policy')}; correctness: max|out - ref| <= "
-             f"{meta['max_rel']:g} x max|ref| against test_data_set_0 (PyTorch 1.13's "
-             f"outputs), every runtime, every thread count.")
+             f"{meta['max_rel']:g} x max|ref| against test_data_set_0 ("
+             + ("ONNX Runtime's outputs, tools/corpus; fp16 and int8 models and "
+                "bf16/fp16 arithmetic: " + ", ".join(f"{k} {v:g}" for k, v in
+                                                     LOWP_TOLERANCE.items())
+                + "; in this run the ORT and OpenVINO columns of int8 models are the "
+                "int8 figures" if meta.get("corpus") else "PyTorch 1.13's outputs")
+             + "), every runtime, every thread count.")
     L.append(f"- Command: `{meta.get('command', '?')}`")
     L.append(f"- Wall time {meta['wall_s'] / 60:.1f} min (estimated "
              f"{meta.get('estimate_s', 0) / 60:.1f} min).")
@@ -1064,7 +1279,7 @@ def write_report(meta, results, out_dir, stem):
             L.append("| suite | " + " | ".join(p[0] for p in pairs) + " |")
             L.append("|---|" + "---:|" * len(pairs))
             gms = [suite_geomeans(results, T, num, den) for _, num, den in pairs]
-            for suite in SUITES + ("all",):
+            for suite in present_suites(results) + ("all",):
                 row = [suite] + [f"{g[suite][0]:.2f}x (n={g[suite][1]})" if g[suite][0]
                                  else "—" for g in gms]
                 L.append("| " + " | ".join(row) + " |")
@@ -1219,7 +1434,8 @@ def write_chart(meta, results, out_dir, stem):
         return None
     order = sorted(results, key=lambda r: (SUITES.index(r["suite"])
                                            if r["suite"] in SUITES else 9, r["name"]))
-    names = [r["name"] for r in order] + [f"geomean {s}" for s in SUITES]
+    suites = present_suites(results)
+    names = [r["name"] for r in order] + [f"geomean {s}" for s in suites]
     fig, axes = plt.subplots(len(meta["threads"]), 1,
                              figsize=(max(10, 0.6 * len(names) + 3),
                                       4.2 * len(meta["threads"])), squeeze=False)
@@ -1233,7 +1449,7 @@ def write_chart(meta, results, out_dir, stem):
                     xs.append(j - 0.4 + width * (i + 0.5))
                     ys.append(x)
             gms = suite_geomeans(results, T, base, r)
-            for j, s in enumerate(SUITES):
+            for j, s in enumerate(suites):
                 if gms[s][0]:
                     xs.append(len(order) + j - 0.4 + width * (i + 0.5))
                     ys.append(gms[s][0])
@@ -1265,7 +1481,13 @@ def parse_args(argv=None):
         description="kiln vs torch eager, Inductor, ORT on the model zoo "
                     "(see benchmarks/README.md)")
     p.add_argument("--zoo", default=DEFAULT_ZOO, help="zoo folder (with zoo.json)")
-    p.add_argument("--models", default="", help="comma-separated (default: whole zoo)")
+    p.add_argument("--models", default="", help="comma-separated (default: whole zoo, "
+                   "or with --corpus every corpus and converted model)")
+    p.add_argument("--corpus", action="store_true",
+                   help="run tools/corpus's models (real models from registry packages "
+                        "and the zoo's fp16/int8 conversions) instead of the zoo")
+    p.add_argument("--corpus-dir", default=DEFAULT_CORPUS,
+                   help="tools/corpus's folder (corpus.json, converted/)")
     p.add_argument("--runtimes", default="eager,inductor,ort,kiln",
                    help=f"comma-separated, from {','.join(ALL_RUNTIMES)}")
     p.add_argument("--max-autotune", action="store_true",
@@ -1351,7 +1573,8 @@ def parse_args(argv=None):
 
 def worker_argv(args):
     """The flags a worker needs, in the parent's resolved form."""
-    out = ["--zoo", args.zoo, "--runtimes", ",".join(args.runtime_list),
+    out = ["--zoo", args.zoo, "--corpus-dir", args.corpus_dir,
+           "--runtimes", ",".join(args.runtime_list),
            "--threads", ",".join(map(str, args.thread_list)),
            "--rounds", str(args.rounds), "--min-time", repr(args.min_time),
            "--warmup", repr(args.warmup), "--kiln-warmup", str(args.kiln_warmup),
@@ -1371,6 +1594,8 @@ def worker_argv(args):
         out.append("--no-memory")
     if args.prepare_only:
         out.append("--prepare-only")
+    if args.corpus:
+        out.append("--corpus")
     return out
 
 
@@ -1388,8 +1613,7 @@ def main():
             json.dump(res, f)
         return 0
 
-    zoo = json.load(open(os.path.join(args.zoo, "zoo.json")))
-    entries = zoo["models"]
+    entries = bench_entries(args)
     zoo_order = {m["name"]: i for i, m in enumerate(entries)}
     if args.models:
         want = [m for m in args.models.split(",") if m]
@@ -1439,6 +1663,7 @@ def main():
             "min_time": args.min_time, "warmup": args.warmup,
             "round_time": args.round_time, "max_rel": args.max_rel,
             "freezing": args.freezing, "note": args.note, "zoo": args.zoo,
+            "corpus": args.corpus,
             "quick": args.quick, "estimate_s": total_est,
             "command": "peer_bench.py " + shlex.join(argv), "versions": vers,
             "runs": [{"started": now.strftime("%Y-%m-%d %H:%M"), "argv": argv}]}

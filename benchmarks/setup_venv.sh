@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # File: benchmarks/setup_venv.sh — creates the peer-benchmark virtualenv
-# (PyTorch 2.x with Inductor, ONNX Runtime, matplotlib) outside git. Idempotent.
+# (PyTorch 2.x with Inductor, ONNX Runtime, OpenVINO, onnxconverter-common,
+# matplotlib) outside git. Idempotent.
 #
 #   benchmarks/setup_venv.sh                 # venv at ~/.cache/kiln/bench-venv
 #   KILN_BENCH_VENV=/some/dir benchmarks/setup_venv.sh
@@ -15,7 +16,7 @@ VENV="${KILN_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/bench-venv}"
 PY="${KILN_BENCH_PYTHON:-/usr/bin/python3}"
 # Versions used for the committed results; override to try others.
 TORCH_SPEC="${TORCH_SPEC:-torch==2.15.0}"
-OTHER_PKGS=(torchvision onnxruntime onnx numpy matplotlib)
+OTHER_PKGS=(torchvision onnxruntime onnx numpy matplotlib openvino onnxconverter-common)
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "setup_venv: creating $VENV with $PY" >&2
@@ -35,7 +36,7 @@ assert hasattr(torch, "compile")
 PYEOF
 }
 
-if have torch torchvision onnxruntime onnx numpy matplotlib; then
+if have torch torchvision onnxruntime onnx numpy matplotlib openvino onnxconverter_common; then
   echo "setup_venv: $VENV already complete" >&2
 else
   "$VPY" -m pip install -q --upgrade pip wheel >&2
@@ -53,13 +54,14 @@ else
     "$VPY" -m pip install -q "$TORCH_SPEC" torchvision >&2
   fi
   "$VPY" -m pip install -q "${OTHER_PKGS[@]}" >&2
-  have torch torchvision onnxruntime onnx numpy matplotlib
+  have torch torchvision onnxruntime onnx numpy matplotlib openvino onnxconverter_common
 fi
 
 "$VPY" - <<'PYEOF'
-import matplotlib, numpy, onnx, onnxruntime, torch, torchvision
+import matplotlib, numpy, onnx, onnxruntime, openvino, torch, torchvision
 print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
       f"onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}, "
-      f"numpy {numpy.__version__}, matplotlib {matplotlib.__version__}")
+      f"openvino {openvino.__version__}, numpy {numpy.__version__}, "
+      f"matplotlib {matplotlib.__version__}")
 PYEOF
 echo "$VPY"
