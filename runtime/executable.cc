@@ -174,7 +174,7 @@ class Executable final : public CompiledModel {
       if (inputs[i].dtype() != inputs_[i].dtype || inputs[i].shape() != inputs_[i].shape) {
         return absl::InvalidArgumentError(absl::StrCat(
             "input ", i, " '", inputs_[i].name, "': expected ",
-            ir::Tensor(inputs_[i].dtype, inputs_[i].shape).TypeString(), ", got ",
+            ir::TypeString(inputs_[i].dtype, inputs_[i].shape), ", got ",
             inputs[i].TypeString()));
       }
     }
@@ -187,7 +187,7 @@ class Executable final : public CompiledModel {
           (!output_dynamic_[i] && outputs[i]->shape() != outputs_[i].shape)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "output ", i, " '", outputs_[i].name, "': expected a tensor of type ",
-            ir::Tensor(outputs_[i].dtype, outputs_[i].shape).TypeString()));
+            ir::TypeString(outputs_[i].dtype, outputs_[i].shape)));
       }
     }
     return absl::OkStatus();

@@ -190,8 +190,10 @@ std::vector<int64_t> Tensor::ToInt64Vector() const {
   return v;
 }
 
-std::string Tensor::TypeString() const {
-  return absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
+std::string TypeString(DType dtype, absl::Span<const int64_t> shape) {
+  return absl::StrCat(DTypeName(dtype), ShapeToString(shape));
 }
+
+std::string Tensor::TypeString() const { return ir::TypeString(dtype_, shape_); }
 
 }  // namespace kiln::ir

@@ -32,6 +32,9 @@ inline constexpr int64_t kDynamicDim = -1;
 int64_t NumElements(absl::Span<const int64_t> shape);
 // "[1,3,224,224]"; dynamic dims print as "?".
 std::string ShapeToString(absl::Span<const int64_t> shape);
+// "f32[2,?]": a dtype and a shape (dynamic dims as ?), as Tensor::TypeString
+// prints them, for a type no tensor has (a model's interface).
+std::string TypeString(DType dtype, absl::Span<const int64_t> shape);
 // Row-major strides in elements.
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> shape);
 // Numpy-style multidirectional broadcast of two shapes; InvalidArgument when
