@@ -36,9 +36,18 @@ using ir::loop::VecStatus;
 // ---------------------------------------------------------------------------
 // Analysis.
 
+// Dtypes with a vector form: values of f32, f16 and bf16 in f32 lanes, of
+// i32, i8 and u8 in i32 lanes, bool as masks; their buffers load and store
+// as vectors (narrow ones widened and narrowed on the way).
 bool IsVecDType(DType t) {
-  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool;
+  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool ||
+         ir::IsLowPrecisionFloat(t) || t == DType::kI8 || t == DType::kU8;
 }
+
+// i8 / u8 values in i32 lanes: loads, stores, casts and selects keep them in
+// range; arithmetic would need a wrap after every op, which no vector form
+// has yet.
+bool IsNarrowInt(DType t) { return t == DType::kI8 || t == DType::kU8; }
 
 bool IsArgReduce(ReduceKind k) {
   return k == ReduceKind::kArgMax || k == ReduceKind::kArgMin ||
@@ -384,6 +393,17 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
                                " is not vectorized"));
     }
   }
+  if (op.code != OpCode::kCast && op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
+    if (IsNarrowInt(op.dtype)) {
+      return fail(absl::StrCat(ir::DTypeName(op.dtype), " arithmetic is not vectorized"));
+    }
+    for (size_t j = 0; j < op.args.size(); ++j) {
+      if (IsNarrowInt(dt(static_cast<int>(j)))) {
+        return fail(absl::StrCat(ir::DTypeName(dt(static_cast<int>(j))),
+                                 " arithmetic is not vectorized"));
+      }
+    }
+  }
   switch (op.code) {
     case OpCode::kReduce:
       if (IsArgReduce(op.reduce) || op.reduce == ReduceKind::kWelfordMean ||
@@ -423,7 +443,8 @@ VecCheck CheckInnerReduce(const LoopProgram& p, const VecAnalysis& a, int i) {
     // Two vector passes over the reduction space (EmitInnerVectorWelford):
     // the sum gives the mean, then the squared deviations from that mean
     // give the variance; lanes combine in double.
-    if (op.dtype != DType::kF32 || k.body[op.args[0]].dtype != DType::kF32) {
+    auto f32_lanes = [](DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t); };
+    if (!f32_lanes(op.dtype) || !f32_lanes(k.body[op.args[0]].dtype)) {
       c.failure = absl::StrCat("op #", i, ": ", ir::loop::ReduceKindName(op.reduce),
                                " over ", ir::DTypeName(k.body[op.args[0]].dtype));
       return c;
@@ -582,10 +603,10 @@ std::string ShortLaneInvariantReduce(const VecAnalysis& a, int i, int var) {
                       kMinInnerReduceExtent, ")");
 }
 
-// Pointwise ops on f32 / i32 whose row has no vector instruction: the
+// Pointwise ops on vector dtypes whose row has no vector instruction: the
 // emitter calls their scalar form lane by lane.
 bool LanewiseMath(OpCode code, DType in) {
-  if (in != DType::kF32 && in != DType::kI32) return false;
+  if (!IsVecDType(in)) return false;
   const OpForm* form = FindOpForm(code, ir::loop::OperandKindOf(in));
   return form != nullptr && form->lanewise();
 }
