@@ -12,6 +12,7 @@
 #include "passes/graph/eliminate_identity.h"
 #include "passes/graph/fold_batch_norm.h"
 #include "passes/graph/fold_binary_into_weights.h"
+#include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 
@@ -27,7 +28,8 @@ std::unique_ptr<GraphPass> Create() {
 constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<EliminateDeadCode>,      Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
-    Create<FoldConstantTranspose>,  Create<FuseOneDnnPostOps>,
+    Create<FoldCastChains>,         Create<FoldConstantTranspose>,
+    Create<FuseOneDnnPostOps>,
 };
 
 }  // namespace
@@ -83,7 +85,11 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
 
 GraphPipeline DefaultGraphPipeline() {
   GraphPipeline p;
-  // Identity/Dropout removal first: later pattern matchers (BatchNorm
+  // Cast chains first: the casts to a value's own type it exposes (an fp16
+  // model's f16 -> f32 -> f16 round trips) become Identity nodes, which
+  // eliminate-identity removes next; producers then sit next to consumers.
+  p.Add(std::make_unique<FoldCastChains>());
+  // Identity/Dropout removal next: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());
   // Before the weight folds: MatMul(x, Transpose(W)) must read a plain
