@@ -657,6 +657,61 @@ TEST(Codegen, NarrowBuffersLoadStoreAndCastExactly) {
   }
 }
 
+// f64 kernels (every value f64, as exporters' ReduceMean / LayerNorm
+// statistics): f64 lanes, f32-only math lane by lane, reductions along the
+// row and across rows; a kernel mixing f64 and f32 stays scalar.
+TEST(Codegen, F64KernelsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "f64 kernels";
+  c.tol = interp::Tolerance{1e-12, 1e-12, {}};
+  LoopProgram& p = c.program;
+  const int64_t rows = 5, cols = 67;
+  const int x = p.AddBuffer("x", DType::kF64, {rows, cols}, BufferKind::kInput);
+  const int xf = p.AddBuffer("xf", DType::kF32, {rows, cols}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kProd}) {
+    const std::string name(ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer("row_" + name, DType::kF64, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "row_" + name, {rows}, {cols});
+    b.Store(y, b.i(0), b.Reduce(rk, b.Load(x, b.i(0) * cols + b.r(0))));
+    const int yc = p.AddBuffer("col_" + name, DType::kF64, {cols}, BufferKind::kOutput);
+    KernelBuilder bc(&p, "col_" + name, {cols}, {rows});
+    bc.Store(yc, bc.i(0), bc.Reduce(rk, bc.Load(x, bc.r(0) * cols + bc.i(0))));
+  }
+  {  // mean and centred square, the ReduceMean / LayerNorm pattern
+    const int y = p.AddBuffer("centred", DType::kF64, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "centred", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int d = b.Binary(OpCode::kSub, b.Load(x, at), b.Constant(DType::kF64, 0.25));
+    const int e = b.Unary(OpCode::kExp, b.Binary(OpCode::kMul, d, d));
+    b.Store(y, at, b.Binary(OpCode::kDiv, e, b.Unary(OpCode::kSqrt, b.Unary(OpCode::kAbs, d))));
+  }
+  {
+    const int y = p.AddBuffer("mixed", DType::kF32, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "mixed", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int s = b.Binary(OpCode::kAdd, b.Load(x, at), b.Cast(b.Load(xf, at), DType::kF64));
+    b.Store(y, at, b.Cast(s, DType::kF32));
+  }
+  c.inputs["x"] = RandomTensor(DType::kF64, {rows, cols}, 41, -1.5, 1.5, /*specials=*/false);
+  Tensor& xt = c.inputs["x"];
+  xt.data<double>()[3] = std::numeric_limits<double>::quiet_NaN();
+  xt.data<double>()[cols + 4] = std::numeric_limits<double>::infinity();
+  c.inputs["xf"] = RandomTensor(DType::kF32, {rows, cols}, 42, -1, 1);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    if (k.name == "mixed") {
+      EXPECT_EQ(k.vec.kind, VecStatus::Kind::kScalar) << k.name;
+      EXPECT_THAT(k.vec.reason, HasSubstr("f64 is not vectorized beside other dtypes"));
+      continue;
+    }
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+}
+
 // Reductions over f16 and bf16 rows (a ReduceMean / LayerNorm statistic of
 // an fp16 model) vectorized along the row, accumulating in f32 lanes.
 TEST(Codegen, HalfAndBFloat16ReductionsVectorized) {

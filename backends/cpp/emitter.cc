@@ -88,6 +88,9 @@ std::string StoreConversion(DType t, const std::string& v) {
 // Whether values of `t` are held in the f32 lanes of vector code (f16 and
 // bf16 too); i32, i8 and u8 values are held in i32 lanes, bool as masks.
 bool InF32Lanes(DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t); }
+// Values held in the float lanes of `df`: f32 lanes, or f64 ones in f64
+// kernels (VecAnalysis::f64, where df is a tag of double).
+bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
 
 // Whether code for the program reads kiln_rt's low-precision helpers.
 bool UsesLowPrecision(const LoopProgram& p) {
@@ -593,9 +596,11 @@ class KernelEmitter {
 
   // Tag of a vector value of dtype t ("df" or "di"); bool values are masks
   // of df, f16 and bf16 values f32 lanes, i8 and u8 values i32 lanes.
-  static const char* Tag(DType t) { return InF32Lanes(t) || t == DType::kBool ? "df" : "di"; }
+  static const char* Tag(DType t) { return InFloatLanes(t) || t == DType::kBool ? "df" : "di"; }
   // The C++ type of one lane of a vector value of dtype t (bool: i32 0/1).
-  static const char* LaneType(DType t) { return InF32Lanes(t) ? "float" : "int32_t"; }
+  static const char* LaneType(DType t) {
+    return t == DType::kF64 ? "double" : InF32Lanes(t) ? "float" : "int32_t";
+  }
 
   // A contiguous vector load of op i's buffer at `ptr` (kiln_n lanes in a
   // tail step): narrow buffers widen into f32 / i32 lanes.
@@ -619,7 +624,7 @@ class KernelEmitter {
     const std::string load = absl::StrCat(
         "[&]() { ", prologue, "alignas(64) ", LaneType(t),
         " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ", conv,
-        "; return hn::Load(", InF32Lanes(t) ? "df" : "di", ", kiln_t); }()");
+        "; return hn::Load(", InFloatLanes(t) ? "df" : "di", ", kiln_t); }()");
     if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
     return load;
   }
@@ -822,7 +827,7 @@ class KernelEmitter {
     const OpForm* form =
         op.args.empty() ? nullptr : FindOpForm(op.code, ir::loop::OperandKindOf(adt(0)));
     if (form == nullptr) return "/* unsupported */";
-    if (form->lanewise()) {
+    if (t == DType::kF64 || adt(0) == DType::kF64 ? F64Lanewise(*form) : form->lanewise()) {
       return Lanewise(i, var, ExpandForm(form->scalar, {"a", "b"}, ValueType(t)));
     }
     std::vector<std::string> args;
@@ -899,7 +904,7 @@ class KernelEmitter {
   }
 
   std::string Identity(ReduceKind rk, DType t) const {
-    const bool f = InF32Lanes(t);
+    const bool f = InFloatLanes(t);
     switch (rk) {
       case ReduceKind::kSum: return f ? "hn::Zero(df)" : "hn::Zero(di)";
       case ReduceKind::kProd: return f ? "hn::Set(df, 1.0f)" : "hn::Set(di, 1)";
@@ -930,7 +935,7 @@ class KernelEmitter {
       default: {
         const char* fn = rk == ReduceKind::kMax ? "hn::Max" : "hn::Min";
         w_.Line(absl::StrCat(acc, " = ", fn, "(", acc, ", ", xm, ");"));
-        if (InF32Lanes(t)) {
+        if (InFloatLanes(t)) {
           const std::string isnan = absl::StrCat("hn::IsNaN(", x, ")");
           w_.Line(absl::StrCat(acc, "_nan = hn::Or(", acc, "_nan, ",
                                mask.empty() ? isnan : absl::StrCat("hn::And(", mask, ", ", isnan, ")"),
@@ -944,7 +949,7 @@ class KernelEmitter {
     const Op& op = k_.body[i];
     const std::string acc = absl::StrCat("kiln_acc", i);
     w_.Line(absl::StrCat("auto ", acc, " = ", Identity(op.reduce, op.dtype), ";"));
-    if (InF32Lanes(op.dtype) &&
+    if (InFloatLanes(op.dtype) &&
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("auto ", acc, "_nan = hn::FirstN(df, 0);"));
     }
@@ -962,7 +967,7 @@ class KernelEmitter {
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
     const std::string acc = absl::StrCat("kiln_acc", i);
-    if (InF32Lanes(op.dtype) &&
+    if (InFloatLanes(op.dtype) &&
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
@@ -1047,8 +1052,8 @@ class KernelEmitter {
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
     // Horizontal combine in double / 64-bit, as the scalar form.
-    const bool f = InF32Lanes(t);
-    w_.Line(absl::StrCat("alignas(64) ", f ? "float" : "int32_t", " ", acc, "_l[kKilnMaxLanes];"));
+    const bool f = InFloatLanes(t);
+    w_.Line(absl::StrCat("alignas(64) ", LaneType(t), " ", acc, "_l[kKilnMaxLanes];"));
     w_.Line(absl::StrCat("hn::Store(", acc, ", ", f ? "df" : "di", ", ", acc, "_l);"));
     std::string combine, result;
     switch (op.reduce) {
@@ -1074,7 +1079,7 @@ class KernelEmitter {
       }
     }
     w_.Line(absl::StrCat("const ", ValueType(t), " ", S(i), " = ",
-                         f ? absl::StrCat("static_cast<float>(", acc, "_h)")
+                         f ? absl::StrCat("static_cast<", ValueType(t), ">(", acc, "_h)")
                            : absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(", acc, "_h))"),
                          ";"));
   }
@@ -1191,7 +1196,14 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
                         plan.parallel_pos >= 0 ? ", parallel" : ""));
     w.Open(absl::StrCat("static int ", fn, "(", absl::StrJoin(params, ", "), ")"));
     w.Line("int kiln_err = 0;");
-    if (vector) {
+    if (vector && plan.analysis.f64) {
+      // f64 lanes (every value of the kernel is f64): di is unused.
+      w.Line("const hn::ScalableTag<double> df;");
+      w.Line("const hn::RebindToSigned<decltype(df)> di;");
+      w.Line("const int64_t kL = static_cast<int64_t>(hn::Lanes(df));");
+      w.Line("(void)di;");
+      w.Line("(void)kL;");
+    } else if (vector) {
       w.Line("const hn::ScalableTag<float> df;");
       w.Line("const hn::RebindToSigned<decltype(df)> di;");
       w.Line("const int64_t kL = static_cast<int64_t>(hn::Lanes(df));");

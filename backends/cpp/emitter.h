@@ -75,7 +75,9 @@
 //    u8 values in i32 lanes for loads, stores, casts and selects (i8 / u8
 //    arithmetic is scalar: it would need a wrap per op). A pointwise op
 //    whose row in ir/loop/opcodes.def has no vector instruction, such as tan
-//    or i32 div, runs its scalar form lane by lane. Other dtypes (i64, f64),
+//    or i32 div, runs its scalar form lane by lane. Kernels whose every
+//    value is f64 run on f64 lanes (df a tag of double; rows with f32-only
+//    Highway math lane by lane); f64 beside other dtypes, i64 values,
 //    argmax reductions and Welford reductions that would need per-lane
 //    accumulators are scalar (the reason is recorded); Welford along the
 //    last reduction variable is two vector passes (sum, squared deviations).

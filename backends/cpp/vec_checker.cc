@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "backends/cpp/op_forms.h"
 
@@ -56,9 +57,32 @@ bool IsArgReduce(ReduceKind k) {
 
 uint64_t Bit(int var) { return VarBit(var); }
 
+// Whether every value and accessed buffer of k is f64, with no index or
+// indirect op (VecAnalysis::f64).
+bool IsF64Kernel(const LoopProgram& p, const Kernel& k) {
+  if (k.body.empty()) return false;
+  for (const Op& op : k.body) {
+    if (op.code == OpCode::kIndex || op.code == OpCode::kLoadIndirect ||
+        op.code == OpCode::kStoreIndirect) {
+      return false;
+    }
+    if (op.is_load() || op.is_store()) {
+      if (p.buffers[op.buffer].dtype != DType::kF64) return false;
+    }
+    if (!op.is_store() && op.dtype != DType::kF64) return false;
+  }
+  return true;
+}
+
+// Whether values of `t` have a vector form in kernels analysed as `a`.
+bool VecDTypeIn(const VecAnalysis& a, DType t) {
+  return a.f64 ? t == DType::kF64 : IsVecDType(t);
+}
+
 VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
   VecAnalysis a;
   a.k = &k;
+  a.f64 = IsF64Kernel(p, k);
   a.extents = k.VarExtents();
   const size_t n = k.body.size();
   a.index.resize(n);
@@ -359,7 +383,7 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
   }
   if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
     const Buffer& b = p.buffers[op.buffer];
-    if (!IsVecDType(b.dtype)) {
+    if (!VecDTypeIn(a, b.dtype)) {
       return fail(absl::StrCat("buffer dtype ", ir::DTypeName(b.dtype),
                                " is not vectorized"));
     }
@@ -384,11 +408,12 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
     }
     return;
   }
-  if (!IsVecDType(op.dtype)) {
-    return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
+  if (!VecDTypeIn(a, op.dtype)) {
+    return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized",
+                             op.dtype == DType::kF64 ? " beside other dtypes" : ""));
   }
   for (size_t j = 0; j < op.args.size(); ++j) {
-    if (!IsVecDType(dt(static_cast<int>(j)))) {
+    if (!VecDTypeIn(a, dt(static_cast<int>(j)))) {
       return fail(absl::StrCat("operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
                                " is not vectorized"));
     }
@@ -603,12 +628,28 @@ std::string ShortLaneInvariantReduce(const VecAnalysis& a, int i, int var) {
                       kMinInnerReduceExtent, ")");
 }
 
-// Pointwise ops on vector dtypes whose row has no vector instruction: the
-// emitter calls their scalar form lane by lane.
+}  // namespace
+
+bool F64Lanewise(const OpForm& form) {
+  if (form.lanewise()) return true;
+  // f32-only helpers (range checks and polynomials for float); the generic
+  // ones work on any float tag.
+  std::string rest = form.vector;
+  for (const char* generic : {"KilnMaxF(", "KilnMinF(", "KilnSignF("}) {
+    rest = absl::StrReplaceAll(rest, {{generic, ""}});
+  }
+  return absl::StrContains(rest, "Kiln");
+}
+
+namespace {
+
+// Pointwise ops on vector dtypes whose row has no vector instruction (for
+// f64, no f64 one): the emitter calls their scalar form lane by lane.
 bool LanewiseMath(OpCode code, DType in) {
-  if (!IsVecDType(in)) return false;
+  if (!IsVecDType(in) && in != DType::kF64) return false;
   const OpForm* form = FindOpForm(code, ir::loop::OperandKindOf(in));
-  return form != nullptr && form->lanewise();
+  if (form == nullptr) return false;
+  return in == DType::kF64 ? F64Lanewise(*form) : form->lanewise();
 }
 
 std::string StrideText(const VecAnalysis& a, int i, int var) {
