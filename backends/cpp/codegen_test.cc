@@ -665,7 +665,7 @@ TEST(Codegen, F64KernelsVectorized) {
   std::vector<ProgramCase> cases(1);
   ProgramCase& c = cases[0];
   c.name = "f64 kernels";
-  c.tol = interp::Tolerance{1e-12, 1e-12, {}};
+  c.tol = interp::Tolerance{1e-12, 1e-12, {}};  // f64 sums in another order
   LoopProgram& p = c.program;
   const int64_t rows = 5, cols = 67;
   const int x = p.AddBuffer("x", DType::kF64, {rows, cols}, BufferKind::kInput);
@@ -687,12 +687,29 @@ TEST(Codegen, F64KernelsVectorized) {
     const int e = b.Unary(OpCode::kExp, b.Binary(OpCode::kMul, d, d));
     b.Store(y, at, b.Binary(OpCode::kDiv, e, b.Unary(OpCode::kSqrt, b.Unary(OpCode::kAbs, d))));
   }
-  {
-    const int y = p.AddBuffer("mixed", DType::kF32, {rows, cols}, BufferKind::kOutput);
-    KernelBuilder b(&p, "mixed", {rows, cols});
+  {  // f32 in, f32 out, f64 in between: f32 values on f64 lanes
+    const int y = p.AddBuffer("f32_f64", DType::kF32, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "f32_f64", {rows, cols});
     const auto at = b.i(0) * cols + b.i(1);
     const int s = b.Binary(OpCode::kAdd, b.Load(x, at), b.Cast(b.Load(xf, at), DType::kF64));
-    b.Store(y, at, b.Cast(s, DType::kF32));
+    const int f = b.Binary(OpCode::kMul, b.Cast(s, DType::kF32), b.Load(xf, at));
+    b.Store(y, at, b.Unary(OpCode::kExp, f));
+  }
+  {  // ReduceMean in f64 of an f32 input, as some exporters write it
+    const int y = p.AddBuffer("mean_f32", DType::kF32, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "mean_f32", {rows}, {cols});
+    const int v = b.Cast(b.Load(xf, b.i(0) * cols + b.r(0)), DType::kF64);
+    const int m = b.Binary(OpCode::kDiv, b.Reduce(ReduceKind::kSum, v),
+                           b.Constant(DType::kF64, static_cast<double>(cols)));
+    b.Store(y, b.i(0), b.Cast(m, DType::kF32));
+  }
+  {
+    const int w = p.AddBuffer("w", DType::kI32, {rows, cols}, BufferKind::kInput);
+    const int y = p.AddBuffer("mixed", DType::kF64, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "mixed", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    b.Store(y, at, b.Binary(OpCode::kAdd, b.Load(x, at), b.Cast(b.Load(w, at), DType::kF64)));
+    c.inputs["w"] = RandomTensor(DType::kI32, {rows, cols}, 43, -100, 100);
   }
   c.inputs["x"] = RandomTensor(DType::kF64, {rows, cols}, 41, -1.5, 1.5, /*specials=*/false);
   Tensor& xt = c.inputs["x"];

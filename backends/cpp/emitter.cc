@@ -95,7 +95,8 @@ bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
 // Whether code for the program reads kiln_rt's low-precision helpers.
 bool UsesLowPrecision(const LoopProgram& p) {
   auto lowp = [](DType t) {
-    return ir::IsLowPrecisionFloat(t) || t == DType::kI8 || t == DType::kU8;
+    return ir::IsLowPrecisionFloat(t) || t == DType::kI8 || t == DType::kU8 ||
+           t == DType::kF64;
   };
   for (const Buffer& b : p.buffers) {
     if (lowp(b.dtype)) return true;
@@ -598,14 +599,16 @@ class KernelEmitter {
   // of df, f16 and bf16 values f32 lanes, i8 and u8 values i32 lanes.
   static const char* Tag(DType t) { return InFloatLanes(t) || t == DType::kBool ? "df" : "di"; }
   // The C++ type of one lane of a vector value of dtype t (bool: i32 0/1).
-  static const char* LaneType(DType t) {
-    return t == DType::kF64 ? "double" : InF32Lanes(t) ? "float" : "int32_t";
+  const char* LaneType(DType t) const {
+    if (a_.f64 && InFloatLanes(t)) return "double";
+    return InF32Lanes(t) ? "float" : "int32_t";
   }
 
   // A contiguous vector load of op i's buffer at `ptr` (kiln_n lanes in a
   // tail step): narrow buffers widen into f32 / i32 lanes.
   std::string ContiguousLoad(int i, const std::string& ptr, bool tail) const {
     const DType bt = Buf(i).dtype;
+    if (a_.f64 && bt == DType::kF32) return absl::StrCat("KilnLoadF32AsF64(df, ", ptr, ", kiln_n)");
     switch (bt) {
       case DType::kBool: return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
       case DType::kF16: return absl::StrCat("KilnLoadF16(df, ", ptr, ", kiln_n)");
@@ -740,6 +743,11 @@ class KernelEmitter {
   // integer truncates, NaN 0, saturates to int64 then wraps (KilnF32ToI32,
   // then KilnWrapI8 / KilnWrapU8); integers wrap; to bool is != 0.
   static std::string CastVector(DType from, DType t, const std::string& v) {
+    // f32 <-> f64 on the f64 lanes of an f64 kernel: the value as is (an f32
+    // result is rounded by its op, EmitVectorOp).
+    if (InFloatLanes(from) && InFloatLanes(t) && (from == DType::kF64 || t == DType::kF64)) {
+      return v;
+    }
     if (InF32Lanes(t)) {
       std::string r;
       if (InF32Lanes(from)) {
@@ -827,7 +835,7 @@ class KernelEmitter {
     const OpForm* form =
         op.args.empty() ? nullptr : FindOpForm(op.code, ir::loop::OperandKindOf(adt(0)));
     if (form == nullptr) return "/* unsupported */";
-    if (t == DType::kF64 || adt(0) == DType::kF64 ? F64Lanewise(*form) : form->lanewise()) {
+    if (a_.f64 ? F64Lanewise(*form) : form->lanewise()) {
       return Lanewise(i, var, ExpandForm(form->scalar, {"a", "b"}, ValueType(t)));
     }
     std::vector<std::string> args;
@@ -843,6 +851,10 @@ class KernelEmitter {
       const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
       if (bt == DType::kBool) {
         w_.Line(absl::StrCat("KilnStoreBool(df, ", v, ", ", ptr, ", kiln_n);"));
+        return;
+      }
+      if (a_.f64 && bt == DType::kF32) {
+        w_.Line(absl::StrCat("KilnStoreF64AsF32(df, ", v, ", ", ptr, ", kiln_n);"));
         return;
       }
       const char* narrow = bt == DType::kF16    ? "KilnStoreF16(df, "
@@ -900,7 +912,12 @@ class KernelEmitter {
     }
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
     if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
-    w_.Line(absl::StrCat("const auto ", V(i), " = ", VectorExpr(i, var, tail), ";"));
+    std::string e = VectorExpr(i, var, tail);
+    // f32 values on f64 lanes: each op's result rounded to f32 (loads are).
+    if (a_.f64 && op.dtype == DType::kF32 && op.code != OpCode::kLoad) {
+      e = absl::StrCat("KilnRoundF32(df, ", e, ")");
+    }
+    w_.Line(absl::StrCat("const auto ", V(i), " = ", e, ";"));
   }
 
   std::string Identity(ReduceKind rk, DType t) const {
@@ -971,6 +988,8 @@ class KernelEmitter {
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
+    } else if (a_.f64 && op.dtype == DType::kF32) {
+      w_.Line(absl::StrCat("const auto ", V(i), " = KilnRoundF32(df, ", acc, ");"));
     } else {
       w_.Line(absl::StrCat("const auto ", V(i), " = ", acc, ";"));
     }

@@ -617,6 +617,24 @@ HWY_INLINE hn::Vec<DF> KilnRoundBF16(DF df, hn::Vec<DF> v) {
   return hn::BitCast(df, hn::And(KilnBF16Bits(df, v), hn::Set(du, 0xffff0000u)));
 }
 
+// f32 buffers and values in kernels on f64 lanes: widened exactly, and
+// rounded to f32 after every op that makes an f32 value.
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadF32AsF64(DD dd, const float* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadNarrow(df32, p, n));
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsF32(DD dd, hn::Vec<DD> v, float* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreNarrow(hn::DemoteTo(df32, v), df32, p, n);
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundF32(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, hn::DemoteTo(df32, v));
+}
+
 // i8 / u8 buffers in i32 lanes. Their values are already in range (every
 // op of those dtypes wraps), so the saturating DemoteTo stores them exactly.
 template <class DI, class T>

@@ -57,26 +57,30 @@ bool IsArgReduce(ReduceKind k) {
 
 uint64_t Bit(int var) { return VarBit(var); }
 
-// Whether every value and accessed buffer of k is f64, with no index or
-// indirect op (VecAnalysis::f64).
+// Whether k has f64 values and every value and accessed buffer is f64 or
+// f32, with no index or indirect op (VecAnalysis::f64).
 bool IsF64Kernel(const LoopProgram& p, const Kernel& k) {
-  if (k.body.empty()) return false;
+  auto f = [](DType t) { return t == DType::kF64 || t == DType::kF32; };
+  bool any_f64 = false;
   for (const Op& op : k.body) {
     if (op.code == OpCode::kIndex || op.code == OpCode::kLoadIndirect ||
         op.code == OpCode::kStoreIndirect) {
       return false;
     }
     if (op.is_load() || op.is_store()) {
-      if (p.buffers[op.buffer].dtype != DType::kF64) return false;
+      if (!f(p.buffers[op.buffer].dtype)) return false;
     }
-    if (!op.is_store() && op.dtype != DType::kF64) return false;
+    if (!op.is_store()) {
+      if (!f(op.dtype)) return false;
+      any_f64 |= op.dtype == DType::kF64;
+    }
   }
-  return true;
+  return any_f64;
 }
 
 // Whether values of `t` have a vector form in kernels analysed as `a`.
 bool VecDTypeIn(const VecAnalysis& a, DType t) {
-  return a.f64 ? t == DType::kF64 : IsVecDType(t);
+  return a.f64 ? (t == DType::kF64 || t == DType::kF32) : IsVecDType(t);
 }
 
 VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
@@ -319,7 +323,7 @@ std::optional<int64_t> HardwareGatherStride(const LoopProgram& p, const VecAnaly
   if (o.code != OpCode::kLoad && o.code != OpCode::kStore) return std::nullopt;
   if (a.lane_index[op] || a.lane_cast_src[op]) return std::nullopt;
   const DType t = p.buffers[o.buffer].dtype;
-  if (t != DType::kF32 && t != DType::kI32) return std::nullopt;
+  if ((t != DType::kF32 && t != DType::kI32) || a.f64) return std::nullopt;
   const std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (!s.has_value() || *s == 0 || *s == 1) return std::nullopt;
   constexpr int64_t kLimit = std::numeric_limits<int32_t>::max() / kMaxVectorLanes;
@@ -469,7 +473,7 @@ VecCheck CheckInnerReduce(const LoopProgram& p, const VecAnalysis& a, int i) {
     // the sum gives the mean, then the squared deviations from that mean
     // give the variance; lanes combine in double.
     auto f32_lanes = [](DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t); };
-    if (!f32_lanes(op.dtype) || !f32_lanes(k.body[op.args[0]].dtype)) {
+    if (a.f64 || !f32_lanes(op.dtype) || !f32_lanes(k.body[op.args[0]].dtype)) {
       c.failure = absl::StrCat("op #", i, ": ", ir::loop::ReduceKindName(op.reduce),
                                " over ", ir::DTypeName(k.body[op.args[0]].dtype));
       return c;
@@ -500,7 +504,7 @@ bool TileableLoad(const LoopProgram& p, const VecAnalysis& a, int i, int var, in
   const Op& op = a.k->body[i];
   if (op.code != OpCode::kLoad || a.lane_index[i]) return false;
   const DType t = p.buffers[op.buffer].dtype;
-  if (t != DType::kF32 && t != DType::kI32) return false;
+  if ((t != DType::kF32 && t != DType::kI32) || a.f64) return false;
   const std::optional<int64_t> sv = ir::loop::StrideOf(a.index[i], var);
   const std::optional<int64_t> st = ir::loop::StrideOf(a.index[i], tile);
   return sv.has_value() && *sv != 0 && *sv != 1 && st.has_value() && *st == 1;
@@ -643,13 +647,13 @@ bool F64Lanewise(const OpForm& form) {
 
 namespace {
 
-// Pointwise ops on vector dtypes whose row has no vector instruction (for
-// f64, no f64 one): the emitter calls their scalar form lane by lane.
-bool LanewiseMath(OpCode code, DType in) {
+// Pointwise ops on vector dtypes whose row has no vector instruction (in
+// f64 kernels, no f64 one): the emitter calls their scalar form lane by lane.
+bool LanewiseMath(const VecAnalysis& a, OpCode code, DType in) {
   if (!IsVecDType(in) && in != DType::kF64) return false;
   const OpForm* form = FindOpForm(code, ir::loop::OperandKindOf(in));
   if (form == nullptr) return false;
-  return in == DType::kF64 ? F64Lanewise(*form) : form->lanewise();
+  return a.f64 ? F64Lanewise(*form) : form->lanewise();
 }
 
 std::string StrideText(const VecAnalysis& a, int i, int var) {
@@ -713,7 +717,7 @@ OpDecision DecideInContext(const LoopProgram& p, const VecAnalysis& a, const Vec
       break;
   }
   const DType in = op.args.empty() ? op.dtype : k.body[op.args[0]].dtype;
-  if (LanewiseMath(op.code, in)) {
+  if (LanewiseMath(a, op.code, in)) {
     return {OpVec::kPerLane, absl::StrCat("no vector instruction for ", ir::DTypeName(in), " ",
                                           ir::loop::OpCodeName(op.code))};
   }

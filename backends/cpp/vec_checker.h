@@ -62,10 +62,12 @@ struct VecAnalysis {
   // casts to one that has it: in a vector context the cast converts lane by
   // lane from memory.
   std::vector<bool> lane_cast_src;
-  // Every value and accessed buffer is f64 (and there is no index or
-  // indirect access): vector code runs on f64 lanes (df is a tag of double,
-  // half the lanes of f32); rows whose vector form is f32-only math run
-  // lane by lane. Kernels mixing f64 with other dtypes stay scalar.
+  // The kernel has f64 values and every value and accessed buffer is f64 or
+  // f32 (no index or indirect access): vector code runs on f64 lanes (df is
+  // a tag of double, half the lanes of f32), f32 values too, rounded to f32
+  // after every op that makes one (as the interpreter computes f32 in double
+  // and rounds); rows whose vector form is f32-only math run lane by lane.
+  // Kernels mixing f64 with other dtypes stay scalar.
   bool f64 = false;
   std::string hazard;             // non-empty: ops must keep body order
   bool empty = false;             // an iteration extent is 0
