@@ -126,8 +126,8 @@ TEST(Pipeline, DumpObserverWritesGraphLoopAndCpp) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(ReadFile(dir + "/graph/00-input.txt"), HasSubstr("= BatchNormalization("));
   // fold-batch-norm changed the graph; fold-constant-transpose had nothing.
-  EXPECT_EQ(ReadFile(dir + "/graph/03-fold-constant-transpose.txt"), "(unchanged)\n");
-  EXPECT_THAT(ReadFile(dir + "/graph/04-fold-batch-norm.txt"),
+  EXPECT_EQ(ReadFile(dir + "/graph/04-fold-constant-transpose.txt"), "(unchanged)\n");
+  EXPECT_THAT(ReadFile(dir + "/graph/05-fold-batch-norm.txt"),
               ::testing::Not(HasSubstr("= BatchNormalization(")));
   EXPECT_THAT(ReadFile(dir + "/loop/00-input.txt"), HasSubstr("kernel "));
   EXPECT_TRUE(fs::exists(dir + "/loop/06-propagate-layout.txt"));
@@ -175,7 +175,7 @@ TEST(Pipeline, EagerRunsNoFusionAndNoLoopPass) {
     EXPECT_THAT(c, ::testing::Not(HasSubstr("fuse-onednn-post-ops")));
     EXPECT_THAT(c, ::testing::Not(HasSubstr("fold-batch-norm")));
   }
-  EXPECT_THAT(seen.calls, ::testing::Contains("graph 2 eliminate-identity"));
+  EXPECT_THAT(seen.calls, ::testing::Contains("graph 3 eliminate-identity"));
 }
 
 TEST(Pipeline, Refusals) {
@@ -183,7 +183,8 @@ TEST(Pipeline, Refusals) {
   o.disabled_passes = {"no-such-pass"};
   absl::StatusOr<CompiledProgram> p = Compile(TinyCnn(), ScalarTarget(), o, nullptr);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(p.status().message(), HasSubstr("graph passes: compute-f16-in-f32, eliminate-identity"));
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("graph passes: compute-f16-in-f32, fold-cast-chains, eliminate-identity"));
   EXPECT_THAT(p.status().message(), HasSubstr("loop passes: eliminate-dead-buffers"));
 
   p = Compile(TinyCnn(), Target{}, {}, nullptr);

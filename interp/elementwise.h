@@ -35,7 +35,7 @@ template <typename T>
 constexpr unsigned ClassOf() {
   if constexpr (std::is_same_v<T, bool>) {
     return kBool;
-  } else if constexpr (std::is_same_v<T, ir::Float16> ||
+  } else if constexpr (ir::kIsLowPrecision<T> ||
                        std::is_floating_point_v<T>) {
     return kFloat;
   } else if constexpr (std::is_signed_v<T>) {
@@ -52,15 +52,16 @@ inline absl::Status WrongDType(const OpContext& ctx, ir::DType dtype) {
   return ctx.Error("does not accept ", ir::DTypeName(dtype), " inputs");
 }
 
-// ---- Element conversions. f16 is loaded as float, computed, stored back.
+// ---- Element conversions. f16 and bf16 are loaded as float, computed,
+// stored back.
 
 template <typename T>
-using Compute = std::conditional_t<std::is_same_v<T, ir::Float16>, float, T>;
+using Compute = std::conditional_t<ir::kIsLowPrecision<T>, float, T>;
 
 template <typename T>
 Compute<T> Load(T v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::HalfToFloat(v);
+  if constexpr (ir::kIsLowPrecision<T>) {
+    return ir::ToFloat(v);
   } else {
     return v;
   }
@@ -68,8 +69,8 @@ Compute<T> Load(T v) {
 
 template <typename T>
 T Store(Compute<T> v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::FloatToHalf(v);
+  if constexpr (ir::kIsLowPrecision<T>) {
+    return ir::FromFloat<T>(v);
   } else {
     return v;
   }
@@ -91,10 +92,10 @@ To FloatToInt(double v) {
 // Cast semantics for one element between any two storage types.
 template <typename To, typename From>
 To Convert(From v) {
-  if constexpr (std::is_same_v<From, ir::Float16>) {
-    return Convert<To>(ir::HalfToFloat(v));
-  } else if constexpr (std::is_same_v<To, ir::Float16>) {
-    return ir::FloatToHalf(static_cast<float>(v));
+  if constexpr (ir::kIsLowPrecision<From>) {
+    return Convert<To>(ir::ToFloat(v));
+  } else if constexpr (ir::kIsLowPrecision<To>) {
+    return ir::FromFloat<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_floating_point_v<From> &&

@@ -33,6 +33,7 @@ std::optional<DType> DTypeFromOnnx(int64_t onnx_type) {
     case 7: return DType::kI64;
     case 9: return DType::kBool;
     case 10: return DType::kF16;
+    case 16: return DType::kBF16;
     case 11: return DType::kF64;
     default: return std::nullopt;
   }

@@ -76,13 +76,14 @@ struct TypeTag {
 };
 
 // Calls f(TypeTag<T>{}) with T the storage type of `dtype` and returns what
-// it returns. f16 dispatches as ir::Float16: kernels that compute convert
-// with HalfToFloat / FloatToHalf.
+// it returns. f16 and bf16 dispatch as ir::Float16 / ir::BFloat16: kernels
+// that compute convert with ir::ToFloat / ir::FromFloat<T>.
 template <typename F>
 auto DispatchDType(ir::DType dtype, F&& f) {
   switch (dtype) {
     case ir::DType::kF32: return f(TypeTag<float>{});
     case ir::DType::kF16: return f(TypeTag<ir::Float16>{});
+    case ir::DType::kBF16: return f(TypeTag<ir::BFloat16>{});
     case ir::DType::kF64: return f(TypeTag<double>{});
     case ir::DType::kI64: return f(TypeTag<int64_t>{});
     case ir::DType::kI32: return f(TypeTag<int32_t>{});
@@ -95,7 +96,7 @@ auto DispatchDType(ir::DType dtype, F&& f) {
 }
 
 template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, ir::Float16>;
+constexpr bool kIsHalf = ir::kIsLowPrecision<T>;  // f16 or bf16
 template <typename T>
 constexpr bool kIsFloat = kIsHalf<T> || std::is_floating_point_v<T>;
 template <typename T>
@@ -104,7 +105,7 @@ constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 template <typename T>
 double ToDouble(T v) {
   if constexpr (kIsHalf<T>) {
-    return ir::HalfToFloat(v);
+    return ir::ToFloat(v);
   } else {
     return static_cast<double>(v);
   }
@@ -115,8 +116,8 @@ double ToDouble(T v) {
 // v != 0.
 template <typename T>
 T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::FloatToHalf(static_cast<float>(v));
+  if constexpr (kIsHalf<T>) {
+    return ir::FromFloat<T>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -139,7 +140,7 @@ using KeyT = std::conditional_t<kIsHalf<T>, float, T>;
 template <typename T>
 KeyT<T> Key(T v) {
   if constexpr (kIsHalf<T>) {
-    return ir::HalfToFloat(v);
+    return ir::ToFloat(v);
   } else {
     return v;
   }
@@ -157,8 +158,8 @@ bool IsNan(K v) {
 // integers) load and store through these: plain casts, f16 via float.
 template <typename Acc, typename T>
 Acc LoadAs(T v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return static_cast<Acc>(ir::HalfToFloat(v));
+  if constexpr (kIsHalf<T>) {
+    return static_cast<Acc>(ir::ToFloat(v));
   } else {
     return static_cast<Acc>(v);
   }
@@ -166,8 +167,8 @@ Acc LoadAs(T v) {
 
 template <typename T, typename Acc>
 T StoreAs(Acc v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::FloatToHalf(static_cast<float>(v));
+  if constexpr (kIsHalf<T>) {
+    return ir::FromFloat<T>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
   } else {

@@ -993,6 +993,7 @@ absl::StatusOr<Outputs> LayerNormalization(OpContext& ctx) {
   switch (stash_type) {
     case 1: stash = DType::kF32; break;
     case 10: stash = DType::kF16; break;
+    case 16: stash = DType::kBF16; break;
     case 11: stash = DType::kF64; break;
     default:
       return absl::UnimplementedError(absl::StrCat(

@@ -551,7 +551,8 @@ TEST(Where, ThreeWayBroadcast) {
 
 constexpr int64_t kOnnxFloat = 1, kOnnxUint8 = 2, kOnnxInt8 = 3,
                   kOnnxString = 8, kOnnxInt32 = 6, kOnnxInt64 = 7,
-                  kOnnxBool = 9, kOnnxFloat16 = 10, kOnnxDouble = 11;
+                  kOnnxBool = 9, kOnnxFloat16 = 10, kOnnxDouble = 11,
+                  kOnnxBFloat16 = 16;
 
 TEST(Cast, FloatToIntTruncatesTowardZero) {
   Tensor x = F32({5}, {-2.7f, -0.5f, 0.5f, 2.7f, 100});
@@ -576,7 +577,7 @@ TEST(Cast, RoundTripsThroughEveryDType) {
   // Small non-negative integers survive a round trip through every dtype.
   Tensor x = F32({3}, {0, 1, 100});
   for (int64_t to : {kOnnxFloat, kOnnxUint8, kOnnxInt8, kOnnxInt32, kOnnxInt64,
-                     kOnnxFloat16, kOnnxDouble}) {
+                     kOnnxFloat16, kOnnxDouble, kOnnxBFloat16}) {
     SCOPED_TRACE(to);
     Tensor mid = OneNode("Cast").In(x).Attr("to", to).Run1();
     ExpectTensor(OneNode("Cast").In(mid).Attr("to", kOnnxFloat).Run1(),
@@ -593,6 +594,23 @@ TEST(Cast, RoundTripsThroughEveryDType) {
   Tensor h = OneNode("Cast").In(F32({3}, {1.0f + 1.0f / 2048, 65504, 1e6f}))
                  .Attr("to", kOnnxFloat16).Run1();
   ExpectTensor(h, DType::kF16, {3}, {1, 65504, kInf}, 0);
+  // bf16 too (ulp 2^-7 at 1): ties to even both ways, f32's max overflows.
+  Tensor b = OneNode("Cast")
+                 .In(F32({4}, {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.4028235e38f, kNaN}))
+                 .Attr("to", kOnnxBFloat16)
+                 .Run1();
+  ASSERT_EQ(b.dtype(), DType::kBF16);
+  EXPECT_EQ(b.data<ir::BFloat16>()[0].bits, 0x3f80);
+  EXPECT_EQ(b.data<ir::BFloat16>()[1].bits, 0x3f82);
+  EXPECT_EQ(b.data<ir::BFloat16>()[2].bits, 0x7f80);
+  EXPECT_TRUE(std::isnan(b.GetAsDouble(3)));
+  // bf16 arithmetic computes in f32 and rounds the result: 1 + 2^-8 ties
+  // back to 1.
+  Tensor one = OneNode("Cast").In(F32({1}, {1.0f})).Attr("to", kOnnxBFloat16).Run1();
+  Tensor eps = OneNode("Cast").In(F32({1}, {1.0f / 256})).Attr("to", kOnnxBFloat16).Run1();
+  Tensor sum = OneNode("Add").In(one).In(eps).Run1();
+  ASSERT_EQ(sum.dtype(), DType::kBF16);
+  EXPECT_EQ(sum.data<ir::BFloat16>()[0].bits, 0x3f80);
 }
 
 TEST(Cast, UnsupportedTargetIsUnimplemented) {

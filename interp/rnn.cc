@@ -143,8 +143,8 @@ Tensor FromDoubles(DType dtype, Shape shape, const std::vector<double>& values) 
     using T = typename decltype(tag)::type;
     T* out = t.data<T>();
     for (size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_same_v<T, ir::Float16>) {
-        out[i] = ir::FloatToHalf(static_cast<float>(values[i]));
+      if constexpr (ir::kIsLowPrecision<T>) {
+        out[i] = ir::FromFloat<T>(static_cast<float>(values[i]));
       } else {
         out[i] = static_cast<T>(values[i]);
       }

@@ -884,9 +884,8 @@ absl::StatusOr<Reduction> ReadReduction(const OpContext& ctx) {
 
 template <typename T>
 T Combine(T a, T b, Reduction r) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::FloatToHalf(
-        Combine(ir::HalfToFloat(a), ir::HalfToFloat(b), r));
+  if constexpr (ir::kIsLowPrecision<T>) {
+    return ir::FromFloat<T>(Combine(ir::ToFloat(a), ir::ToFloat(b), r));
   } else {
     switch (r) {
       case Reduction::kNone: return b;
@@ -1019,8 +1018,8 @@ Result OneHot(OpContext& ctx) {
 
 template <typename T>
 auto UniqueKey(T v) {
-  if constexpr (std::is_same_v<T, ir::Float16>) {
-    return ir::HalfToFloat(v);
+  if constexpr (ir::kIsLowPrecision<T>) {
+    return ir::ToFloat(v);
   } else {
     return v;
   }
@@ -1221,7 +1220,7 @@ Result Cast(OpContext& ctx) {
   std::optional<DType> dtype = DTypeFromOnnx(to);
   if (!dtype) {
     return Unimplemented(ctx, "cast to ONNX data type ", to,
-                         " (kiln supports f32, f16, f64, i64, i32, i8, u8, bool)");
+                         " (kiln supports f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
   }
   return std::vector<Tensor>{CastTensor(*x, *dtype)};
 }

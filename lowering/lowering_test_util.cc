@@ -26,6 +26,9 @@ ir::Tensor RandomTensor(ir::DType dtype, const ir::Shape& shape, uint32_t seed) 
       case ir::DType::kF16:
         t.data<ir::Float16>()[i] = ir::FloatToHalf(static_cast<float>(real(rng)));
         break;
+      case ir::DType::kBF16:
+        t.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(static_cast<float>(real(rng)));
+        break;
       case ir::DType::kI64: t.data<int64_t>()[i] = integer(rng); break;
       case ir::DType::kI32: t.data<int32_t>()[i] = integer(rng); break;
       case ir::DType::kI8: t.data<int8_t>()[i] = static_cast<int8_t>(integer(rng)); break;

@@ -13,6 +13,7 @@
 #include "passes/graph/eliminate_identity.h"
 #include "passes/graph/fold_batch_norm.h"
 #include "passes/graph/fold_binary_into_weights.h"
+#include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 
@@ -29,7 +30,8 @@ constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<ComputeF16InF32>,        Create<EliminateDeadCode>,
     Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
-    Create<FoldConstantTranspose>,  Create<FuseOneDnnPostOps>,
+    Create<FoldCastChains>,         Create<FoldConstantTranspose>,
+    Create<FuseOneDnnPostOps>,
 };
 
 }  // namespace
@@ -88,6 +90,10 @@ GraphPipeline DefaultGraphPipeline() {
   // f16 to f32 first: the weight folds then fold f32 constants, and the
   // oneDNN matcher sees f32 ops (oneDNN 2.6 has no f16 primitive).
   p.Add(std::make_unique<ComputeF16InF32>());
+  // Cast chains next: the casts to a value's own type it exposes (an f16
+  // model's f16 -> f32 casts, now f32 -> f32; f16 -> f32 -> f16 round trips)
+  // become Identity nodes, which eliminate-identity removes next.
+  p.Add(std::make_unique<FoldCastChains>());
   // Identity/Dropout removal next: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());

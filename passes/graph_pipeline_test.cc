@@ -49,9 +49,9 @@ PipelineOptions Observing(Seen* seen) {
 TEST(GraphPipeline, DefaultOrder) {
   EXPECT_EQ(DefaultGraphPipeline().PassNames(),
             (std::vector<std::string>{
-                "compute-f16-in-f32", "eliminate-identity", "fold-constant-transpose",
-                "fold-batch-norm",
-                "fold-binary-into-weights", "fuse-onednn-post-ops",
+                "compute-f16-in-f32", "fold-cast-chains", "eliminate-identity",
+                "fold-constant-transpose", "fold-batch-norm", "fold-binary-into-weights",
+                "fuse-onednn-post-ops",
                 "eliminate-dead-code"}));
 }
 
@@ -87,14 +87,14 @@ TEST(GraphPipeline, RunsAllPassesAndObservesEach) {
   ASSERT_EQ(g->nodes().size(), 1u);
   EXPECT_EQ(g->nodes()[0].op, "Relu");
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
-                            "0 input 0", "1 compute-f16-in-f32 0", "2 eliminate-identity 1",
-                            "3 fold-constant-transpose 0", "4 fold-batch-norm 0",
-                            "5 fold-binary-into-weights 0", "6 fuse-onednn-post-ops 0",
-                            "7 eliminate-dead-code 1"}));
+                            "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
+                            "3 eliminate-identity 1", "4 fold-constant-transpose 0",
+                            "5 fold-batch-norm 0", "6 fold-binary-into-weights 0",
+                            "7 fuse-onednn-post-ops 0", "8 eliminate-dead-code 1"}));
   EXPECT_NE(seen.texts[0].find("Identity"), std::string::npos);
-  EXPECT_EQ(seen.texts[2].find("Identity"), std::string::npos);
-  EXPECT_NE(seen.texts[6].find("Exp"), std::string::npos);
-  EXPECT_EQ(seen.texts[7].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[3].find("Identity"), std::string::npos);
+  EXPECT_NE(seen.texts[7].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[8].find("Exp"), std::string::npos);
 }
 
 TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
@@ -105,11 +105,11 @@ TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
   opts.disabled = {"fold-batch-norm", "eliminate-dead-code"};
   ASSERT_TRUE(DefaultGraphPipeline().Run(&*g, opts).ok());
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
-                            "0 input 0", "1 compute-f16-in-f32 0", "2 eliminate-identity 1",
-                            "3 fold-constant-transpose 0", "5 fold-binary-into-weights 0",
-                            "6 fuse-onednn-post-ops 0"}));
+                            "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
+                            "3 eliminate-identity 1", "4 fold-constant-transpose 0",
+                            "6 fold-binary-into-weights 0", "7 fuse-onednn-post-ops 0"}));
   opts.observer = [](int index, const GraphPass*, bool, const ir::Graph&) {
-    return index == 1 ? absl::InternalError("stop") : absl::OkStatus();
+    return index == 2 ? absl::InternalError("stop") : absl::OkStatus();
   };
   g = ir::ParseGraph(kGraph);
   ASSERT_TRUE(g.ok());

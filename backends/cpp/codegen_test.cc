@@ -4,6 +4,7 @@
 // ir/loop's interpreter. Cases are batched so each TEST is one JIT build.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -470,8 +471,8 @@ TEST(Codegen, DemotedIndexArithmeticVectorized) {
   EXPECT_THAT(StatusOf(r[0], "iota_big").reason, HasSubstr("index op #0 computed per lane"));
 }
 
-// Argmax/argmin (first and last), Welford mean/variance and f16 buffers: the
-// scalar path, with the reason recorded.
+// Argmax/argmin (first and last) and Welford mean/variance: the scalar
+// path, with the reason recorded; f16 buffers beside them are vectorized.
 TEST(Codegen, ScalarReductionsAndHalfBuffers) {
   KILN_TEST_ISA_OR_SKIP(t);
   SKIP_IF_EMULATED(t);
@@ -519,7 +520,243 @@ TEST(Codegen, ScalarReductionsAndHalfBuffers) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(StatusOf(r[0], "argmax").kind, VecStatus::Kind::kScalar);
   EXPECT_THAT(StatusOf(r[0], "argmax").reason, HasSubstr("dtype i64 is not vectorized"));
-  EXPECT_THAT(StatusOf(r[0], "half_scale").reason, HasSubstr("f16"));
+  EXPECT_EQ(StatusOf(r[0], "half_scale").kind, VecStatus::Kind::kVectorized);
+}
+
+// ---------------------------------------------------------------------------
+// f16 / bf16 / i8 / u8 buffers: loads, stores and casts in vector code (f32
+// and i32 lanes) against scalar code and the interpreter, bit for bit, on
+// the rounding edges: ties to even, overflow to inf, subnormals, NaN, +-inf,
+// +-0; float -> i8 / u8 out of range (truncate, saturate to int64, wrap).
+
+// f32 values where f16 and bf16 rounding is decided: ties, overflow,
+// subnormals and specials, then uniform values.
+Tensor RoundingEdges(int64_t n, uint32_t seed) {
+  Tensor t = RandomTensor(DType::kF32, {n}, seed, -70000, 70000);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {
+      std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), inf, -inf,
+      0.0f, -0.0f,
+      // f16: 65504 is the largest; 65520 is the tie above it (rounds to inf).
+      65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e6f,
+      // f16 ties at 1 (ulp 2^-10): down to even, up to even.
+      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -(1.0f + 3 * 0x1p-11f), 1.0f + 0x1p-11f + 0x1p-20f,
+      // f16 subnormals (unit 2^-24): half a unit ties to 0, 1.5 units to 2.
+      0x1p-24f, 0x1p-25f, 3 * 0x1p-25f, 5 * 0x1p-25f, 0x1p-14f, 0x1.ff8p-15f, 1e-10f, -0x1p-25f,
+      // bf16 ties at 1 (ulp 2^-7), the largest bf16, f32's max (rounds to
+      // inf), an f32 subnormal.
+      1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1.fep127f, std::numeric_limits<float>::max(),
+      -std::numeric_limits<float>::max(), 1e-40f, 0x1.0101p0f,
+      // float -> i8 / u8: truncation, out of range, beyond int32 and int64.
+      127.9f, -128.9f, 128.0f, 255.5f, 256.0f, -1.5f, 300.7f, -300.2f, 3e9f, -5e18f, 1e20f};
+  for (size_t i = 0; i < edges.size() && static_cast<int64_t>(i) < n; ++i) {
+    t.data<float>()[i] = edges[i];
+  }
+  return t;
+}
+
+void AddNarrowBufferKernels(ProgramCase& c, int64_t n) {
+  LoopProgram& p = c.program;
+  const int x = p.AddBuffer("x", DType::kF32, {n}, BufferKind::kInput);
+  const int h = p.AddBuffer("h", DType::kF16, {n}, BufferKind::kInput);
+  const int bf = p.AddBuffer("bf", DType::kBF16, {n}, BufferKind::kInput);
+  const int i8 = p.AddBuffer("i8", DType::kI8, {n}, BufferKind::kInput);
+  const int u8 = p.AddBuffer("u8", DType::kU8, {n}, BufferKind::kInput);
+  const int w = p.AddBuffer("w", DType::kI32, {n}, BufferKind::kInput);
+  const int src[] = {x, h, bf, i8, u8, w};
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8,
+                         DType::kI32};
+  // Every cast between these dtypes (and bool), each stored as its own
+  // dtype: a load, a cast and a store per kernel.
+  for (int a = 0; a < 6; ++a) {
+    for (DType to : {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32,
+                     DType::kBool}) {
+      const std::string name =
+          absl::StrCat("cast_", ir::DTypeName(types[a]), "_", ir::DTypeName(to));
+      const int y = p.AddBuffer("y_" + name, to, {n}, BufferKind::kOutput);
+      KernelBuilder b(&p, name, {n});
+      b.Store(y, b.i(0), b.Cast(b.Load(src[a], b.i(0)), to));
+    }
+  }
+  // f16 / bf16 arithmetic computes in f32, rounds once at the store.
+  for (int a : {1, 2}) {
+    const std::string name = absl::StrCat("scale_", ir::DTypeName(types[a]));
+    const int y = p.AddBuffer("y_" + name, types[a], {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {n});
+    const int v = b.Load(src[a], b.i(0));
+    b.Store(y, b.i(0), b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, v, b.Constant(types[a], 3.0)),
+                                b.Constant(types[a], 0.1)));
+  }
+  // A select on u8 and i8 values, stored narrow.
+  for (int a : {3, 4}) {
+    const std::string name = absl::StrCat("select_", ir::DTypeName(types[a]));
+    const int y = p.AddBuffer("y_" + name, types[a], {n}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {n});
+    const int pos = b.Binary(OpCode::kGt, b.Load(x, b.i(0)), b.Constant(DType::kF32, 0));
+    b.Store(y, b.i(0), b.Select(pos, b.Load(src[a], b.i(0)), b.Cast(b.Load(w, b.i(0)), types[a])));
+  }
+  c.inputs["x"] = RoundingEdges(n, 21);
+  // The narrow inputs hold the edges rounded by the interpreter's own
+  // conversion (ties, NaN, inf, subnormals as their dtype has them).
+  Tensor ht(DType::kF16, {n}), bt(DType::kBF16, {n});
+  const Tensor& xt = c.inputs["x"];
+  for (int64_t i = 0; i < n; ++i) {
+    ht.data<ir::Float16>()[i] = ir::FloatToHalf(xt.data<float>()[i]);
+    bt.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(xt.data<float>()[i]);
+  }
+  ht.data<ir::Float16>()[n - 1].bits = 0x0001;  // the smallest f16 subnormal
+  ht.data<ir::Float16>()[n - 2].bits = 0x7c01;  // a signaling NaN
+  bt.data<ir::BFloat16>()[n - 1].bits = 0x0001;
+  c.inputs["h"] = ht;
+  c.inputs["bf"] = bt;
+  c.inputs["i8"] = RandomTensor(DType::kI8, {n}, 22, -128, 127);
+  c.inputs["u8"] = RandomTensor(DType::kU8, {n}, 23, 0, 255);
+  Tensor wt = RandomTensor(DType::kI32, {n}, 24, -100000, 100000);
+  wt.data<int32_t>()[0] = std::numeric_limits<int32_t>::min();
+  wt.data<int32_t>()[1] = std::numeric_limits<int32_t>::max();
+  wt.data<int32_t>()[2] = 16777217;  // rounds in f32
+  c.inputs["w"] = wt;
+}
+
+TEST(Codegen, NarrowBuffersLoadStoreAndCastExactly) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(2);
+  const int64_t n = 131;  // full vector steps and a tail on every target
+  for (int v = 0; v < 2; ++v) {
+    cases[v].name = v == 0 ? "narrow buffers, vector code" : "narrow buffers, scalar code";
+    cases[v].options.vectorize = v == 0;
+    cases[v].tol = interp::Tolerance{0, 0, {}};
+    AddNarrowBufferKernels(cases[v], n);
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  int vectorized = 0;
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    for (const OpDecision& d : k.ops) {
+      EXPECT_EQ(d.kind == OpVec::kPerLane, false) << k.name << ": " << d.reason;
+    }
+    vectorized += k.vec.kind == VecStatus::Kind::kVectorized;
+  }
+  EXPECT_EQ(vectorized, 6 * 7 + 4);
+  // The vector and scalar runs agree bit for bit (NaN payloads included
+  // where both round the same NaN).
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    if (ir::IsLowPrecisionFloat(got.dtype())) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double a = got.GetAsDouble(i), b = scalar.GetAsDouble(i);
+        EXPECT_TRUE((std::isnan(a) && std::isnan(b)) ||
+                    std::memcmp(static_cast<const char*>(got.raw_data()) + 2 * i,
+                                static_cast<const char*>(scalar.raw_data()) + 2 * i, 2) == 0)
+            << name << "[" << i << "]: vector " << a << ", scalar " << b;
+      }
+    }
+  }
+}
+
+// f64 kernels (every value f64, as exporters' ReduceMean / LayerNorm
+// statistics): f64 lanes, f32-only math lane by lane, reductions along the
+// row and across rows; a kernel mixing f64 and f32 stays scalar.
+TEST(Codegen, F64KernelsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "f64 kernels";
+  c.tol = interp::Tolerance{1e-12, 1e-12, {}};  // f64 sums in another order
+  LoopProgram& p = c.program;
+  const int64_t rows = 5, cols = 67;
+  const int x = p.AddBuffer("x", DType::kF64, {rows, cols}, BufferKind::kInput);
+  const int xf = p.AddBuffer("xf", DType::kF32, {rows, cols}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kProd}) {
+    const std::string name(ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer("row_" + name, DType::kF64, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "row_" + name, {rows}, {cols});
+    b.Store(y, b.i(0), b.Reduce(rk, b.Load(x, b.i(0) * cols + b.r(0))));
+    const int yc = p.AddBuffer("col_" + name, DType::kF64, {cols}, BufferKind::kOutput);
+    KernelBuilder bc(&p, "col_" + name, {cols}, {rows});
+    bc.Store(yc, bc.i(0), bc.Reduce(rk, bc.Load(x, bc.r(0) * cols + bc.i(0))));
+  }
+  {  // mean and centred square, the ReduceMean / LayerNorm pattern
+    const int y = p.AddBuffer("centred", DType::kF64, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "centred", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int d = b.Binary(OpCode::kSub, b.Load(x, at), b.Constant(DType::kF64, 0.25));
+    const int e = b.Unary(OpCode::kExp, b.Binary(OpCode::kMul, d, d));
+    b.Store(y, at, b.Binary(OpCode::kDiv, e, b.Unary(OpCode::kSqrt, b.Unary(OpCode::kAbs, d))));
+  }
+  {  // f32 in, f32 out, f64 in between: f32 values on f64 lanes
+    const int y = p.AddBuffer("f32_f64", DType::kF32, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "f32_f64", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int s = b.Binary(OpCode::kAdd, b.Load(x, at), b.Cast(b.Load(xf, at), DType::kF64));
+    const int f = b.Binary(OpCode::kMul, b.Cast(s, DType::kF32), b.Load(xf, at));
+    b.Store(y, at, b.Unary(OpCode::kExp, f));
+  }
+  {  // ReduceMean in f64 of an f32 input, as some exporters write it
+    const int y = p.AddBuffer("mean_f32", DType::kF32, {rows}, BufferKind::kOutput);
+    KernelBuilder b(&p, "mean_f32", {rows}, {cols});
+    const int v = b.Cast(b.Load(xf, b.i(0) * cols + b.r(0)), DType::kF64);
+    const int m = b.Binary(OpCode::kDiv, b.Reduce(ReduceKind::kSum, v),
+                           b.Constant(DType::kF64, static_cast<double>(cols)));
+    b.Store(y, b.i(0), b.Cast(m, DType::kF32));
+  }
+  {
+    const int w = p.AddBuffer("w", DType::kI32, {rows, cols}, BufferKind::kInput);
+    const int y = p.AddBuffer("mixed", DType::kF64, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "mixed", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    b.Store(y, at, b.Binary(OpCode::kAdd, b.Load(x, at), b.Cast(b.Load(w, at), DType::kF64)));
+    c.inputs["w"] = RandomTensor(DType::kI32, {rows, cols}, 43, -100, 100);
+  }
+  c.inputs["x"] = RandomTensor(DType::kF64, {rows, cols}, 41, -1.5, 1.5, /*specials=*/false);
+  Tensor& xt = c.inputs["x"];
+  xt.data<double>()[3] = std::numeric_limits<double>::quiet_NaN();
+  xt.data<double>()[cols + 4] = std::numeric_limits<double>::infinity();
+  c.inputs["xf"] = RandomTensor(DType::kF32, {rows, cols}, 42, -1, 1);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    if (k.name == "mixed") {
+      EXPECT_EQ(k.vec.kind, VecStatus::Kind::kScalar) << k.name;
+      EXPECT_THAT(k.vec.reason, HasSubstr("f64 is not vectorized beside other dtypes"));
+      continue;
+    }
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+}
+
+// Reductions over f16 and bf16 rows (a ReduceMean / LayerNorm statistic of
+// an fp16 model) vectorized along the row, accumulating in f32 lanes.
+TEST(Codegen, HalfAndBFloat16ReductionsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "f16 / bf16 reductions";
+  c.tol = interp::Tolerance{1e-5, 1e-5, {}};
+  LoopProgram& p = c.program;
+  const int64_t rows = 3, cols = 77;
+  for (DType dt : {DType::kF16, DType::kBF16}) {
+    const std::string dn(ir::DTypeName(dt));
+    const int x = p.AddBuffer("x_" + dn, dt, {rows, cols}, BufferKind::kInput);
+    for (ReduceKind rk : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kWelfordVar}) {
+      const std::string name = absl::StrCat(ir::loop::ReduceKindName(rk), "_", dn);
+      const int y = p.AddBuffer("y_" + name, DType::kF32, {rows}, BufferKind::kOutput);
+      KernelBuilder b(&p, name, {rows}, {cols});
+      const int v = b.Cast(b.Load(x, b.i(0) * cols + b.r(0)), DType::kF32);
+      b.Store(y, b.i(0), b.Reduce(rk, v));
+    }
+    c.inputs["x_" + dn] = RandomTensor(dt, {rows, cols}, 31, -3, 3);
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_NE(k.vec.kind, VecStatus::Kind::kScalar) << k.name << ": " << k.vec.reason;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -990,8 +1227,9 @@ TEST(Codegen, IndirectLoadsAndTiledTransposes) {
     EXPECT_EQ(StatusOf((*r)[0], name).kind, VecStatus::Kind::kVectorized) << name;
   }
   EXPECT_THAT(StatusOf((*r)[0], "bool_select").reason, Not(HasSubstr("gathered")));
-  EXPECT_THAT(StatusOf((*r)[0], "u8_select").reason,
-              HasSubstr("cast op #1 converts u8 buffer 'umask' lane by lane"));
+  // The u8 mask loads as a vector (bytes widened to i32 lanes); the i64
+  // one is still converted lane by lane inside its cast.
+  EXPECT_THAT(StatusOf((*r)[0], "u8_select").reason, Not(HasSubstr("lane by lane")));
   EXPECT_THAT(StatusOf((*r)[0], "merge_heads").reason,
               HasSubstr("load of 'heads' contiguous within vector steps of i1 (not affine)"));
 }

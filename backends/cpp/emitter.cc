@@ -41,10 +41,10 @@ using ir::loop::VecStatus;
 // ---------------------------------------------------------------------------
 // Types and literals.
 
-// The C++ type of a value of `dtype` (f16 computes in float).
+// The C++ type of a value of `dtype` (f16 and bf16 compute in float).
 const char* ValueType(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kF16: return "float";
+    case DType::kF32: case DType::kF16: case DType::kBF16: return "float";
     case DType::kF64: return "double";
     case DType::kI64: return "int64_t";
     case DType::kI32: return "int32_t";
@@ -59,10 +59,54 @@ const char* ValueType(DType t) {
 // The C++ type of one stored element.
 const char* StorageType(DType t) {
   switch (t) {
-    case DType::kF16: return "uint16_t";
+    case DType::kF16: case DType::kBF16: return "uint16_t";
     case DType::kBool: return "uint8_t";
     default: return ValueType(t);
   }
+}
+
+// Scalar C++ reading element `ref` of a buffer of dtype `t` as a value.
+std::string LoadConversion(DType t, const std::string& ref) {
+  switch (t) {
+    case DType::kF16: return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
+    case DType::kBF16: return absl::StrCat("kiln_rt::BF16ToFloat(", ref, ")");
+    case DType::kBool: return absl::StrCat("(", ref, " != 0)");
+    default: return ref;
+  }
+}
+
+// Scalar C++ for value `v` as an element of a buffer of dtype `t` (bool
+// stores are written where they happen).
+std::string StoreConversion(DType t, const std::string& v) {
+  switch (t) {
+    case DType::kF16: return absl::StrCat("kiln_rt::FloatToHalf(", v, ")");
+    case DType::kBF16: return absl::StrCat("kiln_rt::FloatToBF16(", v, ")");
+    default: return v;
+  }
+}
+
+// Whether values of `t` are held in the f32 lanes of vector code (f16 and
+// bf16 too); i32, i8 and u8 values are held in i32 lanes, bool as masks.
+bool InF32Lanes(DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t); }
+// Values held in the float lanes of `df`: f32 lanes, or f64 ones in f64
+// kernels (VecAnalysis::f64, where df is a tag of double).
+bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
+
+// Whether code for the program reads kiln_rt's low-precision helpers.
+bool UsesLowPrecision(const LoopProgram& p) {
+  auto lowp = [](DType t) {
+    return ir::IsLowPrecisionFloat(t) || t == DType::kI8 || t == DType::kU8 ||
+           t == DType::kF64;
+  };
+  for (const Buffer& b : p.buffers) {
+    if (lowp(b.dtype)) return true;
+  }
+  for (const Kernel& k : p.kernels) {
+    for (const Op& op : k.body) {
+      if (lowp(op.dtype)) return true;
+    }
+  }
+  return false;
 }
 
 std::string IntLiteral(int64_t v) {
@@ -310,18 +354,12 @@ class KernelEmitter {
     auto adt = [&](int j) { return k_.body[op.args[j]].dtype; };
     const bool fl = ir::IsFloat(t);
     switch (op.code) {
-      case OpCode::kLoad: {
-        const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
-        if (Buf(i).dtype == DType::kF16) return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
-        if (Buf(i).dtype == DType::kBool) return absl::StrCat("(", ref, " != 0)");
-        return ref;
-      }
-      case OpCode::kLoadIndirect: {
-        const std::string ref = absl::StrCat(Param(i), "[", Idx(i), " + ", IndirectOffset(i, S(op.args[0])), "]");
-        if (Buf(i).dtype == DType::kF16) return absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
-        if (Buf(i).dtype == DType::kBool) return absl::StrCat("(", ref, " != 0)");
-        return ref;
-      }
+      case OpCode::kLoad:
+        return LoadConversion(Buf(i).dtype, absl::StrCat(Param(i), "[", Idx(i), "]"));
+      case OpCode::kLoadIndirect:
+        return LoadConversion(Buf(i).dtype,
+                              absl::StrCat(Param(i), "[", Idx(i), " + ",
+                                           IndirectOffset(i, S(op.args[0])), "]"));
       case OpCode::kConstant:
         if (fl) return absl::StrCat("static_cast<", vt, ">(", DoubleLiteral(op.fvalue), ")");
         if (t == DType::kBool) return WrapConst(t, op.ivalue) != 0 ? "true" : "false";
@@ -337,6 +375,7 @@ class KernelEmitter {
         if (fl) {
           r = absl::StrCat("static_cast<", vt, ">(static_cast<double>(", arg(0), "))");
           if (t == DType::kF16) r = absl::StrCat("kiln_rt::RoundHalf(", r, ")");
+          if (t == DType::kBF16) r = absl::StrCat("kiln_rt::RoundBF16(", r, ")");
         } else if (t == DType::kBool) {
           r = absl::StrCat("(", arg(0), " != 0)");
         } else if (ir::IsFloat(from)) {
@@ -374,9 +413,7 @@ class KernelEmitter {
                                          IntLiteral(op.stride), "]");
     const std::string v = S(op.args[0]);
     const std::string vt = ValueType(bt);
-    std::string old = ref;
-    if (bt == DType::kF16) old = absl::StrCat("kiln_rt::HalfToFloat(", ref, ")");
-    if (bt == DType::kBool) old = absl::StrCat("(", ref, " != 0)");
+    const std::string old = LoadConversion(bt, ref);
     std::string r;
     const bool fl = ir::IsFloat(bt);
     switch (op.combine) {
@@ -396,10 +433,10 @@ class KernelEmitter {
         r = absl::StrCat("kiln_rt::ScatterMin<", vt, ">(", old, ", ", v, ")");
         break;
     }
-    switch (bt) {
-      case DType::kF16: w_.Line(absl::StrCat(ref, " = kiln_rt::FloatToHalf(", r, ");")); break;
-      case DType::kBool: w_.Line(absl::StrCat(ref, " = (", r, ") ? 1 : 0;")); break;
-      default: w_.Line(absl::StrCat(ref, " = ", r, ";")); break;
+    if (bt == DType::kBool) {
+      w_.Line(absl::StrCat(ref, " = (", r, ") ? 1 : 0;"));
+    } else {
+      w_.Line(absl::StrCat(ref, " = ", StoreConversion(bt, r), ";"));
     }
     w_.Close();
   }
@@ -410,10 +447,10 @@ class KernelEmitter {
     if (op.code == OpCode::kStore) {
       const std::string ref = absl::StrCat(Param(i), "[", Idx(i), "]");
       const std::string v = S(op.args[0]);
-      switch (Buf(i).dtype) {
-        case DType::kF16: w_.Line(absl::StrCat(ref, " = kiln_rt::FloatToHalf(", v, ");")); break;
-        case DType::kBool: w_.Line(absl::StrCat(ref, " = ", v, " ? 1 : 0;")); break;
-        default: w_.Line(absl::StrCat(ref, " = ", v, ";")); break;
+      if (Buf(i).dtype == DType::kBool) {
+        w_.Line(absl::StrCat(ref, " = ", v, " ? 1 : 0;"));
+      } else {
+        w_.Line(absl::StrCat(ref, " = ", StoreConversion(Buf(i).dtype, v), ";"));
       }
       return;
     }
@@ -559,8 +596,47 @@ class KernelEmitter {
   // ---- Vector ops.
 
   // Tag of a vector value of dtype t ("df" or "di"); bool values are masks
-  // of df.
-  static const char* Tag(DType t) { return t == DType::kI32 ? "di" : "df"; }
+  // of df, f16 and bf16 values f32 lanes, i8 and u8 values i32 lanes.
+  static const char* Tag(DType t) { return InFloatLanes(t) || t == DType::kBool ? "df" : "di"; }
+  // The C++ type of one lane of a vector value of dtype t (bool: i32 0/1).
+  const char* LaneType(DType t) const {
+    if (a_.f64 && InFloatLanes(t)) return "double";
+    return InF32Lanes(t) ? "float" : "int32_t";
+  }
+
+  // A contiguous vector load of op i's buffer at `ptr` (kiln_n lanes in a
+  // tail step): narrow buffers widen into f32 / i32 lanes.
+  std::string ContiguousLoad(int i, const std::string& ptr, bool tail) const {
+    const DType bt = Buf(i).dtype;
+    if (a_.f64 && bt == DType::kF32) return absl::StrCat("KilnLoadF32AsF64(df, ", ptr, ", kiln_n)");
+    switch (bt) {
+      case DType::kBool: return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
+      case DType::kF16: return absl::StrCat("KilnLoadF16(df, ", ptr, ", kiln_n)");
+      case DType::kBF16: return absl::StrCat("KilnLoadBF16(df, ", ptr, ", kiln_n)");
+      case DType::kI8:
+      case DType::kU8: return absl::StrCat("KilnLoadInt8(di, ", ptr, ", kiln_n)");
+      default:
+        return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
+                    : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
+    }
+  }
+
+  // Lanes of a value of dtype `t` computed one by one: `conv` (a C++
+  // expression of kl) into a lane array, then one vector load.
+  std::string LaneLoad(DType t, const std::string& prologue, const std::string& conv) const {
+    const std::string load = absl::StrCat(
+        "[&]() { ", prologue, "alignas(64) ", LaneType(t),
+        " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ", conv,
+        "; return hn::Load(", InFloatLanes(t) ? "df" : "di", ", kiln_t); }()");
+    if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
+    return load;
+  }
+
+  // Element `elem` (a C++ expression) of a buffer of dtype bt as one lane.
+  static std::string LaneElement(DType bt, const std::string& elem) {
+    if (bt == DType::kBool) return absl::StrCat("(", elem, " != 0) ? 1 : 0");
+    return LoadConversion(bt, elem);
+  }
 
   // Operand `j` as a vector in a context vectorized over `var`.
   std::string VArg(int j, int var) const {
@@ -584,28 +660,24 @@ class KernelEmitter {
     const Op& op = k_.body[i];
     const int src = op.args[0];
     const DType t = op.dtype;
-    std::string elem = absl::StrCat(Param(src), "[", LaneIdx(src, var), "]");
-    if (Buf(src).dtype == DType::kF16) elem = absl::StrCat("kiln_rt::HalfToFloat(", elem, ")");
-    if (Buf(src).dtype == DType::kBool) elem = absl::StrCat("(", elem, " != 0)");
+    const std::string elem =
+        LoadConversion(Buf(src).dtype, absl::StrCat(Param(src), "[", LaneIdx(src, var), "]"));
     const DType from = Dt(src);
     std::string conv;
-    if (t == DType::kF32) {
+    if (InF32Lanes(t)) {
       conv = absl::StrCat("static_cast<float>(static_cast<double>(", elem, "))");
+      if (t == DType::kF16) conv = absl::StrCat("kiln_rt::RoundHalf(", conv, ")");
+      if (t == DType::kBF16) conv = absl::StrCat("kiln_rt::RoundBF16(", conv, ")");
     } else if (t == DType::kBool) {
       conv = absl::StrCat("(", elem, " != 0) ? 1 : 0");
     } else if (ir::IsFloat(from)) {
-      conv = absl::StrCat("kiln_rt::FloatToInt<int32_t>(static_cast<double>(", elem, "))");
+      conv = absl::StrCat("kiln_rt::FloatToInt<", ValueType(t), ">(static_cast<double>(", elem,
+                          "))");
     } else {
-      conv = absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(static_cast<int64_t>(",
-                          elem, ")))");
+      conv = absl::StrCat("kiln_rt::Wrap<", ValueType(t),
+                          ">(static_cast<uint64_t>(static_cast<int64_t>(", elem, ")))");
     }
-    const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
-    const std::string load = absl::StrCat(
-        "[&]() { alignas(64) ", lane_t,
-        " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ", conv,
-        "; return hn::Load(", t == DType::kF32 ? "df" : "di", ", kiln_t); }()");
-    if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
-    return load;
+    return LaneLoad(t, "", conv);
   }
 
   // load_indirect in a vector context: one checked row offset and a
@@ -617,10 +689,8 @@ class KernelEmitter {
     const int n = op.args[0];
     const bool lane_n = (a_.deps[n] & Bit(var)) != 0;
     if (!lane_n && bt != DType::kBool && AccessOf(p_, a_, i, var) == Access::kContiguous) {
-      const std::string ptr =
-          absl::StrCat(Param(i), " + ", Idx(i), " + ", IndirectOffset(i, S(n)));
-      return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
-                  : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
+      return ContiguousLoad(
+          i, absl::StrCat(Param(i), " + ", Idx(i), " + ", IndirectOffset(i, S(n))), tail);
     }
     std::string prologue, lane;
     if (!lane_n) {
@@ -632,17 +702,9 @@ class KernelEmitter {
                               ", di, kiln_ix); ");
       lane = "kiln_ix[kl]";
     }
-    const char* lane_t = bt == DType::kF32 ? "float" : "int32_t";
     const std::string elem = absl::StrCat(Param(i), "[", LaneIdx(i, var), " + ",
                                           IndirectOffset(i, lane), "]");
-    std::string load = absl::StrCat(
-        "[&]() { ", prologue, "alignas(64) ", lane_t,
-        " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
-        bt == DType::kBool ? absl::StrCat("(", elem, " != 0) ? 1 : 0") : elem,
-        "; return hn::Load(", bt == DType::kF32 ? "df" : "di", ", kiln_t); }()");
-    (void)tail;
-    if (bt == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
-    return load;
+    return LaneLoad(bt, prologue, LaneElement(bt, elem));
   }
 
   std::string Lanewise(int i, int var, const std::string& scalar_fn) {
@@ -676,6 +738,46 @@ class KernelEmitter {
     return std::nullopt;
   }
 
+  // A cast of vector value `v` from `from` to `t` (from != t), with the
+  // interpreter's semantics: to f16/bf16 rounds to nearest even; float to
+  // integer truncates, NaN 0, saturates to int64 then wraps (KilnF32ToI32,
+  // then KilnWrapI8 / KilnWrapU8); integers wrap; to bool is != 0.
+  static std::string CastVector(DType from, DType t, const std::string& v) {
+    // f32 <-> f64 on the f64 lanes of an f64 kernel: the value as is (an f32
+    // result is rounded by its op, EmitVectorOp).
+    if (InFloatLanes(from) && InFloatLanes(t) && (from == DType::kF64 || t == DType::kF64)) {
+      return v;
+    }
+    if (InF32Lanes(t)) {
+      std::string r;
+      if (InF32Lanes(from)) {
+        r = v;
+      } else if (from == DType::kBool) {
+        r = absl::StrCat("hn::IfThenElseZero(", v, ", hn::Set(df, 1.0f))");
+      } else {
+        r = absl::StrCat("hn::ConvertTo(df, ", v, ")");
+      }
+      if (t == DType::kF16) return absl::StrCat("KilnRoundF16(df, ", r, ")");
+      if (t == DType::kBF16) return absl::StrCat("KilnRoundBF16(df, ", r, ")");
+      return r;
+    }
+    if (t == DType::kBool) {
+      if (InF32Lanes(from)) return absl::StrCat("hn::Not(", v, " == hn::Zero(df))");
+      return absl::StrCat("hn::RebindMask(df, hn::Not(", v, " == hn::Zero(di)))");
+    }
+    std::string r;
+    if (InF32Lanes(from)) {
+      r = absl::StrCat("KilnF32ToI32(di, df, ", v, ")");
+    } else if (from == DType::kBool) {
+      r = absl::StrCat("hn::IfThenElseZero(hn::RebindMask(di, ", v, "), hn::Set(di, 1))");
+    } else {
+      r = v;  // i32 lanes holding an i32, i8 or u8 value
+    }
+    if (t == DType::kI8 && from != DType::kBool) return absl::StrCat("KilnWrapI8(di, ", r, ")");
+    if (t == DType::kU8 && from != DType::kBool) return absl::StrCat("KilnWrapU8(di, ", r, ")");
+    return r;
+  }
+
   std::string VectorExpr(int i, int var, bool tail) {
     const Op& op = k_.body[i];
     const DType t = op.dtype;
@@ -685,10 +787,7 @@ class KernelEmitter {
       case OpCode::kLoad: {
         const DType bt = Buf(i).dtype;
         if (AccessOf(p_, a_, i, var) == Access::kContiguous) {
-          const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
-          if (bt == DType::kBool) return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
-          return tail ? absl::StrCat("KilnLoadN(", Tag(bt), ", ", ptr, ", kiln_n)")
-                      : absl::StrCat("hn::LoadU(", Tag(bt), ", ", ptr, ")");
+          return ContiguousLoad(i, absl::StrCat(Param(i), " + ", Idx(i)), tail);
         }
         if (std::optional<int64_t> st = HardwareGatherStride(p_, a_, i, var)) {
           // Tail lanes past kiln_n read the first lane's element (offset 0).
@@ -698,52 +797,32 @@ class KernelEmitter {
           return absl::StrCat("hn::GatherIndex(", Tag(bt), ", ", Param(i), " + ", Idx(i), ", ",
                               offsets, ")");
         }
-        const char* lane_t = bt == DType::kF32 ? "float" : "int32_t";
         const std::string elem = absl::StrCat(Param(i), "[", LaneIdx(i, var), "]");
-        std::string load = absl::StrCat(
-            "[&]() { alignas(64) ", lane_t, " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
-            bt == DType::kBool ? absl::StrCat("(", elem, " != 0) ? 1 : 0") : elem,
-            "; return hn::Load(", bt == DType::kF32 ? "df" : "di", ", kiln_t); }()");
-        if (bt == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
-        return load;
+        return LaneLoad(bt, "", LaneElement(bt, elem));
       }
       case OpCode::kLoadIndirect: return IndirectVectorExpr(i, var, tail);
       case OpCode::kIndex: {
         if (std::optional<std::string> iota = IotaIndex(i, var)) return *iota;
-        const char* lane_t = t == DType::kF32 ? "float" : "int32_t";
         const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
         const std::string conv =
-            t == DType::kF32 ? absl::StrCat("static_cast<float>(static_cast<double>(", v, "))")
-            : t == DType::kI32 ? absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(", v, "))")
-                               : absl::StrCat("(", v, " != 0) ? 1 : 0");
-        const std::string load = absl::StrCat(
-            "[&]() { alignas(64) ", lane_t, " kiln_t[kKilnMaxLanes] = {}; for (size_t kl = 0; kl < kiln_n; ++kl) kiln_t[kl] = ",
-            conv, "; return hn::Load(", t == DType::kF32 ? "df" : "di", ", kiln_t); }()");
-        if (t == DType::kBool) return absl::StrCat("hn::RebindMask(df, hn::Zero(di) < ", load, ")");
-        return load;
+            InF32Lanes(t) ? absl::StrCat("static_cast<float>(static_cast<double>(", v, "))")
+            : t == DType::kBool
+                ? absl::StrCat("(", v, " != 0) ? 1 : 0")
+                : absl::StrCat("kiln_rt::Wrap<", ValueType(t), ">(static_cast<uint64_t>(", v, "))");
+        return LaneLoad(t, "", conv);
       }
       case OpCode::kCast: {
         const DType from = adt(0);
         if (a_.lane_cast_src[op.args[0]]) return LaneCastExpr(i, var);
         if (from == t) return x(0);
-        if (t == DType::kF32) {
-          if (from == DType::kI32) return absl::StrCat("hn::ConvertTo(df, ", x(0), ")");
-          return absl::StrCat("hn::IfThenElseZero(", x(0), ", hn::Set(df, 1.0f))");
-        }
-        if (t == DType::kI32) {
-          if (from == DType::kF32) return absl::StrCat("KilnF32ToI32(di, df, ", x(0), ")");
-          return absl::StrCat("hn::IfThenElseZero(hn::RebindMask(di, ", x(0), "), hn::Set(di, 1))");
-        }
-        // To bool.
-        if (from == DType::kF32) return absl::StrCat("hn::Not(", x(0), " == hn::Zero(df))");
-        return absl::StrCat("hn::RebindMask(df, hn::Not(", x(0), " == hn::Zero(di)))");
+        return CastVector(from, t, x(0));
       }
       case OpCode::kSelect:
         if (t == DType::kBool) {
           return absl::StrCat("hn::Or(hn::And(", x(0), ", ", x(1), "), hn::AndNot(", x(0), ", ",
                               x(2), "))");
         }
-        if (t == DType::kI32) {
+        if (!InF32Lanes(t)) {
           return absl::StrCat("hn::IfThenElse(hn::RebindMask(di, ", x(0), "), ", x(1), ", ", x(2),
                               ")");
         }
@@ -756,7 +835,7 @@ class KernelEmitter {
     const OpForm* form =
         op.args.empty() ? nullptr : FindOpForm(op.code, ir::loop::OperandKindOf(adt(0)));
     if (form == nullptr) return "/* unsupported */";
-    if (form->lanewise()) {
+    if (a_.f64 ? F64Lanewise(*form) : form->lanewise()) {
       return Lanewise(i, var, ExpandForm(form->scalar, {"a", "b"}, ValueType(t)));
     }
     std::vector<std::string> args;
@@ -772,6 +851,18 @@ class KernelEmitter {
       const std::string ptr = absl::StrCat(Param(i), " + ", Idx(i));
       if (bt == DType::kBool) {
         w_.Line(absl::StrCat("KilnStoreBool(df, ", v, ", ", ptr, ", kiln_n);"));
+        return;
+      }
+      if (a_.f64 && bt == DType::kF32) {
+        w_.Line(absl::StrCat("KilnStoreF64AsF32(df, ", v, ", ", ptr, ", kiln_n);"));
+        return;
+      }
+      const char* narrow = bt == DType::kF16    ? "KilnStoreF16(df, "
+                           : bt == DType::kBF16 ? "KilnStoreBF16(df, "
+                           : bt == DType::kI8 || bt == DType::kU8 ? "KilnStoreInt8(di, "
+                                                                  : nullptr;
+      if (narrow != nullptr) {
+        w_.Line(absl::StrCat(narrow, v, ", ", ptr, ", kiln_n);"));
         return;
       }
       w_.Line(tail ? absl::StrCat("KilnStoreN(", v, ", ", Tag(bt), ", ", ptr, ", kiln_n);")
@@ -791,12 +882,17 @@ class KernelEmitter {
       w_.Line(absl::StrCat("hn::Store(hn::IfThenElseZero(hn::RebindMask(di, ", v,
                            "), hn::Set(di, 1)), di, kiln_t);"));
     } else {
-      w_.Line(absl::StrCat("alignas(64) ", ValueType(bt), " kiln_t[kKilnMaxLanes];"));
+      w_.Line(absl::StrCat("alignas(64) ", LaneType(bt), " kiln_t[kKilnMaxLanes];"));
       w_.Line(absl::StrCat("hn::Store(", v, ", ", Tag(bt), ", kiln_t);"));
     }
+    std::string lane = "kiln_t[kl]";
+    if (bt == DType::kBool || bt == DType::kI8 || bt == DType::kU8) {
+      lane = absl::StrCat("static_cast<", StorageType(bt), ">(kiln_t[kl])");
+    } else {
+      lane = StoreConversion(bt, lane);
+    }
     w_.Line(absl::StrCat("for (size_t kl = 0; kl < kiln_n; ++kl) ", Param(i), "[", LaneIdx(i, var),
-                         "] = ", bt == DType::kBool ? "static_cast<uint8_t>(kiln_t[kl])" : "kiln_t[kl]",
-                         ";"));
+                         "] = ", lane, ";"));
     w_.Close();
   }
 
@@ -816,11 +912,16 @@ class KernelEmitter {
     }
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
     if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
-    w_.Line(absl::StrCat("const auto ", V(i), " = ", VectorExpr(i, var, tail), ";"));
+    std::string e = VectorExpr(i, var, tail);
+    // f32 values on f64 lanes: each op's result rounded to f32 (loads are).
+    if (a_.f64 && op.dtype == DType::kF32 && op.code != OpCode::kLoad) {
+      e = absl::StrCat("KilnRoundF32(df, ", e, ")");
+    }
+    w_.Line(absl::StrCat("const auto ", V(i), " = ", e, ";"));
   }
 
   std::string Identity(ReduceKind rk, DType t) const {
-    const bool f = t == DType::kF32;
+    const bool f = InFloatLanes(t);
     switch (rk) {
       case ReduceKind::kSum: return f ? "hn::Zero(df)" : "hn::Zero(di)";
       case ReduceKind::kProd: return f ? "hn::Set(df, 1.0f)" : "hn::Set(di, 1)";
@@ -851,7 +952,7 @@ class KernelEmitter {
       default: {
         const char* fn = rk == ReduceKind::kMax ? "hn::Max" : "hn::Min";
         w_.Line(absl::StrCat(acc, " = ", fn, "(", acc, ", ", xm, ");"));
-        if (t == DType::kF32) {
+        if (InFloatLanes(t)) {
           const std::string isnan = absl::StrCat("hn::IsNaN(", x, ")");
           w_.Line(absl::StrCat(acc, "_nan = hn::Or(", acc, "_nan, ",
                                mask.empty() ? isnan : absl::StrCat("hn::And(", mask, ", ", isnan, ")"),
@@ -865,7 +966,7 @@ class KernelEmitter {
     const Op& op = k_.body[i];
     const std::string acc = absl::StrCat("kiln_acc", i);
     w_.Line(absl::StrCat("auto ", acc, " = ", Identity(op.reduce, op.dtype), ";"));
-    if (op.dtype == DType::kF32 &&
+    if (InFloatLanes(op.dtype) &&
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("auto ", acc, "_nan = hn::FirstN(df, 0);"));
     }
@@ -883,10 +984,12 @@ class KernelEmitter {
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
     const std::string acc = absl::StrCat("kiln_acc", i);
-    if (op.dtype == DType::kF32 &&
+    if (InFloatLanes(op.dtype) &&
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
+    } else if (a_.f64 && op.dtype == DType::kF32) {
+      w_.Line(absl::StrCat("const auto ", V(i), " = KilnRoundF32(df, ", acc, ");"));
     } else {
       w_.Line(absl::StrCat("const auto ", V(i), " = ", acc, ";"));
     }
@@ -968,8 +1071,8 @@ class KernelEmitter {
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
     // Horizontal combine in double / 64-bit, as the scalar form.
-    const bool f = t == DType::kF32;
-    w_.Line(absl::StrCat("alignas(64) ", f ? "float" : "int32_t", " ", acc, "_l[kKilnMaxLanes];"));
+    const bool f = InFloatLanes(t);
+    w_.Line(absl::StrCat("alignas(64) ", LaneType(t), " ", acc, "_l[kKilnMaxLanes];"));
     w_.Line(absl::StrCat("hn::Store(", acc, ", ", f ? "df" : "di", ", ", acc, "_l);"));
     std::string combine, result;
     switch (op.reduce) {
@@ -995,7 +1098,7 @@ class KernelEmitter {
       }
     }
     w_.Line(absl::StrCat("const ", ValueType(t), " ", S(i), " = ",
-                         f ? absl::StrCat("static_cast<float>(", acc, "_h)")
+                         f ? absl::StrCat("static_cast<", ValueType(t), ">(", acc, "_h)")
                            : absl::StrCat("kiln_rt::Wrap<int32_t>(static_cast<uint64_t>(", acc, "_h))"),
                          ";"));
   }
@@ -1112,7 +1215,14 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
                         plan.parallel_pos >= 0 ? ", parallel" : ""));
     w.Open(absl::StrCat("static int ", fn, "(", absl::StrJoin(params, ", "), ")"));
     w.Line("int kiln_err = 0;");
-    if (vector) {
+    if (vector && plan.analysis.f64) {
+      // f64 lanes (every value of the kernel is f64): di is unused.
+      w.Line("const hn::ScalableTag<double> df;");
+      w.Line("const hn::RebindToSigned<decltype(df)> di;");
+      w.Line("const int64_t kL = static_cast<int64_t>(hn::Lanes(df));");
+      w.Line("(void)di;");
+      w.Line("(void)kL;");
+    } else if (vector) {
       w.Line("const hn::ScalableTag<float> df;");
       w.Line("const hn::RebindToSigned<decltype(df)> di;");
       w.Line("const int64_t kL = static_cast<int64_t>(hn::Lanes(df));");
@@ -1151,14 +1261,18 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
     absl::StrAppend(&e, "  return 0;\n}\n");
   }
 
+  const bool lowp = UsesLowPrecision(program);
   for (Unit& u : units) {
     std::string text =
         "// Generated by kiln's C++/Highway emitter (backends/cpp). DO NOT EDIT.\n";
-    absl::StrAppend(&text, ScalarPrelude(), "\n#include \"hwy/highway.h\"\n");
+    absl::StrAppend(&text, ScalarPrelude());
+    if (lowp) absl::StrAppend(&text, LowPrecisionScalarPrelude());
+    absl::StrAppend(&text, "\n#include \"hwy/highway.h\"\n");
     if (u.vector) absl::StrAppend(&text, "#include \"hwy/contrib/math/math-inl.h\"\n");
     absl::StrAppend(&text, "\nHWY_BEFORE_NAMESPACE();\nnamespace kiln_gen {\nnamespace HWY_NAMESPACE {\n",
                     "namespace hn = hwy::HWY_NAMESPACE;\n");
     if (u.vector) absl::StrAppend(&text, VectorPrelude());
+    if (u.vector && lowp) absl::StrAppend(&text, LowPrecisionVectorPrelude());
     absl::StrAppend(&text, "\n", u.body.text(), "}  // namespace HWY_NAMESPACE\n",
                     "}  // namespace kiln_gen\nHWY_AFTER_NAMESPACE();\n\n", u.entries);
     out.sources.push_back({u.name, std::move(text)});

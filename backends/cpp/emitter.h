@@ -48,9 +48,12 @@
 //    stride; a scatter's tail lane by lane); other indices are gathered
 //    lane by lane into a vector. The variable is chosen by a score: contiguous stores
 //    weigh most, then contiguous loads; gathers and scatters count against.
-//    Loads of dtypes without a vector form (i64, u8, f16, ...) that only
-//    feed casts to f32/i32/bool are converted lane by lane inside the cast
-//    (noted in the reason). Tails use
+//    f16 / bf16 buffers load and store as 16-bit lanes widened to f32
+//    (F16C / NEON conversions; bf16 by a shift, rounded to nearest even
+//    on the way back), i8 / u8 buffers as 8-bit lanes widened to i32.
+//    Loads of dtypes without a vector form (i64, f64) that only feed casts
+//    to a vector dtype are converted lane by lane inside the cast (noted in
+//    the reason). Tails use
 //    FirstN + MaskedLoad/BlendedStore where the target's masked ops cannot
 //    fault (else a lane copy).
 //  - Tiled: when loads are strided in the vector variable but contiguous in
@@ -67,9 +70,14 @@
 //    lane (reducing over a non-contiguous dim: "accumulate columns"). A
 //    reduce that does not is vectorized along its innermost reduction
 //    variable with vector accumulators and a horizontal combine.
-//  - f32, i32 and bool values vectorize (a pointwise op whose row in
-//    ir/loop/opcodes.def has no vector instruction, such as tan or i32 div,
-//    runs its scalar form lane by lane); other dtypes,
+//  - f32, i32 and bool values vectorize, and f16 / bf16 values in f32 lanes
+//    (computed in f32, rounded where cast to or stored as f16 / bf16), i8 /
+//    u8 values in i32 lanes for loads, stores, casts and selects (i8 / u8
+//    arithmetic is scalar: it would need a wrap per op). A pointwise op
+//    whose row in ir/loop/opcodes.def has no vector instruction, such as tan
+//    or i32 div, runs its scalar form lane by lane. Kernels whose every
+//    value is f64 run on f64 lanes (df a tag of double; rows with f32-only
+//    Highway math lane by lane); f64 beside other dtypes, i64 values,
 //    argmax reductions and Welford reductions that would need per-lane
 //    accumulators are scalar (the reason is recorded); Welford along the
 //    last reduction variable is two vector passes (sum, squared deviations).

@@ -1,7 +1,7 @@
 // Every row of ir/loop/opcodes.def through generated code, stamped once per
 // ISA by kiln_isa_test: one kernel per row and operand dtype, emitted as
-// vector code (f32 / i32 / bool) and as scalar code, built with the JIT and
-// compared with the loop interpreter; the vectorization checker's decision
+// vector code (f32 / f16 / bf16 / i32 / bool) and as scalar code, built with
+// the JIT and compared with the loop interpreter; the vectorization checker's decision
 // for the op follows the row (per-lane exactly when it has no vector form);
 // a form that can fail returns kErrorIntegerDivByZero where the interpreter
 // fails.
@@ -46,8 +46,11 @@ constexpr Row kRows[] = {
 #include "ir/loop/opcodes.def"
 };
 
-// Operand dtypes per kind: the vectorized one first.
+// Operand dtypes per kind: the vectorized one first. f16 and bf16 rows
+// compute in f32 lanes and round at the store: their own case, compared
+// within one ulp of their dtype.
 const DType kFloatDTypes[] = {DType::kF32, DType::kF64};
+const DType kLowPrecisionDTypes[] = {DType::kF16, DType::kBF16};
 const DType kIntDTypes[] = {DType::kI32, DType::kI64, DType::kI8, DType::kU8};
 const DType kBoolDTypes[] = {DType::kBool};
 
@@ -67,6 +70,10 @@ Tensor FloatInput(DType dt, uint32_t seed) {
     if (i % 29 == 3) v = specials[(i / 29) % 5];
     if (dt == DType::kF32) t.data<float>()[i] = static_cast<float>(v);
     if (dt == DType::kF64) t.data<double>()[i] = v;
+    if (dt == DType::kF16) t.data<ir::Float16>()[i] = ir::FloatToHalf(static_cast<float>(v));
+    if (dt == DType::kBF16) {
+      t.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(static_cast<float>(v));
+    }
   }
   return t;
 }
@@ -95,16 +102,23 @@ std::string KernelName(const Row& row, DType dt) {
   return absl::StrCat(row.token, "_", ir::DTypeName(dt));
 }
 
-// One kernel y = op(a, b) per row and operand dtype.
-ProgramCase RowsCase() {
+// One kernel y = op(a, b) per row and operand dtype; `low_precision`: the
+// float rows over f16 and bf16 only.
+ProgramCase RowsCase(bool low_precision = false) {
   ProgramCase c;
   c.tol = {1e-5, 1e-6, {}};  // Highway's transcendentals against libm's
+  // f32 results one f32 ulp apart can round to neighbouring bf16 values.
+  if (low_precision) c.tol = {0x1p-7, 1e-6, {}};
   LoopProgram& p = c.program;
-  for (const auto& [kind, dtypes] :
-       std::vector<std::pair<OperandKind, std::vector<DType>>>{
-           {OperandKind::kFloat, {std::begin(kFloatDTypes), std::end(kFloatDTypes)}},
-           {OperandKind::kInt, {std::begin(kIntDTypes), std::end(kIntDTypes)}},
-           {OperandKind::kBool, {std::begin(kBoolDTypes), std::end(kBoolDTypes)}}}) {
+  std::vector<std::pair<OperandKind, std::vector<DType>>> kinds = {
+      {OperandKind::kFloat, {std::begin(kFloatDTypes), std::end(kFloatDTypes)}},
+      {OperandKind::kInt, {std::begin(kIntDTypes), std::end(kIntDTypes)}},
+      {OperandKind::kBool, {std::begin(kBoolDTypes), std::end(kBoolDTypes)}}};
+  if (low_precision) {
+    kinds = {{OperandKind::kFloat,
+              {std::begin(kLowPrecisionDTypes), std::end(kLowPrecisionDTypes)}}};
+  }
+  for (const auto& [kind, dtypes] : kinds) {
     for (DType dt : dtypes) {
       const std::string dn(ir::DTypeName(dt));
       const int a = p.AddBuffer("a_" + dn, dt, {kN}, BufferKind::kInput);
@@ -148,35 +162,48 @@ const EmittedKernel* FindKernel(const CaseResult& r, const std::string& name) {
 
 TEST(OpRows, VectorAndScalarCodeMatchTheInterpreter) {
   KILN_TEST_ISA_OR_SKIP(t);
-  std::vector<ProgramCase> cases = {RowsCase(), RowsCase()};
+  std::vector<ProgramCase> cases = {RowsCase(), RowsCase(), RowsCase(true), RowsCase(true)};
   cases[0].name = "rows, vector code";
   cases[1].name = "rows, scalar code";
+  cases[2].name = "f16 / bf16 rows, vector code";
+  cases[3].name = "f16 / bf16 rows, scalar code";
   cases[1].options.vectorize = false;
+  cases[3].options.vectorize = false;
   absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
   ASSERT_TRUE(r.ok()) << r.status();
-  ExpectMatchesInterpreter(cases[0], (*r)[0]);
-  ExpectMatchesInterpreter(cases[1], (*r)[1]);
+  for (size_t c = 0; c < cases.size(); ++c) ExpectMatchesInterpreter(cases[c], (*r)[c]);
   int checked = 0;
   for (const Row& row : kRows) {
-    for (DType dt : {DType::kF32, DType::kI32, DType::kBool}) {
+    for (DType dt :
+         {DType::kF32, DType::kI32, DType::kBool, DType::kF16, DType::kBF16, DType::kF64}) {
       const OperandKind kind = ir::loop::OperandKindOf(dt);
       if (!ir::loop::HasForm(row.code, kind)) continue;
+      // f64 kernels vectorize when every value is f64 (not a compare's bool).
+      if (dt == DType::kF64) {
+        bool bool_result = false;
+        for (const ir::loop::Buffer& buf : cases[0].program.buffers) {
+          bool_result |= buf.name == "y_" + KernelName(row, dt) && buf.dtype == DType::kBool;
+        }
+        if (bool_result) continue;
+      }
       const std::string name = KernelName(row, dt);
-      const EmittedKernel* vk = FindKernel((*r)[0], name);
-      const EmittedKernel* sk = FindKernel((*r)[1], name);
+      const size_t vc = ir::IsLowPrecisionFloat(dt) ? 2 : 0;
+      const EmittedKernel* vk = FindKernel((*r)[vc], name);
+      const EmittedKernel* sk = FindKernel((*r)[vc + 1], name);
       ASSERT_NE(vk, nullptr) << name;
       ASSERT_NE(sk, nullptr) << name;
       EXPECT_EQ(vk->vec.kind, VecStatus::Kind::kVectorized) << name << ": " << vk->vec.reason;
       EXPECT_EQ(sk->vec.kind, VecStatus::Kind::kScalar) << name;
       // The op: the body's op before the store.
       const size_t op = vk->ops.size() - 2;
-      const bool lanewise = FindOpForm(row.code, kind)->lanewise();
+      const bool lanewise = dt == DType::kF64 ? F64Lanewise(*FindOpForm(row.code, kind))
+                                              : FindOpForm(row.code, kind)->lanewise();
       EXPECT_EQ(vk->ops[op].kind, lanewise ? OpVec::kPerLane : OpVec::kVector)
           << name << ": " << vk->ops[op].reason;
       ++checked;
     }
   }
-  EXPECT_GT(checked, 60);
+  EXPECT_GT(checked, 100);
 }
 
 // A form that can fail: a zero divisor makes the interpreter fail and the

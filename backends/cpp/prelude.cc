@@ -2,7 +2,20 @@
 // prelude.h). Semantics mirror ir/loop/interpreter.cc.
 #include "backends/cpp/prelude.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
 namespace kiln::backends::cpp {
+namespace {
+
+// ir/graph/bf16_bits.inc as a string literal (a genrule wraps it): the
+// interpreters' bf16 conversion, compiled into generated code as is.
+constexpr char kBf16Bits[] =
+#include "backends/cpp/bf16_bits_text.inc"
+    ;
+
+}  // namespace
 
 absl::string_view ScalarPrelude() {
   static constexpr char kText[] = R"cc(#include <stddef.h>
@@ -502,6 +515,147 @@ HWY_INLINE hn::Vec<DI> KilnF32ToI32(DI di, DF df, hn::Vec<DF> x) {
     rs[l] = kiln_rt::FloatToInt<int32_t>(static_cast<double>(xs[l]));
   }
   return hn::Load(di, rs);
+}
+)cc";
+  return kText;
+}
+
+absl::string_view LowPrecisionScalarPrelude() {
+  static const std::string* const kText = new std::string(absl::StrCat(
+      "\nnamespace {\nnamespace kiln_rt {\n\n", kBf16Bits, R"cc(
+inline float BF16ToFloat(uint16_t b) { return Bf16BitsToFloat(b); }
+inline uint16_t FloatToBF16(float x) { return FloatToBf16Bits(x); }
+inline float RoundBF16(float x) { return Bf16BitsToFloat(FloatToBf16Bits(x)); }
+
+}  // namespace kiln_rt
+}  // namespace
+)cc"));
+  return *kText;
+}
+
+absl::string_view LowPrecisionVectorPrelude() {
+  static constexpr char kText[] = R"cc(
+// f16 / bf16 / i8 / u8 buffers: narrow lanes in memory, f32 (i32) lanes in
+// registers. Tails go through a zeroed copy (no masked 8/16-bit loads).
+template <class D, class T>
+HWY_INLINE hn::Vec<D> KilnLoadNarrow(D d, const T* HWY_RESTRICT p, size_t n) {
+  if (n == hn::Lanes(d)) return hn::LoadU(d, p);
+  alignas(64) T tmp[kKilnMaxLanes] = {};
+  memcpy(tmp, p, n * sizeof(T));
+  return hn::Load(d, tmp);
+}
+template <class D, class T>
+HWY_INLINE void KilnStoreNarrow(hn::Vec<D> v, D d, T* HWY_RESTRICT p, size_t n) {
+  if (n == hn::Lanes(d)) return hn::StoreU(v, d, p);
+  alignas(64) T tmp[kKilnMaxLanes];
+  hn::Store(v, d, tmp);
+  memcpy(p, tmp, n * sizeof(T));
+}
+
+// f16: F16C / NEON conversions (round to nearest even, subnormals, inf and
+// NaN exact). HWY_SCALAR's software DemoteTo truncates: there, kiln_rt's.
+template <class DF>
+HWY_INLINE hn::Vec<DF> KilnLoadF16(DF df, const uint16_t* HWY_RESTRICT p, size_t n) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)n;
+  return hn::Set(df, kiln_rt::HalfToFloat(p[0]));
+#else
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, KilnLoadNarrow(dh, reinterpret_cast<const hwy::float16_t*>(p), n));
+#endif
+}
+template <class DF>
+HWY_INLINE void KilnStoreF16(DF df, hn::Vec<DF> v, uint16_t* HWY_RESTRICT p, size_t n) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)df;
+  (void)n;
+  p[0] = kiln_rt::FloatToHalf(hn::GetLane(v));
+#else
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  KilnStoreNarrow(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p), n);
+#endif
+}
+// An f32 value rounded to the nearest f16 (a cast to f16).
+template <class DF>
+HWY_INLINE hn::Vec<DF> KilnRoundF16(DF df, hn::Vec<DF> v) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(df, kiln_rt::RoundHalf(hn::GetLane(v)));
+#else
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::DemoteTo(dh, v));
+#endif
+}
+
+// bf16 is the upper half of an f32: widening shifts left by 16; narrowing
+// first rounds the f32 bits to nearest even at bit 16 (NaN quieted), as
+// kiln_rt::FloatToBf16Bits does (Highway 1.0's DemoteTo truncates).
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> KilnBF16Bits(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb));
+  const auto quiet = hn::Or(bits, hn::Set(du, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> KilnLoadBF16(DF df, const uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> du16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, KilnLoadNarrow(du16, p, n))));
+}
+template <class DF>
+HWY_INLINE void KilnStoreBF16(DF df, hn::Vec<DF> v, uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto top = hn::BitCast(di, hn::ShiftRight<16>(KilnBF16Bits(df, v)));
+  KilnStoreNarrow(hn::DemoteTo(du16, top), du16, p, n);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> KilnRoundBF16(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::BitCast(df, hn::And(KilnBF16Bits(df, v), hn::Set(du, 0xffff0000u)));
+}
+
+// f32 buffers and values in kernels on f64 lanes: widened exactly, and
+// rounded to f32 after every op that makes an f32 value.
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadF32AsF64(DD dd, const float* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadNarrow(df32, p, n));
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsF32(DD dd, hn::Vec<DD> v, float* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreNarrow(hn::DemoteTo(df32, v), df32, p, n);
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundF32(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, hn::DemoteTo(df32, v));
+}
+
+// i8 / u8 buffers in i32 lanes. Their values are already in range (every
+// op of those dtypes wraps), so the saturating DemoteTo stores them exactly.
+template <class DI, class T>
+HWY_INLINE hn::Vec<DI> KilnLoadInt8(DI di, const T* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<T, DI> d8;
+  return hn::PromoteTo(di, KilnLoadNarrow(d8, p, n));
+}
+template <class DI, class T>
+HWY_INLINE void KilnStoreInt8(DI di, hn::Vec<DI> v, T* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<T, DI> d8;
+  KilnStoreNarrow(hn::DemoteTo(d8, v), d8, p, n);
+}
+// Two's-complement wrap of i32 lanes to i8 / u8 (kiln_rt::Wrap).
+template <class DI>
+HWY_INLINE hn::Vec<DI> KilnWrapI8(DI di, hn::Vec<DI> v) {
+  (void)di;
+  return hn::ShiftRight<24>(hn::ShiftLeft<24>(v));
+}
+template <class DI>
+HWY_INLINE hn::Vec<DI> KilnWrapU8(DI di, hn::Vec<DI> v) {
+  return hn::And(v, hn::Set(di, 0xff));
 }
 )cc";
   return kText;

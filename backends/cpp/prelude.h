@@ -24,6 +24,16 @@ absl::string_view ScalarPrelude();
 // dense grid by codegen_test.
 absl::string_view VectorPrelude();
 
+// What units of programs with f16, bf16, i8 or u8 values add (and only
+// they, so f32 programs' code does not change): after ScalarPrelude, bf16
+// conversion in kiln_rt (ir/graph/bf16_bits.inc, the interpreters' own);
+// after VectorPrelude in vector units, loads and stores of narrow buffers
+// into f32 / i32 lanes (KilnLoadF16, KilnStoreBF16, KilnLoadInt8, ...), the
+// rounding of a cast (KilnRoundF16, KilnRoundBF16) and the integer wraps
+// (KilnWrapI8, KilnWrapU8).
+absl::string_view LowPrecisionScalarPrelude();
+absl::string_view LowPrecisionVectorPrelude();
+
 }  // namespace kiln::backends::cpp
 
 #endif  // KILN_BACKENDS_CPP_PRELUDE_H_

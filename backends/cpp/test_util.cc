@@ -430,6 +430,7 @@ Tensor RandomTensor(DType dtype, const ir::Shape& shape, uint32_t seed, double l
       case DType::kF32: t.data<float>()[i] = static_cast<float>(v); break;
       case DType::kF64: t.data<double>()[i] = v; break;
       case DType::kF16: t.data<ir::Float16>()[i] = ir::FloatToHalf(static_cast<float>(v)); break;
+      case DType::kBF16: t.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(static_cast<float>(v)); break;
       case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(std::llround(v)); break;
       case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(std::llround(v)); break;
       case DType::kI8: t.data<int8_t>()[i] = static_cast<int8_t>(std::llround(v)); break;

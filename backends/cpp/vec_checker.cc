@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "backends/cpp/op_forms.h"
 
@@ -36,9 +37,18 @@ using ir::loop::VecStatus;
 // ---------------------------------------------------------------------------
 // Analysis.
 
+// Dtypes with a vector form: values of f32, f16 and bf16 in f32 lanes, of
+// i32, i8 and u8 in i32 lanes, bool as masks; their buffers load and store
+// as vectors (narrow ones widened and narrowed on the way).
 bool IsVecDType(DType t) {
-  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool;
+  return t == DType::kF32 || t == DType::kI32 || t == DType::kBool ||
+         ir::IsLowPrecisionFloat(t) || t == DType::kI8 || t == DType::kU8;
 }
+
+// i8 / u8 values in i32 lanes: loads, stores, casts and selects keep them in
+// range; arithmetic would need a wrap after every op, which no vector form
+// has yet.
+bool IsNarrowInt(DType t) { return t == DType::kI8 || t == DType::kU8; }
 
 bool IsArgReduce(ReduceKind k) {
   return k == ReduceKind::kArgMax || k == ReduceKind::kArgMin ||
@@ -47,9 +57,36 @@ bool IsArgReduce(ReduceKind k) {
 
 uint64_t Bit(int var) { return VarBit(var); }
 
+// Whether k has f64 values and every value and accessed buffer is f64 or
+// f32, with no index or indirect op (VecAnalysis::f64).
+bool IsF64Kernel(const LoopProgram& p, const Kernel& k) {
+  auto f = [](DType t) { return t == DType::kF64 || t == DType::kF32; };
+  bool any_f64 = false;
+  for (const Op& op : k.body) {
+    if (op.code == OpCode::kIndex || op.code == OpCode::kLoadIndirect ||
+        op.code == OpCode::kStoreIndirect) {
+      return false;
+    }
+    if (op.is_load() || op.is_store()) {
+      if (!f(p.buffers[op.buffer].dtype)) return false;
+    }
+    if (!op.is_store()) {
+      if (!f(op.dtype)) return false;
+      any_f64 |= op.dtype == DType::kF64;
+    }
+  }
+  return any_f64;
+}
+
+// Whether values of `t` have a vector form in kernels analysed as `a`.
+bool VecDTypeIn(const VecAnalysis& a, DType t) {
+  return a.f64 ? (t == DType::kF64 || t == DType::kF32) : IsVecDType(t);
+}
+
 VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
   VecAnalysis a;
   a.k = &k;
+  a.f64 = IsF64Kernel(p, k);
   a.extents = k.VarExtents();
   const size_t n = k.body.size();
   a.index.resize(n);
@@ -286,7 +323,7 @@ std::optional<int64_t> HardwareGatherStride(const LoopProgram& p, const VecAnaly
   if (o.code != OpCode::kLoad && o.code != OpCode::kStore) return std::nullopt;
   if (a.lane_index[op] || a.lane_cast_src[op]) return std::nullopt;
   const DType t = p.buffers[o.buffer].dtype;
-  if (t != DType::kF32 && t != DType::kI32) return std::nullopt;
+  if ((t != DType::kF32 && t != DType::kI32) || a.f64) return std::nullopt;
   const std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (!s.has_value() || *s == 0 || *s == 1) return std::nullopt;
   constexpr int64_t kLimit = std::numeric_limits<int32_t>::max() / kMaxVectorLanes;
@@ -350,7 +387,7 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
   }
   if (op.code == OpCode::kStore || op.code == OpCode::kLoad) {
     const Buffer& b = p.buffers[op.buffer];
-    if (!IsVecDType(b.dtype)) {
+    if (!VecDTypeIn(a, b.dtype)) {
       return fail(absl::StrCat("buffer dtype ", ir::DTypeName(b.dtype),
                                " is not vectorized"));
     }
@@ -375,13 +412,25 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
     }
     return;
   }
-  if (!IsVecDType(op.dtype)) {
-    return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized"));
+  if (!VecDTypeIn(a, op.dtype)) {
+    return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized",
+                             op.dtype == DType::kF64 ? " beside other dtypes" : ""));
   }
   for (size_t j = 0; j < op.args.size(); ++j) {
-    if (!IsVecDType(dt(static_cast<int>(j)))) {
+    if (!VecDTypeIn(a, dt(static_cast<int>(j)))) {
       return fail(absl::StrCat("operand dtype ", ir::DTypeName(dt(static_cast<int>(j))),
                                " is not vectorized"));
+    }
+  }
+  if (op.code != OpCode::kCast && op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
+    if (IsNarrowInt(op.dtype)) {
+      return fail(absl::StrCat(ir::DTypeName(op.dtype), " arithmetic is not vectorized"));
+    }
+    for (size_t j = 0; j < op.args.size(); ++j) {
+      if (IsNarrowInt(dt(static_cast<int>(j)))) {
+        return fail(absl::StrCat(ir::DTypeName(dt(static_cast<int>(j))),
+                                 " arithmetic is not vectorized"));
+      }
     }
   }
   switch (op.code) {
@@ -423,7 +472,8 @@ VecCheck CheckInnerReduce(const LoopProgram& p, const VecAnalysis& a, int i) {
     // Two vector passes over the reduction space (EmitInnerVectorWelford):
     // the sum gives the mean, then the squared deviations from that mean
     // give the variance; lanes combine in double.
-    if (op.dtype != DType::kF32 || k.body[op.args[0]].dtype != DType::kF32) {
+    auto f32_lanes = [](DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t); };
+    if (a.f64 || !f32_lanes(op.dtype) || !f32_lanes(k.body[op.args[0]].dtype)) {
       c.failure = absl::StrCat("op #", i, ": ", ir::loop::ReduceKindName(op.reduce),
                                " over ", ir::DTypeName(k.body[op.args[0]].dtype));
       return c;
@@ -454,7 +504,7 @@ bool TileableLoad(const LoopProgram& p, const VecAnalysis& a, int i, int var, in
   const Op& op = a.k->body[i];
   if (op.code != OpCode::kLoad || a.lane_index[i]) return false;
   const DType t = p.buffers[op.buffer].dtype;
-  if (t != DType::kF32 && t != DType::kI32) return false;
+  if ((t != DType::kF32 && t != DType::kI32) || a.f64) return false;
   const std::optional<int64_t> sv = ir::loop::StrideOf(a.index[i], var);
   const std::optional<int64_t> st = ir::loop::StrideOf(a.index[i], tile);
   return sv.has_value() && *sv != 0 && *sv != 1 && st.has_value() && *st == 1;
@@ -582,12 +632,28 @@ std::string ShortLaneInvariantReduce(const VecAnalysis& a, int i, int var) {
                       kMinInnerReduceExtent, ")");
 }
 
-// Pointwise ops on f32 / i32 whose row has no vector instruction: the
-// emitter calls their scalar form lane by lane.
-bool LanewiseMath(OpCode code, DType in) {
-  if (in != DType::kF32 && in != DType::kI32) return false;
+}  // namespace
+
+bool F64Lanewise(const OpForm& form) {
+  if (form.lanewise()) return true;
+  // f32-only helpers (range checks and polynomials for float); the generic
+  // ones work on any float tag.
+  std::string rest = form.vector;
+  for (const char* generic : {"KilnMaxF(", "KilnMinF(", "KilnSignF("}) {
+    rest = absl::StrReplaceAll(rest, {{generic, ""}});
+  }
+  return absl::StrContains(rest, "Kiln");
+}
+
+namespace {
+
+// Pointwise ops on vector dtypes whose row has no vector instruction (in
+// f64 kernels, no f64 one): the emitter calls their scalar form lane by lane.
+bool LanewiseMath(const VecAnalysis& a, OpCode code, DType in) {
+  if (!IsVecDType(in) && in != DType::kF64) return false;
   const OpForm* form = FindOpForm(code, ir::loop::OperandKindOf(in));
-  return form != nullptr && form->lanewise();
+  if (form == nullptr) return false;
+  return a.f64 ? F64Lanewise(*form) : form->lanewise();
 }
 
 std::string StrideText(const VecAnalysis& a, int i, int var) {
@@ -651,7 +717,7 @@ OpDecision DecideInContext(const LoopProgram& p, const VecAnalysis& a, const Vec
       break;
   }
   const DType in = op.args.empty() ? op.dtype : k.body[op.args[0]].dtype;
-  if (LanewiseMath(op.code, in)) {
+  if (LanewiseMath(a, op.code, in)) {
     return {OpVec::kPerLane, absl::StrCat("no vector instruction for ", ir::DTypeName(in), " ",
                                           ir::loop::OpCodeName(op.code))};
   }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "backends/cpp/op_forms.h"
 #include "ir/loop/index_expr.h"
 #include "ir/loop/loop_ir.h"
 
@@ -61,6 +62,13 @@ struct VecAnalysis {
   // casts to one that has it: in a vector context the cast converts lane by
   // lane from memory.
   std::vector<bool> lane_cast_src;
+  // The kernel has f64 values and every value and accessed buffer is f64 or
+  // f32 (no index or indirect access): vector code runs on f64 lanes (df is
+  // a tag of double, half the lanes of f32), f32 values too, rounded to f32
+  // after every op that makes one (as the interpreter computes f32 in double
+  // and rounds); rows whose vector form is f32-only math run lane by lane.
+  // Kernels mixing f64 with other dtypes stay scalar.
+  bool f64 = false;
   std::string hazard;             // non-empty: ops must keep body order
   bool empty = false;             // an iteration extent is 0
 };
@@ -138,6 +146,10 @@ std::optional<int64_t> HardwareGatherStride(const ir::loop::LoopProgram& p, cons
 enum class Access { kContiguous, kGathered };
 std::optional<Access> AccessOf(const ir::loop::LoopProgram& p, const VecAnalysis& a, int op,
                                int var);
+
+// Whether the vector form of a float row runs lane by lane on f64 lanes
+// (its Highway form is f32-only math, or it has none).
+bool F64Lanewise(const OpForm& form);
 
 // One header line for the kernel (kind, vector and tile variables, loop
 // order outermost first, parallel loop, the status reason), then one line

@@ -621,6 +621,7 @@ DetachedTensors DetachLargeInitializers(onnx::GraphProto* graph,
     const int32_t type = init.data_type();
     const bool floating = type == onnx::TensorProto::FLOAT ||
                           type == onnx::TensorProto::FLOAT16 ||
+                          type == onnx::TensorProto::BFLOAT16 ||
                           type == onnx::TensorProto::DOUBLE;
     if (!floating || !init.has_raw_data() || init.name().empty() ||
         static_cast<int64_t>(init.raw_data().size()) < min_bytes ||

@@ -220,6 +220,7 @@ bool RewriteTensor(const uint8_t* p, const uint8_t* end, std::string* out,
   }
   const bool floating = data_type == onnx::TensorProto::FLOAT ||
                         data_type == onnx::TensorProto::FLOAT16 ||
+                        data_type == onnx::TensorProto::BFLOAT16 ||
                         data_type == onnx::TensorProto::DOUBLE;
   if (!floating || external || raw == nullptr || name.empty() ||
       raw->end - raw->payload < kDetachMinBytes) {

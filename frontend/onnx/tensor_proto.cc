@@ -72,7 +72,8 @@ const char* ExpectedField(DType dtype) {
     case DType::kI8:
     case DType::kU8:
     case DType::kBool:
-    case DType::kF16: return "int32_data";
+    case DType::kF16:
+    case DType::kBF16: return "int32_data";
     case DType::kInvalid: break;
   }
   return "";
@@ -107,6 +108,7 @@ absl::StatusOr<DType> DTypeFromOnnx(int32_t elem_type, absl::string_view what) {
   switch (elem_type) {
     case TP::FLOAT: return DType::kF32;
     case TP::FLOAT16: return DType::kF16;
+    case TP::BFLOAT16: return DType::kBF16;
     case TP::DOUBLE: return DType::kF64;
     case TP::INT64: return DType::kI64;
     case TP::INT32: return DType::kI32;
@@ -124,13 +126,14 @@ absl::StatusOr<DType> DTypeFromOnnx(int32_t elem_type, absl::string_view what) {
   }
   return absl::UnimplementedError(absl::StrCat(
       what, ": element type ", OnnxElemTypeName(elem_type),
-      " is not supported by kiln (f32, f16, f64, i64, i32, i8, u8, bool)"));
+      " is not supported by kiln (f32, f16, bf16, f64, i64, i32, i8, u8, bool)"));
 }
 
 int32_t OnnxElemTypeFromDType(DType dtype) {
   switch (dtype) {
     case DType::kF32: return TP::FLOAT;
     case DType::kF16: return TP::FLOAT16;
+    case DType::kBF16: return TP::BFLOAT16;
     case DType::kF64: return TP::DOUBLE;
     case DType::kI64: return TP::INT64;
     case DType::kI32: return TP::INT32;
@@ -320,6 +323,13 @@ absl::StatusOr<ir::Tensor> TensorFromProto(const TP& t, int64_t max_bytes,
     }
     case DType::kF16: {
       ir::Float16* dst = out.data<ir::Float16>();
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i].bits = static_cast<uint16_t>(t.int32_data(i) & 0xffff);
+      }
+      break;
+    }
+    case DType::kBF16: {  // the bits in the low 16 bits of int32_data
+      ir::BFloat16* dst = out.data<ir::BFloat16>();
       for (int64_t i = 0; i < n; ++i) {
         dst[i].bits = static_cast<uint16_t>(t.int32_data(i) & 0xffff);
       }

@@ -118,6 +118,38 @@ TEST(TensorFromProtoTest, F16RawDataKeepsBits) {
   EXPECT_EQ(t->GetAsDouble(2), 0.5);
 }
 
+TEST(TensorFromProtoTest, BF16RawDataAndInt32DataKeepBits) {
+  // bfloat16: the upper half of an f32. 0x3F80 = 1.0, 0xC000 = -2.0,
+  // 0x3F00 = 0.5, 0x7FC1 a NaN with payload, 0x0001 the smallest subnormal.
+  TP p = Proto("b", TP::BFLOAT16, {5});
+  p.set_raw_data(RawBytes<uint16_t>({0x3F80, 0xC000, 0x3F00, 0x7FC1, 0x0001}));
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(p, kMax, "b");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype(), DType::kBF16);
+  EXPECT_EQ(t->data<ir::BFloat16>()[0].bits, 0x3F80);
+  EXPECT_EQ(t->data<ir::BFloat16>()[3].bits, 0x7FC1);
+  EXPECT_EQ(t->GetAsDouble(1), -2.0);
+  EXPECT_EQ(t->GetAsDouble(2), 0.5);
+  EXPECT_TRUE(std::isnan(t->GetAsDouble(3)));
+  EXPECT_EQ(t->GetAsDouble(4), std::ldexp(1.0, -133));
+
+  TP q = Proto("c", TP::BFLOAT16, {2});
+  q.add_int32_data(0xC000);
+  q.add_int32_data(0x7F80);  // +inf
+  t = TensorFromProto(q, kMax, "c");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->GetAsDouble(0), -2.0);
+  EXPECT_TRUE(std::isinf(t->GetAsDouble(1)));
+
+  absl::StatusOr<std::string> bytes = SerializeTensor(*t, "c");
+  ASSERT_TRUE(bytes.ok());
+  absl::StatusOr<ir::Tensor> back = ParseTensorBytes(*bytes, "<bytes>");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->dtype(), DType::kBF16);
+  EXPECT_EQ(back->data<ir::BFloat16>()[0].bits, 0xC000);
+  EXPECT_EQ(back->data<ir::BFloat16>()[1].bits, 0x7F80);
+}
+
 TEST(TensorFromProtoTest, Int32DataCarriesSmallTypes) {
   TP i8 = Proto("a", TP::INT8, {2});
   i8.add_int32_data(-3);
@@ -220,7 +252,7 @@ TEST(TensorFromProtoTest, DataInTheWrongFieldIsRejected) {
 }
 
 TEST(TensorFromProtoTest, UnsupportedTypesAreUnimplemented) {
-  for (int32_t type : {TP::STRING, TP::BFLOAT16, TP::UINT16, TP::COMPLEX64,
+  for (int32_t type : {TP::STRING, TP::UINT16, TP::COMPLEX64,
                        TP::UINT64}) {
     TP p = Proto("odd", type, {});
     absl::Status s = TensorFromProto(p, kMax, "tensor 'odd'").status();

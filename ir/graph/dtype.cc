@@ -1,10 +1,14 @@
-// Element type names, sizes and f16 conversion.
+// Element type names, sizes and f16/bf16 conversion.
 #include "ir/graph/dtype.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace kiln::ir {
+namespace bf16_bits {
+#include "ir/graph/bf16_bits.inc"
+}  // namespace bf16_bits
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
@@ -16,6 +20,7 @@ absl::string_view DTypeName(DType dtype) {
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
     case DType::kBool: return "bool";
+    case DType::kBF16: return "bf16";
     case DType::kInvalid: break;
   }
   return "invalid";
@@ -23,7 +28,7 @@ absl::string_view DTypeName(DType dtype) {
 
 std::optional<DType> DTypeFromName(absl::string_view name) {
   for (DType d : {DType::kF32, DType::kF16, DType::kF64, DType::kI64,
-                  DType::kI32, DType::kI8, DType::kU8, DType::kBool}) {
+                  DType::kI32, DType::kI8, DType::kU8, DType::kBool, DType::kBF16}) {
     if (DTypeName(d) == name) return d;
   }
   return std::nullopt;
@@ -39,14 +44,17 @@ size_t DTypeSize(DType dtype) {
     case DType::kI8: return 1;
     case DType::kU8: return 1;
     case DType::kBool: return 1;
+    case DType::kBF16: return 2;
     case DType::kInvalid: break;
   }
   return 0;
 }
 
 bool IsFloat(DType d) {
-  return d == DType::kF32 || d == DType::kF16 || d == DType::kF64;
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 ||
+         d == DType::kF64;
 }
+bool IsLowPrecisionFloat(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 bool IsInteger(DType d) {
   return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 ||
          d == DType::kU8;
@@ -105,6 +113,14 @@ Float16 FloatToHalf(float f) {
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
   h.bits = sign | static_cast<uint16_t>(half);
   return h;
+}
+
+float BFloat16ToFloat(BFloat16 b) { return bf16_bits::Bf16BitsToFloat(b.bits); }
+
+BFloat16 FloatToBFloat16(float f) {
+  BFloat16 b;
+  b.bits = bf16_bits::FloatToBf16Bits(f);
+  return b;
 }
 
 }  // namespace kiln::ir

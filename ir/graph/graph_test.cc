@@ -2,6 +2,8 @@
 #include "ir/graph/graph.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -9,7 +11,7 @@ namespace kiln::ir {
 namespace {
 
 TEST(DType, NamesRoundTrip) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kF64, DType::kI64,
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64,
                   DType::kI32, DType::kI8, DType::kU8, DType::kBool}) {
     EXPECT_EQ(DTypeFromName(DTypeName(d)), d);
   }
@@ -31,6 +33,61 @@ TEST(DType, HalfConversion) {
     if (((b >> 10) & 0x1f) == 0x1f) continue;
     EXPECT_EQ(FloatToHalf(HalfToFloat(h)).bits, h.bits) << b;
   }
+}
+
+// The nearest bf16 to f by a different route: the two bf16 neighbours of f
+// (truncated and one ulp up) compared in double, ties to the even one.
+uint16_t NearestBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  const uint16_t lo = static_cast<uint16_t>(bits >> 16);
+  const uint16_t hi = static_cast<uint16_t>(lo + 1);  // next magnitude up
+  const double a = std::fabs(static_cast<double>(BFloat16ToFloat(BFloat16{lo})));
+  // Above the largest bf16 the next step up would be 2^128 (rounds to inf).
+  const double b = (hi & 0x7f80) == 0x7f80
+                       ? std::ldexp(1.0, 128)
+                       : std::fabs(static_cast<double>(BFloat16ToFloat(BFloat16{hi})));
+  const double x = std::fabs(static_cast<double>(f));
+  if (x - a < b - x) return lo;
+  if (x - a > b - x) return hi;
+  return (lo & 1) == 0 ? lo : hi;
+}
+
+TEST(DType, BFloat16Conversion) {
+  EXPECT_EQ(FloatToBFloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(FloatToBFloat16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f).bits, 0x3f80);      // tie: down to even
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);  // tie: up to even
+  EXPECT_EQ(FloatToBFloat16(3.4028235e38f).bits, 0x7f80);       // f32 max: inf
+  EXPECT_EQ(FloatToBFloat16(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(FloatToBFloat16(1e-40f).bits, 0x0001);  // subnormal (0x000116c2)
+  EXPECT_EQ(BFloat16ToFloat(BFloat16{0x4049}), 3.140625f);
+  // NaN stays NaN: quieted, sign and top payload bits kept.
+  uint32_t snan = 0x7f800001u;
+  float f;
+  std::memcpy(&f, &snan, sizeof(f));
+  EXPECT_EQ(FloatToBFloat16(f).bits, 0x7fc0);
+  EXPECT_EQ(FloatToBFloat16(-NAN).bits & 0xffc0, 0xffc0);
+  // Every bf16 survives a round trip through float (NaNs as NaNs).
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    BFloat16 h{static_cast<uint16_t>(b)};
+    const float v = BFloat16ToFloat(h);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(v)))) << b;
+    } else {
+      EXPECT_EQ(FloatToBFloat16(v).bits, h.bits) << b;
+    }
+  }
+  // Finite floats round to the nearest bf16, ties to even: every 4099th
+  // bit pattern (all exponents, mantissa bits below and above the cut).
+  int mismatches = 0;
+  for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
+    const uint32_t bits = static_cast<uint32_t>(u);
+    std::memcpy(&f, &bits, sizeof(f));
+    if (!std::isfinite(f)) continue;
+    if (FloatToBFloat16(f).bits != NearestBf16(f)) ++mismatches;
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(Shape, Broadcast) {

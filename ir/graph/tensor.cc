@@ -161,6 +161,7 @@ double Tensor::GetAsDouble(int64_t i) const {
   switch (dtype_) {
     case DType::kF32: return reinterpret_cast<const float*>(p)[i];
     case DType::kF16: return HalfToFloat(reinterpret_cast<const Float16*>(p)[i]);
+    case DType::kBF16: return BFloat16ToFloat(reinterpret_cast<const BFloat16*>(p)[i]);
     case DType::kF64: return reinterpret_cast<const double*>(p)[i];
     case DType::kI64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
     case DType::kI32: return reinterpret_cast<const int32_t*>(p)[i];

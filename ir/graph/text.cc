@@ -182,11 +182,26 @@ std::string FormatF16(Float16 h) {
   });
 }
 
+std::string FormatBF16(BFloat16 b) {
+  const bool is_nan = (b.bits & 0x7f80u) == 0x7f80u && (b.bits & 0x7fu) != 0;
+  if (is_nan) {
+    if (b.bits == 0x7fc0u) return "nan";
+    if (b.bits == 0xffc0u) return "-nan";
+    return HexBits(b.bits, 4);
+  }
+  if (b.bits == 0x7f80u) return "inf";
+  if (b.bits == 0xff80u) return "-inf";
+  return Shortest(BFloat16ToFloat(b), 9, [b](const char* text) {
+    return FloatToBFloat16(std::strtof(text, nullptr)).bits == b.bits;
+  });
+}
+
 std::string FormatElement(const Tensor& t, int64_t i) {
   const void* p = t.raw_data();
   switch (t.dtype()) {
     case DType::kF32: return FormatF32(static_cast<const float*>(p)[i]);
     case DType::kF16: return FormatF16(static_cast<const Float16*>(p)[i]);
+    case DType::kBF16: return FormatBF16(static_cast<const BFloat16*>(p)[i]);
     case DType::kF64: return FormatF64(static_cast<const double*>(p)[i]);
     case DType::kI64: return absl::StrCat(static_cast<const int64_t*>(p)[i]);
     case DType::kI32: return absl::StrCat(static_cast<const int32_t*>(p)[i]);
@@ -980,6 +995,27 @@ class Parser {
     return Float16{};
   }
 
+  absl::StatusOr<BFloat16> ToBF16(const FloatLiteral& lit) {
+    switch (lit.kind) {
+      case FloatLiteral::kNumber: {
+        const BFloat16 b = FloatToBFloat16(std::strtof(lit.text.c_str(), nullptr));
+        if ((b.bits & 0x7fffu) == 0x7f80u) return OutOfRange(lit, DType::kBF16);
+        return b;
+      }
+      case FloatLiteral::kInf:
+        return BFloat16{static_cast<uint16_t>(lit.negative ? 0xff80u : 0x7f80u)};
+      case FloatLiteral::kNan:
+        return BFloat16{static_cast<uint16_t>(lit.negative ? 0xffc0u : 0x7fc0u)};
+      case FloatLiteral::kNanBits:
+        if (lit.bits > 0xffffu || (lit.bits & 0x7f80u) != 0x7f80u ||
+            (lit.bits & 0x7fu) == 0) {
+          return BadNan(lit, DType::kBF16);
+        }
+        return BFloat16{static_cast<uint16_t>(lit.bits)};
+    }
+    return BFloat16{};
+  }
+
   absl::StatusOr<float> ParseF32() {
     KILN_ASSIGN_OR_RETURN(FloatLiteral lit, ParseFloatLiteral());
     return ToF32(lit);
@@ -1001,6 +1037,11 @@ class Parser {
       case DType::kF16: {
         KILN_ASSIGN_OR_RETURN(FloatLiteral lit, ParseFloatLiteral());
         KILN_ASSIGN_OR_RETURN(static_cast<Float16*>(p)[i], ToF16(lit));
+        return absl::OkStatus();
+      }
+      case DType::kBF16: {
+        KILN_ASSIGN_OR_RETURN(FloatLiteral lit, ParseFloatLiteral());
+        KILN_ASSIGN_OR_RETURN(static_cast<BFloat16*>(p)[i], ToBF16(lit));
         return absl::OkStatus();
       }
       case DType::kI64: {
@@ -1046,7 +1087,7 @@ class Parser {
         return *d;
       }
     }
-    return Expected("a dtype (f32, f16, f64, i64, i32, i8, u8, bool or ?)");
+    return Expected("a dtype (f32, f16, bf16, f64, i64, i32, i8, u8, bool or ?)");
   }
 
   absl::StatusOr<ParsedType> ParseType() {

@@ -237,6 +237,9 @@ TEST(TextPrint, FloatsShortestAndExact) {
             "f16[] 0.3333");  // 0.333251953125 is the nearest half
   EXPECT_EQ(PrintTensor(Tensor::Scalar<Float16>({0x7c01})),
             "f16[] nan(0x7c01)");
+  EXPECT_EQ(PrintTensor(Tensor::Scalar<BFloat16>({0x4049})), "bf16[] 3.14");
+  EXPECT_EQ(PrintTensor(Tensor::Scalar<BFloat16>({0x7fc1})), "bf16[] nan(0x7fc1)");
+  EXPECT_EQ(PrintTensor(Tensor::Scalar<BFloat16>({0xff80})), "bf16[] -inf");
   EXPECT_EQ(PrintTensor(Tensor::Scalar<bool>(true)), "bool[] true");
   EXPECT_EQ(PrintTensor(Tensor(DType::kI8, {0})), "i8[0] []");
   EXPECT_EQ(PrintTensor(Tensor::FromVector<int32_t>({3}, {7, 7, 7})),
@@ -676,6 +679,28 @@ TEST(TextParse, RandomMutationsNeverCrash) {
     EXPECT_EQ(PrintGraph(*again, PrintOptions::Full()), printed);
   }
   EXPECT_GT(parsed, 0);  // some mutations (e.g. inside names) stay valid
+}
+
+TEST(TextParse, BFloat16ConstantsRoundTripBitExactly) {
+  const char* text = R"(graph main(%x: bf16[4]) -> (%y) opset 18 {
+  %c = constant bf16[6] [1.5, -0.0, 3.141, nan(0x7fc1), -inf, 9.184e-41]
+  %y = Add(%x, %c) : bf16[4]
+}
+)";
+  absl::StatusOr<Graph> g = ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Tensor* c = g->constant(*g->FindValue("c"));
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->dtype(), DType::kBF16);
+  const uint16_t want[] = {0x3fc0, 0x8000, 0x4049, 0x7fc1, 0xff80, 0x0001};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c->data<BFloat16>()[i].bits, want[i]) << i;
+  absl::StatusOr<Graph> again = ParseGraph(PrintGraph(*g));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintGraph(*again), PrintGraph(*g));
+  // A literal beyond bf16's range and a NaN pattern that is not a NaN fail.
+  EXPECT_FALSE(ParseGraph("graph m() -> () opset 18 {\n  %c = constant bf16[] 4e38\n}\n").ok());
+  EXPECT_FALSE(
+      ParseGraph("graph m() -> () opset 18 {\n  %c = constant bf16[] nan(0x7f80)\n}\n").ok());
 }
 
 }  // namespace

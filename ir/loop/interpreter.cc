@@ -27,6 +27,16 @@ double RoundFloat(DType dtype, double v) {
   return static_cast<double>(static_cast<float>(v));
 }
 
+// A float value as an element of `dtype` stores it: f16 and bf16 round to
+// nearest even (after the f32 rounding every float value already had).
+double RoundToStorage(DType dtype, double v) {
+  switch (dtype) {
+    case DType::kF16: return HalfToFloat(FloatToHalf(static_cast<float>(v)));
+    case DType::kBF16: return BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
 // Two's-complement wrap to the dtype's width; bool becomes 0/1.
 int64_t Wrap(DType dtype, uint64_t v) {
   switch (dtype) {
@@ -210,6 +220,10 @@ class Interpreter {
         case DType::kF16:
           static_cast<Float16*>(raw)[e] =
               FloatToHalf(static_cast<float>(s.f[offset]));
+          break;
+        case DType::kBF16:
+          static_cast<BFloat16*>(raw)[e] =
+              FloatToBFloat16(static_cast<float>(s.f[offset]));
           break;
         case DType::kF64: static_cast<double*>(raw)[e] = s.f[offset]; break;
         case DType::kI64: static_cast<int64_t*>(raw)[e] = s.i[offset]; break;
@@ -469,11 +483,7 @@ class Interpreter {
         KILN_ASSIGN_OR_RETURN(int64_t offset, Offset(at, op));
         Storage& s = storage_[op.buffer];
         if (IsFloat(s.dtype)) {
-          double v = arg(0).f;
-          if (s.dtype == DType::kF16) {
-            v = HalfToFloat(FloatToHalf(static_cast<float>(v)));
-          }
-          s.f[offset] = v;
+          s.f[offset] = RoundToStorage(s.dtype, arg(0).f);
         } else {
           s.i[offset] = arg(0).i;
         }
@@ -506,10 +516,7 @@ class Interpreter {
             case StoreCombine::kMax: r = a < v ? v : a; break;
             case StoreCombine::kMin: r = v < a ? v : a; break;
           }
-          if (bt == DType::kF16) {
-            r = HalfToFloat(FloatToHalf(static_cast<float>(r)));
-          }
-          s.f[offset] = r;
+          s.f[offset] = RoundToStorage(bt, r);
         } else {
           const int64_t a = s.i[offset], v = arg(0).i;
           const uint64_t ua = static_cast<uint64_t>(a), uv = static_cast<uint64_t>(v);
@@ -546,10 +553,8 @@ class Interpreter {
         const Val& a = arg(0);
         const bool from_float = IsFloat(arg_dtype(0));
         if (fl) {
-          out.f = RoundFloat(dt, from_float ? a.f : static_cast<double>(a.i));
-          if (dt == DType::kF16) {
-            out.f = HalfToFloat(FloatToHalf(static_cast<float>(out.f)));
-          }
+          out.f = RoundToStorage(
+              dt, RoundFloat(dt, from_float ? a.f : static_cast<double>(a.i)));
         } else if (dt == DType::kBool) {
           out.i = from_float ? (a.f != 0 ? 1 : 0) : (a.i != 0 ? 1 : 0);
         } else {

@@ -37,13 +37,16 @@ constexpr Row kRows[] = {
 #include "ir/loop/opcodes.def"
 };
 
-const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kF64, DType::kI64,
-                            DType::kI32, DType::kI8,  DType::kU8,  DType::kBool};
+const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64,
+                            DType::kI32, DType::kI8,  DType::kU8,   DType::kBool};
 
 void SetElement(Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
     case DType::kF32: t.data<float>()[i] = static_cast<float>(v); break;
     case DType::kF16: t.data<Float16>()[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DType::kBF16:
+      t.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(static_cast<float>(v));
+      break;
     case DType::kF64: t.data<double>()[i] = v; break;
     case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(v); break;
     case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;

@@ -268,7 +268,7 @@ class Parser {
         return *d;
       }
     }
-    return c_.Expected("a dtype (f32, f16, f64, i64, i32, i8, u8, bool)");
+    return c_.Expected("a dtype (f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
   }
 
   absl::StatusOr<std::string> ParseIdent(absl::string_view what) {

@@ -142,7 +142,7 @@ class HorizontalFuser {
             it->second.second < 0 ||
             ir::loop::Simplify(op.index, extents) != it->second.first ||
             ka.body[it->second.second].dtype != op.dtype ||
-            p_.buffers[rb].dtype == ir::DType::kF16) {
+            ir::IsLowPrecisionFloat(p_.buffers[rb].dtype)) {
           return std::nullopt;
         }
         remap[j] = it->second.second;

@@ -263,7 +263,7 @@ class VerticalFuser {
       if (e <= 0) return Fail(pk, -1, pk);
     }
     const ir::loop::Buffer& buf = p_.buffers[b];
-    if (buf.dtype == ir::DType::kF16 ||
+    if (ir::IsLowPrecisionFloat(buf.dtype) ||
         prod.body[st.args[0]].dtype != buf.dtype) {
       return Fail(pk, -1, pk);  // rule 3
     }
