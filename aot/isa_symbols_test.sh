@@ -27,6 +27,13 @@ for lib in "$@"; do
     exit 1
   fi
   sections=$(objdump -h "$lib")
+  # A sanitizer build (--config=asan) gives every instrumented unit GCC's
+  # module constructor, which registers its globals with the sanitizer
+  # (section .init_array.00099, the priority GCC reserves for it); that one
+  # is the sanitizer's, any other initializer still fails.
+  if nm "$lib" | grep -q ' U __asan_init$'; then
+    sections=$(echo "$sections" | grep -v '\.init_array\.00099 ')
+  fi
   if echo "$sections" | grep -qE '\.(init_array|preinit_array|ctors)'; then
     echo "FAIL: $lib has static initializers (they would run on every CPU):"
     echo "$sections" | grep -E '\.(init_array|preinit_array|ctors)'
