@@ -504,8 +504,15 @@ class Folder {
       out_elements += *n;
       out_bytes += *n * eb;
     }
-    if (out_elements > options_.max_output_elements ||
-        out_bytes > max_out_bytes) {
+    // DequantizeLinear of constants is a quantized model's weights: its
+    // output has exactly its input's element count (f32 instead of 8 bits),
+    // so it folds at any size within the input limit, and the Conv or MatMul
+    // reading it gets constant weights to prepack. The output caps guard the
+    // ops that expand (Expand, Tile, ConstantOfShape, ...).
+    const bool same_count = node.op_type() == "DequantizeLinear" && all_sized &&
+                            out_elements <= in_elements;
+    if (!same_count && (out_elements > options_.max_output_elements ||
+                        out_bytes > max_out_bytes)) {
       return std::nullopt;
     }
     if (!all_sized && in_elements > options_.max_output_elements) {
@@ -553,8 +560,8 @@ class Folder {
       out_bytes += static_cast<int64_t>(t.byte_size());
       outs.push_back(std::make_shared<const ir::Tensor>(std::move(t)));
     }
-    if (out_elements > options_.max_output_elements ||
-        out_bytes > max_out_bytes) {
+    if (!(same_count && out_elements <= in_elements) &&
+        (out_elements > options_.max_output_elements || out_bytes > max_out_bytes)) {
       return std::nullopt;
     }
     return outs;
