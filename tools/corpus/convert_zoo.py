@@ -32,26 +32,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "benchmarks"))
+from peer_bench import load_test_data  # noqa: E402  (one reader of test_data_set_0)
+
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME")
                      or os.path.join(os.path.expanduser("~"), ".cache"), "kiln")
 KINDS = ("fp16", "qdq", "dynu8")
 CALIB_SAMPLES = 8
 CALIB_SEED = 20261202
-
-
-def load_test_data(model_dir):
-    data = os.path.join(model_dir, "test_data_set_0")
-
-    def read(prefix):
-        out, i = [], 0
-        while os.path.exists(os.path.join(data, f"{prefix}_{i}.pb")):
-            t = onnx.TensorProto()
-            with open(os.path.join(data, f"{prefix}_{i}.pb"), "rb") as f:
-                t.ParseFromString(f.read())
-            out.append((t.name, numpy_helper.to_array(t)))
-            i += 1
-        return out
-    return read("input"), read("output")
 
 
 def write_test_data(model_dir, inputs, outputs):
