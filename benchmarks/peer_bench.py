@@ -49,7 +49,10 @@ DEFAULT_CORPUS = os.path.join(CACHE_ROOT, "corpus")
 SUITES = ("cnn", "transformer", "misc", "corpus-fp32", "corpus-fp16", "corpus-int8",
           "zoo-fp16", "zoo-int8")
 ALL_RUNTIMES = ("eager", "inductor", "inductor_max", "ort", "ov_f32", "ov", "ort_int8",
-                "ov_int8", "kiln")
+                "ov_int8", "kiln", "kiln_bf16")
+# kiln_bf16 is kiln compiled with --precision=bf16 (library calls in bf16 where
+# oneDNN runs them natively; the same as kiln's f32 where it does not).
+KILN_RUNTIMES = ("kiln", "kiln_bf16")
 TORCH_RUNTIMES = ("eager", "inductor", "inductor_max")
 # OpenVINO: ov_f32 with INFERENCE_PRECISION_HINT=f32, ov with the plugin's default
 # precision (bf16 on CPUs with AVX512-BF16/AMX, f32 elsewhere). ort_int8/ov_int8
@@ -59,6 +62,7 @@ TORCH_RUNTIMES = ("eager", "inductor", "inductor_max")
 OV_RUNTIMES = ("ov_f32", "ov", "ov_int8")
 LABELS = {"eager": "torch eager", "inductor": "Inductor",
           "inductor_max": "Inductor max-autotune", "ort": "ORT", "kiln": "kiln",
+          "kiln_bf16": "kiln bf16",
           "ov_f32": "OpenVINO f32", "ov": "OpenVINO default",
           "ort_int8": "ORT int8 (QDQ)", "ov_int8": "OpenVINO int8 (QDQ)",
           "onednn": "oneDNN matmul"}
@@ -518,11 +522,12 @@ class KilnRuntime(Runtime):
     warms up, times itself); its median is one round's median."""
     per_iteration = False
 
-    def __init__(self, kilnc, model_dir, args, inputs=()):
+    def __init__(self, kilnc, model_dir, args, inputs=(), precision="f32"):
         self.kilnc = kilnc
         self.dir = model_dir
         self.args = args
         self.threads = 1
+        self.precision = precision
         # kilnc bench takes the model alone: it is fed the stored inputs (the
         # ones ORT and OpenVINO run; silero's sample rate must be 16000) and its
         # dynamic dims bound to their shapes (kilnc check reads the data set).
@@ -533,11 +538,13 @@ class KilnRuntime(Runtime):
              for k, (n, _) in enumerate(inputs)]
 
     def _common(self):
-        return [f"--threads={self.threads}", f"--cache-dir={self.args.kiln_cache}"]
+        return [f"--threads={self.threads}", f"--cache-dir={self.args.kiln_cache}",
+                f"--precision={self.precision}"]
 
     def prepare(self, threads):
         self.threads = threads
-        return {}
+        # The tolerance of a bf16 compile is bf16's, as for OpenVINO's default.
+        return {"inference_precision": self.precision}
 
     def check(self, refs, max_rel, data_dir=None):
         cmd = [self.kilnc, "check", data_dir or self.dir, f"--max-rel={max_rel}",
@@ -830,13 +837,15 @@ def run_worker(args, name):
                 if r in runtimes:
                     errors[r] = (f"skipped (no {qdir}: tools/corpus/convert_zoo.py "
                                  "makes it)")
-    if "kiln" in runtimes:
+    for r, prec in (("kiln", "f32"), ("kiln_bf16", "bf16")):
+        if r not in runtimes:
+            continue
         if os.access(args.kilnc_path, os.X_OK):
-            rts["kiln"] = KilnRuntime(args.kilnc_path, model_dir, args,
-                                      inputs if args.corpus else ())
+            rts[r] = KilnRuntime(args.kilnc_path, model_dir, args,
+                                 inputs if args.corpus else (), prec)
         else:
-            errors["kiln"] = (f"no kilnc at {args.kilnc_path} (build it: bazel build "
-                              "-c opt //tools:kilnc, or pass --kilnc PATH)")
+            errors[r] = (f"no kilnc at {args.kilnc_path} (build it: bazel build "
+                         "-c opt //tools:kilnc, or pass --kilnc PATH)")
     gemm_ref = None
     if name in args.gemm_model_list and summary and not args.prepare_only:
         if os.access(args.onednn_peak_path, os.X_OK):
@@ -869,7 +878,7 @@ def run_worker(args, name):
                     # the ONNX spec writes them; check_corpus.py writes it).
                     _, alt_refs = load_test_data(alt)
                     ok2, rel2, note2 = (rt.check(alt_refs, info["tolerance"], alt)
-                                        if r == "kiln" else
+                                        if r in KILN_RUNTIMES else
                                         compare(rt.outputs(), alt_refs, info["tolerance"]))
                     info["max_rel_err_fused"] = rel
                     info["max_rel_err_unfused"] = rel2
@@ -892,11 +901,13 @@ def run_worker(args, name):
                   + (f", setup {info['setup_s']} s" if "setup_s" in info else ""),
                   file=sys.stderr, flush=True)
         if args.prepare_only:
-            if "kiln" in live:  # one short round: its wall time goes to the history
+            for r in KILN_RUNTIMES:  # one short round: its wall time goes to the history
+                if r not in live:
+                    continue
                 try:
-                    tres["kiln"]["wall_s"] = rts["kiln"].batch(0.05)[1]["wall_s"]
+                    tres[r]["wall_s"] = rts[r].batch(0.05)[1]["wall_s"]
                 except Exception as e:  # noqa: BLE001
-                    tres["kiln"].update(status="error", note=str(e)[:400])
+                    tres[r].update(status="error", note=str(e)[:400])
             result["threads"][str(threads)] = tres
             continue
 
@@ -960,7 +971,7 @@ def run_worker(args, name):
             t.update(median_ms=percentile(round_medians[r], 0.5),
                      p90_ms=percentile(s, 0.9), min_ms=min(s), samples=len(s),
                      round_medians_ms=[round(x, 4) for x in round_medians[r]])
-            if r == "kiln":
+            if r in KILN_RUNTIMES:
                 ex = extra[r]
                 t["p90_ms"] = percentile([float(x["p90_ms"]) for x in ex], 0.5)
                 t["samples"] = sum(int(x.get("iterations", 0)) for x in ex)
@@ -1006,7 +1017,7 @@ def estimate_model(entry, args, history):
                 # cached, so a warm compile redoes tracing, freezing, lowering.
                 total += e["warm_s"] if "warm_s" in e else \
                     plain * (0.6 if args.freezing else 0.25) if e else cold
-            elif r == "kiln":
+            elif r in KILN_RUNTIMES:
                 total += hs.get(r, {}).get("prepare_check_s", 1 + mb / 80)
             elif r in ("ort", "ort_int8") or r in OV_RUNTIMES:
                 total += hs.get(r, {}).get("prepare_check_s", 0.5 + mb / 150)
@@ -1014,8 +1025,8 @@ def estimate_model(entry, args, history):
                 total += 0.5
             if args.prepare_only:
                 continue
-            if r == "kiln":
-                wall = hs.get("kiln", {}).get("round_wall_s",
+            if r in KILN_RUNTIMES:
+                wall = hs.get(r, {}).get("round_wall_s",
                                               2 * (0.3 + mb / 150) + args.round_time)
                 total += args.rounds * wall
             else:
@@ -1040,7 +1051,7 @@ def update_history(history, res, args):
                 e["warm_s" if "cold_s" in e else "cold_s"] = t["prepare_check_s"]
                 continue
             e["prepare_check_s"] = t["prepare_check_s"]
-            if r == "kiln" and "wall_s" in t:
+            if r in KILN_RUNTIMES and "wall_s" in t:
                 e["round_wall_s"] = t["wall_s"]
 
 
@@ -1134,6 +1145,14 @@ def targets(meta, results):
     """The issue's targets, each (text, verdict, detail)."""
     rts = meta["runtimes"]
     out = []
+    if "kiln_bf16" in rts and "ov" in rts:
+        for T in meta["threads"]:
+            gms = suite_geomeans(results, T, "ov", "kiln_bf16")
+            for suite in ("transformer", "cnn"):
+                gm, n = gms[suite]
+                out.append((f"kiln bf16 ≥ OpenVINO default precision, {suite}s, "
+                            f"{T} thread(s)", gm is not None and gm >= 1.0,
+                            f"{gm:.2f}x (n={n})" if gm else "—"))
     if "kiln" not in rts:
         return out
     for T in meta["threads"]:
@@ -1176,7 +1195,7 @@ def targets(meta, results):
                     ", ".join(mem_bad) or f"all {mem_n} model/thread pairs"))
     wrong = [f"{res['name']}/{LABELS.get(r, r)}/t{T}" for res in results
              for T, tr in res.get("threads", {}).items() for r, t in tr.items()
-             if r == "kiln" and t.get("status") in ("wrong", "error")]
+             if r in KILN_RUNTIMES and t.get("status") in ("wrong", "error")]
     n_ok = sum(1 for res in results for tr in res.get("threads", {}).values()
                if tr.get("kiln", {}).get("status") == "ok")
     out.append((f"kiln outputs within {meta['max_rel']:g} x max|ref|", not wrong,
@@ -1249,13 +1268,17 @@ def write_report(meta, results, out_dir, stem):
             L.append(f"| {text} | {'yes' if ok else '**no**'} | {detail} |")
 
     peers = [p for p in PEERS if p in rts] if "kiln" in rts else []
+    # kiln's bf16 mode is compared with OpenVINO's default precision (bf16 where
+    # the CPU has it), and with kiln's own f32.
+    bf16_pairs = [(f"kiln bf16 vs {LABELS[p]}", p, "kiln_bf16") for p in ("ov", "kiln")
+                  if "kiln_bf16" in rts and p in rts]
     for T in meta["threads"]:
         key = str(T)
         L.append("")
         L.append(f"## {T} thread{'s' if T > 1 else ''}")
         L.append("")
         head = ["model", "suite", "GFLOP"] + [f"{LABELS[r]} ms" for r in rts] + \
-            [f"kiln vs {LABELS[p]}" for p in peers]
+            [f"kiln vs {LABELS[p]}" for p in peers] + [b[0] for b in bf16_pairs]
         L.append("| " + " | ".join(head) + " |")
         L.append("|---|---|" + "---:|" * (len(head) - 2))
         for res in results:
@@ -1264,13 +1287,14 @@ def write_report(meta, results, out_dir, stem):
             row = [res["name"], res["suite"], f"{g:.2f}" if g is not None else "?"]
             row += [fmt_cell(tr.get(r)) if tr else res.get("status", "—").upper()
                     for r in rts]
-            for p in peers:
-                x = ratio(tr, p, "kiln")
+            for num, den in [(p, "kiln") for p in peers] + \
+                    [(b[1], b[2]) for b in bf16_pairs]:
+                x = ratio(tr, num, den)
                 row.append(f"{x:.2f}x" if x else "—")
             L.append("| " + " | ".join(row) + " |")
-        pairs = [(f"kiln vs {LABELS[p]}", p, "kiln") for p in peers] + \
+        pairs = [(f"kiln vs {LABELS[p]}", p, "kiln") for p in peers] + bf16_pairs + \
             [(f"{LABELS[r]} vs eager", "eager", r) for r in rts
-             if r not in ("eager", "kiln") and "eager" in rts]
+             if r not in ("eager",) + KILN_RUNTIMES and "eager" in rts]
         if pairs:
             L.append("")
             L.append(f"Geometric mean speedups, {T} thread{'s' if T > 1 else ''} "
