@@ -100,14 +100,18 @@ std::vector<std::string> DataSetFolders(const std::string& dir) {
   return names;
 }
 
-// Loads prefix_0.pb, prefix_1.pb, ... until one is missing.
+// Loads prefix_0.pb, prefix_1.pb, ... until one is missing. `declared` is
+// the model's inputs or outputs: a bf16 value's file may hold UINT16 bits
+// (frontend::LoadTensorFile).
 absl::StatusOr<std::vector<ir::Tensor>> LoadNumbered(const std::string& folder,
-                                                     absl::string_view prefix) {
+                                                     absl::string_view prefix,
+                                                     const std::vector<TensorInfo>& declared) {
   std::vector<ir::Tensor> tensors;
-  for (int k = 0;; ++k) {
+  for (size_t k = 0;; ++k) {
     const std::string path = absl::StrCat(folder, "/", prefix, "_", k, ".pb");
     if (!IsFile(path)) break;
-    absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(path);
+    absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(
+        path, k < declared.size() ? declared[k].dtype : ir::DType::kInvalid);
     if (!t.ok()) return t.status();
     tensors.push_back(*std::move(t));
   }
@@ -395,9 +399,9 @@ int RunCheck(const Command& cmd) {
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
   for (const std::string& ds : data_sets) {
     const std::string folder = dir + "/" + ds;
-    absl::StatusOr<std::vector<ir::Tensor>> inputs = LoadNumbered(folder, "input");
+    absl::StatusOr<std::vector<ir::Tensor>> inputs = LoadNumbered(folder, "input", exe->inputs());
     if (!inputs.ok()) return BadInput("check", inputs.status().ToString());
-    absl::StatusOr<std::vector<ir::Tensor>> expected = LoadNumbered(folder, "output");
+    absl::StatusOr<std::vector<ir::Tensor>> expected = LoadNumbered(folder, "output", exe->outputs());
     if (!expected.ok()) return BadInput("check", expected.status().ToString());
     if (expected->empty()) {
       return BadInput("check", absl::StrCat("no output_0.pb in ", folder));

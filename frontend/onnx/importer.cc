@@ -754,7 +754,8 @@ absl::StatusOr<T> Guarded(absl::string_view source,
 
 absl::StatusOr<ir::Tensor> ParseTensor(absl::string_view bytes,
                                        absl::string_view source,
-                                       const std::string& base_dir) {
+                                       const std::string& base_dir,
+                                       std::optional<ir::DType> declared = std::nullopt) {
   return Guarded<ir::Tensor>(source, [&]() -> absl::StatusOr<ir::Tensor> {
     if (bytes.size() > static_cast<size_t>(INT_MAX)) {
       return absl::InvalidArgumentError("more than 2 GiB of protobuf");
@@ -766,6 +767,11 @@ absl::StatusOr<ir::Tensor> ParseTensor(absl::string_view bytes,
           "format)");
     }
     const std::string what = absl::StrCat("tensor '", proto.name(), "'");
+    if (declared == ir::DType::kBF16 && proto.data_type() == onnx::TensorProto::UINT16) {
+      // UINT16 and BFLOAT16 share their storage (raw 2-byte values, or one
+      // per int32_data entry), so only the type changes.
+      proto.set_data_type(onnx::TensorProto::BFLOAT16);
+    }
     const int64_t max_bytes = ImportOptions().max_tensor_bytes;
     if (!base_dir.empty()) {
       KILN_RETURN_IF_ERROR(onnx_internal::InlineExternalData(
@@ -808,6 +814,12 @@ absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return WithSource(bytes.status(), path);
   return ParseTensor(*bytes, path, DirName(path));
+}
+
+absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path, ir::DType declared) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return WithSource(bytes.status(), path);
+  return ParseTensor(*bytes, path, DirName(path), declared);
 }
 
 absl::StatusOr<ir::Tensor> ParseTensorBytes(absl::string_view bytes,

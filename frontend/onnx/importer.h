@@ -56,6 +56,11 @@ absl::StatusOr<ImportResult> ImportModelBytes(
 
 // Reads a serialized onnx.TensorProto file (test_data_set_N/input_K.pb).
 absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path);
+// The same, for a value the model declares as `declared`. ONNX's test data
+// stores bf16 tensors as UINT16 holding the bf16 bits (numpy has no bf16):
+// such a file is read as bf16 when `declared` is bf16. Any other file is read
+// as it says; comparing its type with the model's is the caller's job.
+absl::StatusOr<ir::Tensor> LoadTensorFile(const std::string& path, ir::DType declared);
 // Reads a serialized TensorProto from bytes.
 absl::StatusOr<ir::Tensor> ParseTensorBytes(absl::string_view bytes,
                                             absl::string_view source_name);

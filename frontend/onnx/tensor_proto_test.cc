@@ -392,5 +392,34 @@ TEST(TensorFilesTest, LoadsOnnxConformanceData) {
   }
 }
 
+// ONNX's test data stores bf16 tensors as UINT16 holding the bits; read for a
+// bf16 value, the file is bf16, and its values are the f32 input's within one
+// bf16 ulp (2^-7 relative: this data truncates, see the conformance lists).
+// Read without a declared type it stays refused.
+TEST(TensorFilesTest, Uint16DataOfABf16ValueReadsAsBf16) {
+  const std::string dir =
+      "/usr/share/libonnx-testdata/data/node/test_cast_FLOAT_to_BFLOAT16/test_data_set_0";
+  std::ifstream probe(dir + "/output_0.pb");
+  if (!probe) GTEST_SKIP() << "libonnx-testdata not installed: " << dir;
+  EXPECT_EQ(LoadTensorFile(dir + "/output_0.pb").status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(LoadTensorFile(dir + "/output_0.pb", DType::kF32).status().code(),
+            absl::StatusCode::kUnimplemented);
+  absl::StatusOr<ir::Tensor> in = LoadTensorFile(dir + "/input_0.pb", DType::kF32);
+  absl::StatusOr<ir::Tensor> out = LoadTensorFile(dir + "/output_0.pb", DType::kBF16);
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->dtype(), DType::kBF16);
+  ASSERT_EQ(out->shape(), in->shape());
+  for (int64_t i = 0; i < in->num_elements(); ++i) {
+    const double x = in->GetAsDouble(i), y = out->GetAsDouble(i);
+    if (std::isnan(x) || std::isinf(x)) {
+      EXPECT_EQ(std::isnan(y), std::isnan(x)) << i;
+      continue;
+    }
+    EXPECT_LE(std::fabs(y - x), std::ldexp(std::fabs(x), -7)) << i << ": " << x << " -> " << y;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::frontend::onnx_internal

@@ -36,6 +36,14 @@ std::vector<std::string> NumberedFiles(const fs::path& dir,
   return files;
 }
 
+// The dtype the model declares for the k-th of `values` (its inputs or
+// outputs), which says how to read a data file (frontend::LoadTensorFile);
+// kInvalid past the end reads the file as it is.
+ir::DType DeclaredDType(const ir::Graph& g, const std::vector<ir::ValueId>& values,
+                        size_t k) {
+  return k < values.size() ? g.value(values[k]).dtype : ir::DType::kInvalid;
+}
+
 void CollectOps(const ir::Graph& g, std::set<std::string>* ops) {
   for (const ir::Node& n : g.nodes()) {
     ops->insert(n.domain.empty() ? n.op : absl::StrCat(n.domain, ".", n.op));
@@ -138,13 +146,15 @@ CaseResult RunCase(const Case& test_case, const Executor& executor,
     const std::string set_name = set.filename().string();
     std::vector<ir::Tensor> inputs;
     for (const std::string& f : NumberedFiles(set, "input")) {
-      absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(f);
+      absl::StatusOr<ir::Tensor> t =
+          frontend::LoadTensorFile(f, DeclaredDType(graph, graph.inputs(), inputs.size()));
       if (!t.ok()) return finish(Classify(r, t.status(), set_name + " input"));
       inputs.push_back(*std::move(t));
     }
     std::vector<ir::Tensor> expected;
     for (const std::string& f : NumberedFiles(set, "output")) {
-      absl::StatusOr<ir::Tensor> t = frontend::LoadTensorFile(f);
+      absl::StatusOr<ir::Tensor> t =
+          frontend::LoadTensorFile(f, DeclaredDType(graph, graph.outputs(), expected.size()));
       if (!t.ok()) return finish(Classify(r, t.status(), set_name + " output"));
       expected.push_back(*std::move(t));
     }
