@@ -1,13 +1,19 @@
 // onnx.TensorProto <-> ir::Tensor, including external data files.
 #include "frontend/onnx/tensor_proto.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -94,6 +100,23 @@ bool IsSafeRelativePath(absl::string_view path) {
   }
   return true;
 }
+
+// The canonical absolute path of `path` (symlinks, '.' and '..' resolved),
+// or nullopt when it does not exist.
+std::optional<std::string> RealPath(const std::string& path) {
+  std::unique_ptr<char, void (*)(void*)> resolved(::realpath(path.c_str(), nullptr),
+                                                  &std::free);
+  if (resolved == nullptr) return std::nullopt;
+  return std::string(resolved.get());
+}
+
+// A file descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 }  // namespace
 
@@ -216,12 +239,32 @@ absl::Status InlineExternalData(TP* tensor, absl::string_view base_dir,
         what, ": external data length ", length, " but ", DTypeName(dtype),
         ir::ShapeToString(dims), " needs ", expected, " bytes"));
   }
+  // The text of `location` stays inside the folder (above); its target must
+  // too. A symlink inside the folder may point anywhere (`w.bin ->
+  // /etc/passwd`, a linked directory), so the real path is checked, and the
+  // file is opened by that path without following a last-moment symlink
+  // (and without blocking on a FIFO: it is refused as not a regular file).
   const std::string path = absl::StrCat(base_dir, "/", location);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  const std::optional<std::string> real_base = RealPath(std::string(base_dir));
+  const std::optional<std::string> real = RealPath(path);
+  if (!real_base.has_value() || !real.has_value()) {
     return absl::NotFoundError(absl::StrCat(
-        what, ": external data file '", path, "' does not exist or is not a "
-        "regular file"));
+        what, ": external data file '", path, "' does not exist"));
+  }
+  if (!absl::StartsWith(*real, absl::StrCat(*real_base == "/" ? "" : *real_base, "/"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": external data location '", location,
+        "' resolves (through a symbolic link) to a file outside the model's folder"));
+  }
+  Fd file{::open(real->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
+  struct stat st;
+  if (file.fd < 0 || ::fstat(file.fd, &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(
+        what, ": cannot open external data file '", path, "'"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": external data file '", location, "' is not a regular file"));
   }
   const int64_t file_size = static_cast<int64_t>(st.st_size);
   if (offset > file_size || expected > file_size - offset) {
@@ -230,20 +273,18 @@ absl::Status InlineExternalData(TP* tensor, absl::string_view base_dir,
         " bytes, too short for bytes [", offset, ", ", offset + expected,
         ")"));
   }
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"),
-                                          &std::fclose);
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        what, ": cannot open external data file '", path, "'"));
-  }
   std::string* raw = tensor->mutable_raw_data();
   raw->resize(static_cast<size_t>(expected));
-  if (std::fseek(f.get(), static_cast<long>(offset), SEEK_SET) != 0 ||
-      (expected > 0 &&
-       std::fread(raw->data(), 1, raw->size(), f.get()) != raw->size())) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": could not read ", expected, " bytes at offset ", offset,
-        " from '", path, "'"));
+  int64_t done = 0;
+  while (done < expected) {
+    const ssize_t n = ::pread(file.fd, raw->data() + done,
+                              static_cast<size_t>(expected - done), offset + done);
+    if (n <= 0) {
+      return absl::DataLossError(absl::StrCat(
+          what, ": could not read ", expected, " bytes at offset ", offset,
+          " from '", path, "'"));
+    }
+    done += n;
   }
   tensor->clear_external_data();
   tensor->set_data_location(TP::DEFAULT);

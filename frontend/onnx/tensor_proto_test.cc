@@ -3,9 +3,12 @@
 // API (ParseTensorBytes / SerializeTensor / LoadTensorFile).
 #include "frontend/onnx/tensor_proto.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -340,6 +343,56 @@ TEST(ExternalDataTest, RejectsEscapesAndShortFiles) {
   TP no_dir = make("short.bin", "");
   EXPECT_EQ(InlineExternalData(&no_dir, "", kMax, "w").code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A symbolic link inside the model's folder must not make kiln read a file
+// outside it: not a linked file (`w.bin -> /outside/secret`), not a file in a
+// linked directory (`linked/secret`). Links that stay inside are followed;
+// a directory or FIFO is not data.
+TEST(ExternalDataTest, SymlinksMayNotLeaveTheModelFolder) {
+  const std::string root = TmpDir() + "/symlinks";
+  const std::string model = root + "/model";
+  const std::string outside = root + "/outside";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(model + "/sub");
+  std::filesystem::create_directories(outside);
+  WriteFile(outside + "/secret", RawBytes<float>({6.0f, 7.0f}));
+  WriteFile(model + "/sub/inside.bin", RawBytes<float>({1.0f, 2.0f}));
+  std::filesystem::create_symlink(outside + "/secret", model + "/w.bin");
+  std::filesystem::create_symlink(outside, model + "/linked");
+  std::filesystem::create_symlink("../../outside/secret", model + "/sub/rel.bin");
+  std::filesystem::create_symlink("sub/inside.bin", model + "/ok.bin");
+  ASSERT_EQ(::mkfifo((model + "/fifo").c_str(), 0600), 0);
+  auto make = [](const std::string& location) {
+    TP p = Proto("w", TP::FLOAT, {2});
+    p.set_data_location(TP::EXTERNAL);
+    auto* e = p.add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    return p;
+  };
+  for (const std::string& escape : {"w.bin", "linked/secret", "sub/rel.bin"}) {
+    TP p = make(escape);
+    absl::Status s = InlineExternalData(&p, model, kMax, "initializer 'w'");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << escape << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("outside the model's folder")) << escape;
+    EXPECT_TRUE(p.raw_data().empty()) << escape;
+  }
+  for (const std::string& not_data : {"sub", "fifo"}) {
+    TP p = make(not_data);
+    absl::Status s = InlineExternalData(&p, model, kMax, "w");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << not_data << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("not a regular file")) << not_data;
+  }
+  TP ok = make("ok.bin");
+  ASSERT_TRUE(InlineExternalData(&ok, model, kMax, "w").ok());
+  absl::StatusOr<ir::Tensor> t = TensorFromProto(ok, kMax, "w");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data<float>()[1], 2.0f);
+  // The model's folder itself may be reached through a link.
+  std::filesystem::create_symlink(model, root + "/model_link");
+  TP via_link = make("sub/inside.bin");
+  EXPECT_TRUE(InlineExternalData(&via_link, root + "/model_link", kMax, "w").ok());
 }
 
 TEST(TensorFilesTest, SerializeRoundTrip) {
