@@ -517,11 +517,7 @@ absl::Status SaveTensor(const ir::Tensor& t, const std::string& name,
                         const std::string& path) {
   absl::StatusOr<std::string> bytes = frontend::SerializeTensor(t, name);
   if (!bytes.ok()) return bytes.status();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  f.close();
-  if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return WriteFileAtomically(path, *bytes);
 }
 
 int RunRun(const Command& cmd) {
@@ -573,14 +569,26 @@ int RunRun(const Command& cmd) {
     if (ec) {
       return BadInput("run", absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
     }
+    // Every file is checked before any is written: a refused save leaves
+    // the folder as it was.
+    std::vector<std::string> read = {model_path};
+    for (const auto& [name, path] : given->paths) read.push_back(path);
+    std::vector<std::pair<std::string, const ir::Tensor*>> files;
+    std::vector<std::string> names;
     for (size_t k = 0; k < inputs->size(); ++k) {
-      absl::Status s = SaveTensor((*inputs)[k], exe->inputs()[k].name,
-                                  absl::StrCat(out_dir, "/input_", k, ".pb"));
-      if (!s.ok()) return BadInput("run", s.ToString());
+      files.emplace_back(absl::StrCat(out_dir, "/input_", k, ".pb"), &(*inputs)[k]);
+      names.push_back(exe->inputs()[k].name);
     }
     for (size_t k = 0; k < outputs->size(); ++k) {
-      absl::Status s = SaveTensor((*outputs)[k], exe->outputs()[k].name,
-                                  absl::StrCat(out_dir, "/output_", k, ".pb"));
+      files.emplace_back(absl::StrCat(out_dir, "/output_", k, ".pb"), &(*outputs)[k]);
+      names.push_back(exe->outputs()[k].name);
+    }
+    for (const auto& [path, tensor] : files) {
+      absl::Status s = CheckWritable(path, read, opts.force);
+      if (!s.ok()) return BadInput("run", s.message());
+    }
+    for (size_t k = 0; k < files.size(); ++k) {
+      absl::Status s = SaveTensor(*files[k].second, names[k], files[k].first);
       if (!s.ok()) return BadInput("run", s.ToString());
     }
     std::cout << "saved " << inputs->size() << " input(s) and " << outputs->size()
@@ -705,13 +713,19 @@ int RunAot(const Command& cmd) {
     return ExitCodeFor(files.status());
   }
   const std::string dir = ResolvePath(o.out_dir, WorkingDir());
+  std::vector<std::string> read = {ResolvePath(o.model, WorkingDir())};
+  if (!w.weights_file.empty()) read.push_back(w.weights_file);
   for (const aot::GeneratedFile& f : *files) {
-    const std::string path = dir + "/" + f.name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << f.contents;
-    out.close();
-    if (!out) {
-      std::cerr << "kilnc aot: cannot write '" << path << "'\n";
+    absl::Status s = CheckWritable(dir + "/" + f.name, read);
+    if (!s.ok()) {
+      std::cerr << "kilnc aot: " << s.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  for (const aot::GeneratedFile& f : *files) {
+    absl::Status s = WriteFileAtomically(dir + "/" + f.name, f.contents);
+    if (!s.ok()) {
+      std::cerr << "kilnc aot: " << s.message() << "\n";
       return kExitBadInput;
     }
   }
@@ -1011,8 +1025,17 @@ int RunProfile(const Command& cmd) {
   std::string trace_path;
   if (!opts.trace.empty()) {
     trace_path = ResolvePath(opts.trace, WorkingDir());
-    std::ofstream probe(trace_path, std::ios::trunc);
-    if (!probe) return BadInput("profile", absl::StrCat("cannot write ", trace_path));
+    std::vector<std::string> read = {ResolvePath(opts.model, WorkingDir())};
+    for (const auto& [name, file] : cmd.inputs.inputs) {
+      read.push_back(ResolvePath(file, WorkingDir()));
+    }
+    absl::Status writable = CheckWritable(trace_path, read);
+    if (!writable.ok()) return BadInput("profile", writable.message());
+    // Fail before the runs, not after them, where the trace cannot be written.
+    const std::string trace_dir = fs::path(trace_path).parent_path().string();
+    if (::access(trace_dir.empty() ? "." : trace_dir.c_str(), W_OK) != 0) {
+      return BadInput("profile", absl::StrCat("cannot write ", trace_path));
+    }
   }
 
   for (int i = 0; i < opts.warmup; ++i) {
@@ -1043,10 +1066,10 @@ int RunProfile(const Command& cmd) {
   if (!trace_path.empty()) {
     absl::StatusOr<nlohmann::json> trace = ChromeTrace(r, runs);
     if (!trace.ok()) return Failed("profile", trace.status());
-    std::ofstream f(trace_path, std::ios::trunc);
-    f << trace->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    f.close();
-    if (!f) return BadInput("profile", absl::StrCat("cannot write ", trace_path));
+    absl::Status written = WriteFileAtomically(
+        trace_path,
+        trace->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    if (!written.ok()) return BadInput("profile", written.message());
     std::cout << "trace: " << trace_path << " (" << (*trace)["traceEvents"].size() - 2
               << " kernel events; open in ui.perfetto.dev or chrome://tracing)\n";
   }

@@ -3,13 +3,18 @@
 // model file to test.
 #include "tools/kilnc_lib.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -131,8 +136,8 @@ flags).
 
 constexpr absl::string_view kRunUsage =
     R"(usage: kilnc run MODEL [--engine=compiled|eager|reference]
-                  [--save-outputs=DIR] [--num-values=N] [input flags]
-                  [compile flags]
+                  [--save-outputs=DIR [--force]] [--num-values=N]
+                  [input flags] [compile flags]
 
 Compiles MODEL (an .onnx file), runs it once and prints, per output, its
 name, dtype, shape, min/max/mean and first values, then the compile and run
@@ -142,7 +147,11 @@ Flags:
   --engine=E             compiled (default), eager or reference (see
                          'kilnc check --help')
   --save-outputs=DIR     write the inputs used and the outputs to DIR as
-                         input_K.pb / output_K.pb (a test data set folder)
+                         input_K.pb / output_K.pb (a test data set folder);
+                         refused where DIR already holds such files, or
+                         where a file is an input of this run
+  --force                let --save-outputs replace an existing data set's
+                         files (the model and the --input files, never)
   --num-values=N         first values printed per output (default 8)
   --help                 this text
 )";
@@ -567,7 +576,7 @@ absl::StatusOr<Command> ParseRun(const std::vector<std::string>& args) {
   Command cmd;
   cmd.kind = Command::Kind::kRun;
   RunOptions& o = cmd.run;
-  FlagSpec spec{{{"save-outputs", true}, {"num-values", true}},
+  FlagSpec spec{{{"save-outputs", true}, {"num-values", true}, {"force", false}},
                 /*engine=*/true,
                 /*inputs=*/true};
   auto on_own = [&](const std::string& name,
@@ -577,6 +586,8 @@ absl::StatusOr<Command> ParseRun(const std::vector<std::string>& args) {
         return UsageError("run", "--save-outputs needs a folder");
       }
       o.save_outputs = value;
+    } else if (name == "force") {
+      o.force = true;
     } else if (name == "num-values") {
       if (!absl::SimpleAtoi(value, &o.num_values) || o.num_values < 0) {
         return UsageError("run", absl::StrCat(
@@ -932,6 +943,50 @@ std::string ResolvePath(absl::string_view path, absl::string_view working_dir) {
     return std::string(path);
   }
   return absl::StrCat(absl::StripSuffix(working_dir, "/"), "/", path);
+}
+
+absl::Status CheckWritable(const std::string& path, const std::vector<std::string>& inputs,
+                           bool overwrite_data_set) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::OkStatus();
+  for (const std::string& input : inputs) {
+    if (std::filesystem::equivalent(path, input, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing to write '", path, "': it is an input of this command ('", input,
+          "'); choose another file"));
+    }
+  }
+  const std::string name = std::filesystem::path(path).filename().string();
+  const bool data_file = (absl::StartsWith(name, "input_") || absl::StartsWith(name, "output_")) &&
+                         absl::EndsWith(name, ".pb");
+  if (data_file && !overwrite_data_set) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "refusing to overwrite '", path, "' of an existing data set (its expected outputs would ",
+        "be lost); choose an empty folder, or pass --force"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+  const std::string tmp = absl::StrCat(path, ".kiln-tmp-", ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write '", path, "': ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 TensorStats ComputeStats(const ir::Tensor& t) {

@@ -83,6 +83,7 @@ struct CheckOptions {
 struct RunOptions {
   std::string model;         // as given; resolve with ResolvePath
   std::string save_outputs;  // folder; empty: do not save
+  bool force = false;        // --force: --save-outputs may replace a data set's files
   int num_values = 8;        // first values printed per output
 };
 
@@ -180,6 +181,22 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseInputFlag(
 // $BUILD_WORKING_DIRECTORY to where the user typed the command); absolute
 // paths and an empty working_dir leave it unchanged.
 std::string ResolvePath(absl::string_view path, absl::string_view working_dir);
+
+// ---------------------------------------------------------------- writing
+
+// Whether a command may write the file `path`. Never over one of `inputs`
+// (the model and the files the command reads: compared by identity, so a
+// link or another spelling of the same file counts), and never into an
+// existing data set (`path` is data_set/input_K.pb or output_K.pb and that
+// file exists) unless `overwrite_data_set` (kilnc's --force). The error
+// names the file and what it is.
+absl::Status CheckWritable(const std::string& path, const std::vector<std::string>& inputs,
+                           bool overwrite_data_set = false);
+
+// Writes `bytes` to a temporary file next to `path`, then renames it onto
+// `path`: a reader sees the old file or the new one, never a part, and a
+// failed write leaves the old file as it was.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
 
 // ---------------------------------------------------------------- summaries
 

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -921,6 +921,55 @@ TEST(KilncEndToEnd, RunWithGivenInputReproducesPyTorch) {
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_TRUE(interp::CompareTensors(*got, *want, KilncDefault()).ok);
   EXPECT_TRUE(fs::exists(out_dir + "/input_0.pb"));
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// kilnc never writes over a file the command reads (the model, an --input),
+// however it is spelled, and never over an existing data set's files
+// without --force; a refused command leaves every file as it was.
+TEST(KilncEndToEnd, UserFilesAreNeverOverwritten) {
+  const std::string dir = CopyTinyCnn("overwrite");
+  const std::string model = dir + "/model.onnx";
+  const std::string data = dir + "/test_data_set_0";
+  const std::string model_bytes = ReadBytes(model);
+  const std::string input_bytes = ReadBytes(data + "/input_0.pb");
+  const std::string output_bytes = ReadBytes(data + "/output_0.pb");
+  fs::create_symlink(model, dir + "/link.onnx");
+
+  for (const std::string& trace : {model, dir + "/link.onnx", dir + "/./model.onnx"}) {
+    const Result r = Kilnc({"profile", model, "--iterations=1", "--trace=" + trace});
+    EXPECT_EQ(r.exit_code, kExitBadInput) << trace << ": " << r.output;
+    EXPECT_THAT(r.err, HasSubstr("is an input of this command")) << trace;
+  }
+  Result r = Kilnc({"run", model, "--seed=5", "--save-outputs=" + data});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("--force"));
+  // --force may replace a data set's files, but not the run's own input.
+  r = Kilnc({"run", model, "--input", "input=" + data + "/input_0.pb",
+             "--save-outputs=" + data, "--force"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("is an input of this command"));
+  EXPECT_EQ(ReadBytes(model), model_bytes);
+  EXPECT_EQ(ReadBytes(data + "/input_0.pb"), input_bytes);
+  EXPECT_EQ(ReadBytes(data + "/output_0.pb"), output_bytes);
+
+  r = Kilnc({"run", model, "--seed=5", "--save-outputs=" + data, "--force"});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_NE(ReadBytes(data + "/input_0.pb"), input_bytes);
+  const std::string trace = dir + "/trace.json";
+  r = Kilnc({"profile", model, "--iterations=1", "--trace=" + trace});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_TRUE(nlohmann::json::accept(ReadBytes(trace)));
+  // No temporary file is left next to what was written.
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    EXPECT_EQ(e.path().string().find(".kiln-tmp-"), std::string::npos) << e.path();
+  }
 }
 
 TEST(KilncEndToEnd, RunRejectsUnknownInputName) {
