@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,7 @@
 #include "absl/time/time.h"
 #include "compiler/aot_writer.h"
 #include "compiler/compiler.h"
+#include "compiler/jit/jit_compiler.h"
 #include "frontend/onnx/importer.h"
 #include "interp/interpreter.h"
 #include "ir/graph/graph.h"
@@ -783,23 +785,32 @@ int RunExplain(const Command& cmd) {
 
 // ---------------------------------------------------------------- bench
 
-// A fresh temporary folder, deleted with this object.
+// A fresh temporary folder under the user's JIT cache (<cache>/tmp, where
+// the JIT's build folders go), deleted with this object or by kilnc's signal
+// handler; the JIT's sweep removes one a killed process left (kiln_jit_*).
 class TempDir {
  public:
   static absl::StatusOr<TempDir> Make(absl::string_view prefix) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/", prefix, "XXXXXX");
+    const std::string root = jit::DefaultCacheDir() + "/tmp";
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    std::string tmpl = absl::StrCat(root, "/kiln_jit_", prefix, "XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create a temporary folder ", tmpl));
     }
     TempDir d;
     d.path_ = tmpl;
+    d.on_signal_ = std::make_unique<jit::RemovedOnSignal>(tmpl, /*is_dir=*/true);
     return d;
   }
   TempDir() = default;
-  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDir(TempDir&& o) noexcept
+      : path_(std::move(o.path_)), on_signal_(std::move(o.on_signal_)) {
+    o.path_.clear();
+  }
   TempDir& operator=(TempDir&& o) noexcept {
     std::swap(path_, o.path_);
+    std::swap(on_signal_, o.on_signal_);
     return *this;
   }
   ~TempDir() {
@@ -811,6 +822,7 @@ class TempDir {
 
  private:
   std::string path_;
+  std::unique_ptr<jit::RemovedOnSignal> on_signal_;
 };
 
 int64_t PeakRssBytes() {
@@ -836,7 +848,7 @@ int RunBench(const Command& cmd) {
   CompileOptions options = ToCompileOptions(flags, WorkingDir());
   TempDir fresh_cache;
   if (options.cache_dir.empty() && !opts.warm_only) {
-    absl::StatusOr<TempDir> d = TempDir::Make("kilnc_bench_cache_");
+    absl::StatusOr<TempDir> d = TempDir::Make("bench_cache_");
     if (!d.ok()) return Failed("bench", d.status());
     fresh_cache = *std::move(d);
     options.cache_dir = fresh_cache.path();
@@ -1076,7 +1088,16 @@ int RunProfile(const Command& cmd) {
   return kExitOk;
 }
 
+// On SIGINT, SIGTERM or SIGHUP: delete the JIT's build folders and kilnc's
+// temporary cache, then die of the signal as if not caught.
+void RemoveTemporariesAndDie(int sig) {
+  jit::RemoveBuildsInProgress();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 int Main(int argc, char** argv) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, RemoveTemporariesAndDie);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "opt") return OptMain(args, WorkingDir(), std::cout, std::cerr);
   if (args.size() == 2 && args[0] == "help" && args[1] == "opt") {

@@ -4,6 +4,8 @@
 #include "tools/kilnc_lib.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/onnx/importer.h"
 #include "gmock/gmock.h"
@@ -972,6 +975,53 @@ TEST(KilncEndToEnd, UserFilesAreNeverOverwritten) {
   }
 }
 
+// The JIT build folders and unpublished artifacts below <cache>/tmp and
+// <cache> (not yet renamed into place).
+std::vector<std::string> JitLeftovers(const std::string& cache) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const std::string& dir : {cache, cache + "/tmp"}) {
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (absl::StartsWith(name, "kiln_jit_") || name.find(".tmp.") != std::string::npos) {
+        found.push_back(e.path().string());
+      }
+    }
+  }
+  return found;
+}
+
+// kilnc stopped by SIGTERM while the C++ compiler runs leaves no build
+// folder or temporary artifact behind, and dies of the signal.
+TEST(KilncEndToEnd, SigtermDuringTheJitBuildLeavesNoTemporaries) {
+  const std::string cache = TmpDir("sigterm_cache");
+  fs::create_directories(cache);
+  const std::string kilnc = Runfile("tools/kilnc");
+  const std::string model = TinyCnn() + "/model.onnx";
+  const std::string cache_flag = "--cache-dir=" + cache;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    execl(kilnc.c_str(), kilnc.c_str(), "run", model.c_str(), cache_flag.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the build folder to exist, then stop kilnc.
+  bool building = false;
+  for (int i = 0; i < 600 && !building; ++i) {
+    building = !JitLeftovers(cache).empty();
+    if (!building) usleep(50 * 1000);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(building) << "no JIT build folder appeared in " << cache << "/tmp";
+  // A build that finished in the last moment exits 0; otherwise SIGTERM.
+  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_THAT(JitLeftovers(cache), ::testing::IsEmpty());
+}
+
 TEST(KilncEndToEnd, RunRejectsUnknownInputName) {
   const Result r = Kilnc({"run", TinyCnn() + "/model.onnx", "--shape",
                           "nope=1x3x32x32"});
@@ -1103,9 +1153,13 @@ TEST(KilncEndToEnd, BenchJsonIsOneParsableLine) {
   EXPECT_FALSE(j["compile_cache_hit"].get<bool>());  // a fresh cache
   EXPECT_TRUE(j["compile_warm_cache_hit"].get<bool>());
   EXPECT_THAT(r.err, HasSubstr("runs"));  // the progress bar
-  // The cold compile's cache was temporary, and the user's was not touched.
+  // The cold compile's cache was temporary (a folder under the user's
+  // cache's tmp/, removed), and the user's cache holds no entry; $TMPDIR
+  // was not used.
   EXPECT_TRUE(fs::is_empty(tmp));
-  EXPECT_FALSE(fs::exists(user_cache));
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(user_cache)) {
+    EXPECT_TRUE(e.is_directory()) << "left in the user's cache: " << e.path();
+  }
 
   const Result human = Kilnc({"bench", TinyCnn() + "/model.onnx", "--min-time=0",
                               "--min-iterations=3", "--warmup=1"});

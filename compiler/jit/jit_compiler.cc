@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -186,6 +188,119 @@ std::string TempRoot() {
   const char* t = std::getenv("TMPDIR");
   return (t != nullptr && t[0] == '/') ? t : "/tmp";
 }
+
+// The paths of live RemovedOnSignal objects: fixed slots, so the signal
+// handler reads them without allocating. A slot is claimed with a
+// compare-and-swap and published once its path is written.
+constexpr int kBuildSlots = 64;
+constexpr size_t kSlotPath = 4096;
+struct BuildSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being written, 2 published
+  bool is_dir = false;
+  char path[kSlotPath] = {};
+};
+BuildSlot g_build_slots[kBuildSlots];
+
+// Removes the tree under the open directory `fd` (which it closes), at most
+// `depth` levels deep, with system calls only (getdents64, openat,
+// unlinkat): async-signal-safe. Symbolic links are removed, not followed.
+void RemoveContentsRaw(int fd, int depth) {
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+      unsigned short reclen;
+      std::memcpy(&reclen, buf + off + 16, sizeof(reclen));
+      const unsigned char type = static_cast<unsigned char>(buf[off + 18]);
+      const char* name = buf + off + 19;
+      off += reclen;
+      if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+      if (type == DT_DIR && depth > 0) {
+        const int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (sub >= 0) RemoveContentsRaw(sub, depth - 1);
+        unlinkat(fd, name, AT_REMOVEDIR);
+      } else {
+        unlinkat(fd, name, 0);
+      }
+    }
+  }
+  close(fd);
+}
+
+void RemoveTreeRaw(const char* dir) {
+  const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  RemoveContentsRaw(fd, /*depth=*/8);
+  rmdir(dir);
+}
+
+}  // namespace
+
+RemovedOnSignal::RemovedOnSignal(const std::string& path, bool is_dir) {
+  if (path.size() >= kSlotPath) return;
+  for (int i = 0; i < kBuildSlots; ++i) {
+    int expected = 0;
+    if (!g_build_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_build_slots[i].path, path.c_str(), path.size() + 1);
+    g_build_slots[i].is_dir = is_dir;
+    g_build_slots[i].state.store(2);
+    slot_ = i;
+    return;
+  }
+}
+
+RemovedOnSignal::~RemovedOnSignal() {
+  if (slot_ >= 0) g_build_slots[slot_].state.store(0);
+}
+
+void RemoveBuildsInProgress() {
+  for (BuildSlot& slot : g_build_slots) {
+    if (slot.state.load() != 2) continue;
+    if (slot.is_dir) {
+      RemoveTreeRaw(slot.path);
+    } else {
+      unlink(slot.path);
+    }
+  }
+}
+
+int SweepStaleBuildDirs(const std::string& temp_root, const std::string& cache_dir,
+                        absl::Duration age) {
+  const time_t cutoff = absl::ToTimeT(absl::Now() - age);
+  int removed = 0;
+  auto stale = [&](const std::string& path, bool want_dir) {
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0 && st.st_uid == geteuid() &&
+           (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && st.st_mtime < cutoff;
+  };
+  auto scan = [&](const std::string& dir, auto&& match, bool want_dir) {
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return;
+    std::vector<std::string> doomed;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      const std::string path = absl::StrCat(dir, "/", name);
+      if (match(name) && stale(path, want_dir)) doomed.push_back(path);
+    }
+    closedir(d);
+    for (const std::string& path : doomed) {
+      if (want_dir) {
+        RemoveTreeRaw(path.c_str());
+      } else {
+        unlink(path.c_str());
+      }
+      ++removed;
+    }
+  };
+  scan(temp_root, [](const std::string& n) { return absl::StartsWith(n, "kiln_jit_"); }, true);
+  // <hash>.tmp.<pid>.<n>.so / .exe: an artifact not yet renamed into place.
+  scan(cache_dir, [](const std::string& n) { return absl::StrContains(n, ".tmp."); }, false);
+  return removed;
+}
+
+namespace {
 
 // `cxx --version`'s first line, once per compiler per process.
 absl::StatusOr<std::string> CompilerVersion(const std::string& compiler_path) {
@@ -514,18 +629,23 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
 
   // Build in a private directory; compile with it as the working directory
   // and relative file names, so the objects do not depend on where it was.
-  const std::string temp_root = options_.temp_dir.empty() ? TempRoot() : options_.temp_dir;
-  if (!options_.temp_dir.empty()) KILN_RETURN_IF_ERROR(MakeDirs(temp_root, 0700));
+  const std::string temp_root =
+      options_.temp_dir.empty() ? absl::StrCat(cache_dir_, "/tmp") : options_.temp_dir;
+  KILN_RETURN_IF_ERROR(MakeDirs(temp_root, 0700));
+  static std::once_flag swept;  // once per process: leftovers of killed runs
+  std::call_once(swept, [&] { SweepStaleBuildDirs(temp_root, cache_dir_, absl::Hours(24)); });
   std::string build_dir = absl::StrCat(temp_root, "/kiln_jit_XXXXXX");
   if (mkdtemp(build_dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp in ", temp_root, ": ", ErrnoText()));
   }
+  const RemovedOnSignal build_dir_in_progress(build_dir, /*is_dir=*/true);
   for (const ir::loop::SourceFile& f : sources) {
     KILN_RETURN_IF_ERROR(WriteFile(absl::StrCat(build_dir, "/", FileName(f)), f.text));
   }
   static std::atomic<uint64_t> counter{0};
   const std::string temp_artifact = absl::StrCat(base, ".tmp.", getpid(), ".", counter++,
                                                  shared ? ".so" : ".exe");
+  const RemovedOnSignal artifact_in_progress(temp_artifact, /*is_dir=*/false);
 
   // Units, compiled in parallel (a lone unit is compiled by the link command).
   std::vector<const ir::loop::SourceFile*> units;

@@ -53,7 +53,9 @@ struct JitOptions {
   std::vector<std::string> link_flags;   // e.g. "-ldnnl", after the objects
   // Empty: DefaultCacheDir().
   std::string cache_dir;
-  // Parent of the private build directories; empty: $TMPDIR, else /tmp.
+  // Parent of the private build directories; empty: <cache_dir>/tmp. Build
+  // directories older than a day left there by killed processes are removed
+  // at the next build (SweepStaleBuildDirs).
   std::string temp_dir;
   // Where sources of a failed build are kept (in <dir>/<hash>/); empty: the
   // failed build's own directory under temp_dir is left in place.
@@ -76,6 +78,34 @@ struct JitOptions {
 
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln.
 std::string DefaultCacheDir();
+
+// Removes what builds in progress in this process have written outside the
+// cache's final names (their build directories and temporary artifacts),
+// and every other live RemovedOnSignal path. Async-signal-safe (system calls
+// only, no allocation or locks), for a program's SIGINT/SIGTERM handler:
+// kilnc calls it there. The library installs no handler in its host; what a
+// killed process leaves is swept later (SweepStaleBuildDirs).
+void RemoveBuildsInProgress();
+
+// While it lives, RemoveBuildsInProgress deletes `path` (a file, or a
+// directory tree up to 8 levels deep). Up to 64 at once; a path of 4096
+// bytes or more is not registered.
+class RemovedOnSignal {
+ public:
+  RemovedOnSignal(const std::string& path, bool is_dir);
+  ~RemovedOnSignal();
+  RemovedOnSignal(const RemovedOnSignal&) = delete;
+  RemovedOnSignal& operator=(const RemovedOnSignal&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+// Removes kiln_jit_* build directories in `temp_root` and *.tmp.* artifacts
+// in `cache_dir` whose last change is older than `age` and that belong to
+// this user: the leftovers of killed processes. Returns how many it removed.
+int SweepStaleBuildDirs(const std::string& temp_root, const std::string& cache_dir,
+                        absl::Duration age);
 
 // A dlopen'ed JIT library; dlclose on destruction. Function pointers taken
 // from it must not outlive it.

@@ -3,6 +3,7 @@
 // x86), the cache (hits, corrupt entries, concurrency) and build errors.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +308,58 @@ TEST(JitCompiler, CompileErrorReportsTheCompilerAndKeepsSources) {
     EXPECT_EQ(ReadAll(kept + "/broken.cc"), text);
     EXPECT_THAT(ReadAll(kept + "/failed_command.txt"), HasSubstr("broken.cc"));
   }
+}
+
+// Without JitOptions::temp_dir, a build's private directory is under the
+// cache (a failed one keeps its sources there), not in $TMPDIR.
+TEST(JitCompiler, BuildDirectoriesLiveUnderTheCache) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  JitOptions o = Options(t);
+  o.temp_dir.clear();
+  JitCompiler jit(o);
+  const std::string text = "int kiln_broken() { return nope; }\n";
+  absl::Status s = t.emulated ? jit.CompileExecutable({{"broken", text}}).status()
+                              : jit.Compile({{"broken", text}}).status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("sources kept in ", o.cache_dir, "/tmp/kiln_jit_")));
+}
+
+// Leftovers of killed processes older than the age are removed: build
+// directories in the temp root and unpublished artifacts in the cache.
+// Newer ones (a build running in another process) and other files stay.
+TEST(JitCompiler, SweepRemovesOnlyStaleLeftovers) {
+  const std::string cache = TestDir("sweep_cache");
+  const std::string temp = cache + "/tmp";
+  mkdir(cache.c_str(), 0700);
+  mkdir(temp.c_str(), 0700);
+  auto touch = [](const std::string& path, absl::Duration age) {
+    std::ofstream(path) << "x";
+    const time_t when = absl::ToTimeT(absl::Now() - age);
+    struct timeval tv[2] = {{when, 0}, {when, 0}};
+    ASSERT_EQ(utimes(path.c_str(), tv), 0) << path;
+  };
+  auto make_dir = [&](const std::string& dir, absl::Duration age) {
+    mkdir(dir.c_str(), 0700);
+    touch(dir + "/unit.cc", age);
+    touch(dir + "/unit.o", age);
+    const time_t when = absl::ToTimeT(absl::Now() - age);
+    struct timeval tv[2] = {{when, 0}, {when, 0}};
+    ASSERT_EQ(utimes(dir.c_str(), tv), 0) << dir;
+  };
+  make_dir(temp + "/kiln_jit_old", absl::Hours(30));
+  make_dir(temp + "/kiln_jit_new", absl::Minutes(5));
+  make_dir(temp + "/not_ours", absl::Hours(30));
+  touch(cache + "/abc.tmp.123.0.so", absl::Hours(30));
+  touch(cache + "/abd.tmp.124.0.so", absl::Minutes(1));
+  touch(cache + "/abc.so", absl::Hours(30));
+  EXPECT_EQ(SweepStaleBuildDirs(temp, cache, absl::Hours(24)), 2);
+  struct stat st;
+  EXPECT_NE(stat((temp + "/kiln_jit_old").c_str(), &st), 0);
+  EXPECT_EQ(stat((temp + "/kiln_jit_new/unit.o").c_str(), &st), 0);
+  EXPECT_EQ(stat((temp + "/not_ours/unit.o").c_str(), &st), 0);
+  EXPECT_NE(stat((cache + "/abc.tmp.123.0.so").c_str(), &st), 0);
+  EXPECT_EQ(stat((cache + "/abd.tmp.124.0.so").c_str(), &st), 0);
+  EXPECT_EQ(stat((cache + "/abc.so").c_str(), &st), 0);
 }
 
 TEST(JitCompiler, TwoTranslationUnitsAndAHeaderLinkTogether) {
