@@ -20,6 +20,7 @@
 #include "compiler/report.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/module.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "runtime/executable.h"
@@ -233,6 +234,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompileOne(const CompileOptions& 
   return std::move(built[0]);
 }
 
+// Errors leave the compiler with model text escaped and lines capped
+// (ir/message.h); a JIT error quotes the C++ compiler's lines, so line
+// breaks are kept.
+absl::StatusOr<std::unique_ptr<CompiledModel>> Safe(
+    absl::StatusOr<std::unique_ptr<CompiledModel>> r) {
+  if (r.ok()) return r;
+  return SanitizedStatus(r.status(), /*keep_line_breaks=*/true);
+}
+
 }  // namespace
 
 Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {}
@@ -247,13 +257,13 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path, io));
   report.import_ms = Ms(start);
   report.warnings = std::move(imported.warnings);
-  return CompileOne(options_, std::move(imported.graph), std::move(report));
+  return Safe(CompileOne(options_, std::move(imported.graph), std::move(report)));
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileGraph(ir::Graph graph) const {
   CompileReport report;
   report.model = graph.name();
-  return CompileOne(options_, std::move(graph), std::move(report));
+  return Safe(CompileOne(options_, std::move(graph), std::move(report)));
 }
 
 std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGraphs(
@@ -275,6 +285,7 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGra
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> built =
       BuildBatch(options_, std::move(batch));
   for (size_t b = 0; b < built.size(); ++b) results[where[b]] = std::move(built[b]);
+  for (auto& r : results) r = Safe(std::move(r));
   return results;
 }
 

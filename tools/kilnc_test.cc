@@ -1002,7 +1002,7 @@ TEST(KilncEndToEnd, SigtermDuringTheJitBuildLeavesNoTemporaries) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
+    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
     execl(kilnc.c_str(), kilnc.c_str(), "run", model.c_str(), cache_flag.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/tensor_proto.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::frontend::onnx_internal {
@@ -602,9 +603,9 @@ absl::Status SortGraphsTopologically(onnx::GraphProto* graph,
 std::string DescribeNode(const onnx::NodeProto& node, int index) {
   const bool default_domain =
       node.domain().empty() || node.domain() == "ai.onnx";
-  return absl::StrCat("node #", index, " '", node.name(), "' (",
-                      default_domain ? "" : node.domain(),
-                      default_domain ? "" : ".", node.op_type(), ")");
+  return absl::StrCat("node #", index, " '", EscapeForMessage(node.name()), "' (",
+                      default_domain ? "" : EscapeForMessage(node.domain()),
+                      default_domain ? "" : ".", EscapeForMessage(node.op_type()), ")");
 }
 
 std::vector<std::string> OuterScopeNames(const onnx::GraphProto& graph) {

@@ -17,6 +17,7 @@
 #include <new>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -24,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "frontend/onnx/fold_shapes.h"
+#include "ir/message.h"
 #include "frontend/onnx/graph_importer.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
@@ -738,7 +740,10 @@ absl::StatusOr<T> Guarded(absl::string_view source,
                           const std::function<absl::StatusOr<T>()>& fn) {
   try {
     absl::StatusOr<T> r = fn();
-    if (!r.ok()) return WithSource(r.status(), source);
+    if (!r.ok()) return WithSource(SanitizedStatus(r.status(), /*keep_line_breaks=*/false), source);
+    if constexpr (std::is_same_v<T, ImportResult>) {
+      for (std::string& w : r->warnings) w = EscapeForMessage(w, kMaxMessageLineBytes);
+    }
     return r;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/test_models.h"
+#include "ir/message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
@@ -850,6 +851,38 @@ TEST_F(RealModelTest, If) {
   const ir::Tensor* c = then_g.constant(then_g.outputs()[0]);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->ToInt64Vector(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+}
+
+// Names come from strangers: control bytes in them reach no message
+// unescaped, a newline does not split a message, and a 1 MB name does not
+// make a 1 MB line.
+TEST(ImporterTest, HostileNamesAreEscapedAndCappedInErrors) {
+  const std::string terminal = "\x1b]0;pwned\x07\x1b[2J";
+  const std::string huge(1 << 20, 'n');
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{3}});
+  m.Node("Relu", {"x"}, {"a"}, terminal + "relu");
+  m.Node("Add", {"a", huge + "\nline two"}, {"y"}, "add");
+  m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{3}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  const std::string message = Message(r);
+  EXPECT_THAT(message, HasSubstr("never defined"));
+  EXPECT_THAT(message, HasSubstr("bytes left out]"));
+  EXPECT_LE(message.size(), kMaxMessageLineBytes + 100);
+  for (char c : message) {
+    EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        << "control byte " << static_cast<int>(c) << " in: " << message.substr(0, 200);
+  }
+
+  ModelBuilder unknown;
+  unknown.Input("x", TP::FLOAT, {int64_t{1}});
+  unknown.Node("NoSuchOp", {"x"}, {"y"}, terminal);
+  unknown.Output("y", TP::FLOAT, {int64_t{1}});
+  r = Import(unknown);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r), HasSubstr("\\x1b]0;pwned\\x07"));
+  EXPECT_EQ(Message(r).find('\x1b'), std::string::npos);
 }
 
 }  // namespace

@@ -371,14 +371,14 @@ TEST(ExternalDataTest, SymlinksMayNotLeaveTheModelFolder) {
     e->set_value(location);
     return p;
   };
-  for (const std::string& escape : {"w.bin", "linked/secret", "sub/rel.bin"}) {
+  for (const char* escape : {"w.bin", "linked/secret", "sub/rel.bin"}) {
     TP p = make(escape);
     absl::Status s = InlineExternalData(&p, model, kMax, "initializer 'w'");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << escape << ": " << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("outside the model's folder")) << escape;
     EXPECT_TRUE(p.raw_data().empty()) << escape;
   }
-  for (const std::string& not_data : {"sub", "fifo"}) {
+  for (const char* not_data : {"sub", "fifo"}) {
     TP p = make(not_data);
     absl::Status s = InlineExternalData(&p, model, kMax, "w");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << not_data << ": " << s;

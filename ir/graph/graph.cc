@@ -1,6 +1,8 @@
 // Graph construction and lookup.
 #include "ir/graph/graph.h"
 
+#include "ir/message.h"
+
 namespace kiln::ir {
 
 int Node::num_present_inputs() const {
@@ -10,8 +12,9 @@ int Node::num_present_inputs() const {
 }
 
 std::string Node::Describe() const {
-  return absl::StrCat("node '", name, "' (", domain.empty() ? "" : domain,
-                      domain.empty() ? "" : ".", op, ")");
+  return absl::StrCat("node '", EscapeForMessage(name), "' (",
+                      domain.empty() ? "" : EscapeForMessage(domain), domain.empty() ? "" : ".",
+                      EscapeForMessage(op), ")");
 }
 
 ValueId Graph::AddValue(std::string name, DType dtype, Shape shape) {
