@@ -130,7 +130,9 @@ class Rewriter {
 
   // Cast(input, f32) minus its zero point (node input zp_slot, may be
   // absent), shared by every rewritten node reading the same pair.
-  ValueId ShiftedF32(const ir::Node& n, int slot, int zp_slot) {
+  // `channels_first`: a zero point with several values is per index of the
+  // input's first axis (conv weights), else of its last (MatMul's B).
+  ValueId ShiftedF32(const ir::Node& n, int slot, int zp_slot, bool channels_first = false) {
     const ValueId x = n.inputs[slot];
     const ValueId z = n.has_input(zp_slot) ? n.inputs[zp_slot] : ir::kNoValue;
     auto cached = shifted_.find({x, z});
@@ -158,7 +160,12 @@ class Rewriter {
       ValueId zf = ir::kNoValue;
       if (const Tensor* zc = g_.constant(z); zc != nullptr) {
         bool all_zero = true;
-        Tensor t(DType::kF32, zc->shape());
+        Shape shape = zc->shape();
+        if (channels_first && zc->num_elements() > 1) {
+          shape.assign(xv.shape.size(), 1);
+          shape[0] = zc->num_elements();
+        }
+        Tensor t(DType::kF32, shape);
         for (int64_t i = 0; i < zc->num_elements(); ++i) {
           t.data<float>()[i] = static_cast<float>(zc->GetAsDouble(i));
           all_zero = all_zero && zc->GetAsInt64(i) == 0;
@@ -252,16 +259,30 @@ class Rewriter {
   std::string ConvInteger(const ir::Node& n) {
     const ValueId x = n.inputs[0], w = n.inputs[1];
     const std::optional<Range> xr = RangeOf(g_.value(x).dtype);
-    if (!xr.has_value() || !RangeOf(g_.value(w).dtype).has_value()) {
-      return "x and w are not u8/i8";
-    }
+    const std::optional<Range> wr = RangeOf(g_.value(w).dtype);
+    if (!xr.has_value() || !wr.has_value()) return "x and w are not u8/i8";
+    const Shape wsh = g_.value(w).shape;
+    if (wsh.size() < 3) return "w has rank < 3";
     const Tensor* wc = g_.constant(w);
-    if (wc == nullptr) return "weights are not a constant (f32 Conv takes constant weights)";
     const Tensor* wzp = n.has_input(3) ? g_.constant(n.inputs[3]) : nullptr;
-    if (n.has_input(3) && wzp == nullptr) return "a runtime weight zero point";
+    const double xmax = static_cast<double>(MaxShift(*xr, g_, n, 2));
+    if (wc == nullptr || (n.has_input(3) && wzp == nullptr)) {
+      // Runtime weights (or zero point): shifted at run time; the bound from
+      // the types' ranges.
+      if (n.has_input(3) && wzp == nullptr &&
+          ir::NumElements(g_.value(n.inputs[3]).shape) != 1) {
+        return "a runtime per-channel weight zero point";
+      }
+      const int64_t k = ir::NumElements(wsh) / std::max<int64_t>(1, wsh[0]);
+      const double wmax = static_cast<double>(MaxShift(*wr, g_, n, 3));
+      const std::string why = Allowed(n, static_cast<double>(k) * wmax * xmax < kExactLimit, k);
+      if (!why.empty()) return why;
+      const ValueId wf = ShiftedF32(n, 1, 3, /*channels_first=*/true);
+      Finish(n, "Conv", {ShiftedF32(n, 0, 2), wf}, n.attrs);
+      return std::string();
+    }
     std::optional<Weights> wf = FoldWeights(*wc, wzp, /*last_axis=*/false);
     if (!wf.has_value()) return "a weight zero point of another size than M";
-    const double xmax = static_cast<double>(MaxShift(*xr, g_, n, 2));
     bool exact = true;
     for (double s : wf->abs_sum) exact = exact && s * xmax < kExactLimit;
     std::string why = Allowed(n, exact, wf->terms);
@@ -310,61 +331,86 @@ class Rewriter {
     return std::string();
   }
 
+  // A scale input as f32 constant data, or nullptr when it is a runtime value.
+  const Tensor* ConstantInput(const ir::Node& n, int slot) const {
+    return n.has_input(slot) ? g_.constant(n.inputs[slot]) : nullptr;
+  }
+
   std::string QLinearConv(const ir::Node& n) {
     const ValueId x = n.inputs[0], w = n.inputs[3];
     const std::optional<Range> xr = RangeOf(g_.value(x).dtype);
+    const std::optional<Range> wr = RangeOf(g_.value(w).dtype);
     const ir::Value yv = g_.value(n.outputs[0]);
-    if (!xr.has_value() || !RangeOf(g_.value(w).dtype).has_value() ||
-        !RangeOf(yv.dtype).has_value()) {
+    if (!xr.has_value() || !wr.has_value() || !RangeOf(yv.dtype).has_value()) {
       return "x, w and y are not u8/i8";
     }
-    const Tensor* wc = g_.constant(w);
-    if (wc == nullptr) return "weights are not a constant (f32 Conv takes constant weights)";
-    for (int slot : {1, 4, 5, 6, 7}) {
-      if (n.has_input(slot) && g_.constant(n.inputs[slot]) == nullptr) {
-        return absl::StrCat("input ", slot, " (a scale or the weight/output zero point) is "
-                            "not a constant");
-      }
-    }
     if (!n.has_input(1) || !n.has_input(4) || !n.has_input(6)) return "a scale is missing";
-    const int64_t m = wc->rank() > 0 ? wc->shape()[0] : 0;
-    const Tensor* xs = g_.constant(n.inputs[1]);
-    const Tensor* ys = g_.constant(n.inputs[6]);
-    const Tensor* yzp = n.has_input(7) ? g_.constant(n.inputs[7]) : nullptr;
-    if (xs->num_elements() != 1 || ys->num_elements() != 1 ||
-        (yzp != nullptr && yzp->num_elements() != 1)) {
+    const Shape wsh = g_.value(w).shape;
+    if (wsh.size() < 3) return "w has rank < 3";
+    const int64_t m = wsh[0];
+    auto count = [&](int slot) {
+      return n.has_input(slot) ? ir::NumElements(g_.value(n.inputs[slot]).shape) : 1;
+    };
+    if (count(1) != 1 || count(6) != 1 || count(7) != 1) {
       return "per-channel input or output parameters";
     }
-    std::optional<std::vector<double>> ws = PerChannel(g_.constant(n.inputs[4]), m, 1.0);
-    if (!ws.has_value()) return "a weight scale of another size than M";
-    const Tensor* bias = n.has_input(8) ? g_.constant(n.inputs[8]) : nullptr;
+    const int64_t ws_count = count(4);
+    if (ws_count != 1 && ws_count != m) return "a weight scale of another size than M";
+    if (count(5) != 1 && count(5) != m) return "a weight zero point of another size than M";
+    const Tensor* bias = ConstantInput(n, 8);
     if (n.has_input(8) && bias == nullptr) return "a runtime bias";
-    std::optional<Weights> wf =
-        FoldWeights(*wc, n.has_input(5) ? g_.constant(n.inputs[5]) : nullptr, false);
-    if (!wf.has_value()) return "a weight zero point of another size than M";
+    const Tensor* wc = g_.constant(w);
+    const Tensor* wzp = ConstantInput(n, 5);
+    const bool constant_w = wc != nullptr && (!n.has_input(5) || wzp != nullptr);
+    if (!constant_w && n.has_input(5) && wzp == nullptr && count(5) != 1) {
+      return "a runtime per-channel weight zero point";
+    }
     const double xmax = static_cast<double>(MaxShift(*xr, g_, n, 2));
-    const double x_scale = xs->GetAsDouble(0), y_scale = ys->GetAsDouble(0);
-    const bool per_channel = g_.constant(n.inputs[4])->num_elements() > 1;
+    std::optional<Weights> wf;
+    std::vector<double> bound(m);
+    int64_t terms = ir::NumElements(wsh) / std::max<int64_t>(1, m);
+    if (constant_w) {
+      wf = FoldWeights(*wc, wzp, /*last_axis=*/false);
+      if (!wf.has_value()) return "a weight zero point of another size than M";
+      for (int64_t c = 0; c < m; ++c) bound[c] = wf->abs_sum[c] * xmax;
+    } else {
+      const double wmax = static_cast<double>(MaxShift(*wr, g_, n, 5));
+      bound.assign(m, static_cast<double>(terms) * wmax * xmax);
+    }
+    for (int64_t c = 0; c < m; ++c) {
+      if (bias != nullptr) bound[c] += std::abs(bias->GetAsDouble(c));
+    }
+    const Tensor* xs = ConstantInput(n, 1);
+    const Tensor* ws = ConstantInput(n, 4);
+    const Tensor* ys = ConstantInput(n, 6);
+    const bool constant_scales = xs != nullptr && ws != nullptr && ys != nullptr;
     // Per channel: [1, M, 1, ...] against the conv's output.
     Shape scale_shape;
-    if (per_channel) {
-      scale_shape.assign(wc->rank(), 1);
+    if (ws_count > 1) {
+      scale_shape.assign(wsh.size(), 1);
       scale_shape[1] = m;
     }
     Tensor qscale(DType::kF32, scale_shape);
     for (int64_t c = 0; c < m; ++c) {
-      double bound = wf->abs_sum[c] * xmax;
-      if (bias != nullptr) bound += std::abs(bias->GetAsDouble(c));
-      const double step = x_scale * (*ws)[c] / y_scale;  // output steps per unit of acc
-      if (bound >= kExactLimit &&
-          static_cast<double>(wf->terms) * std::ldexp(bound, -24) * std::abs(step) > 0.5) {
+      if (bound[c] < kExactLimit) {
+        if (!constant_scales) continue;
+      } else if (!constant_scales) {
+        return "runtime scales and partial sums that may reach 2^24: the rounding cannot be "
+               "bounded in output steps at compile time";
+      }
+      const double step =
+          xs->GetAsDouble(0) * ws->GetAsDouble(ws_count > 1 ? c : 0) / ys->GetAsDouble(0);
+      if (bound[c] >= kExactLimit &&
+          static_cast<double>(terms) * std::ldexp(bound[c], -24) * std::abs(step) > 0.5) {
         return absl::StrCat("channel ", c, "'s f32 accumulation may round by more than half "
                             "an output step");
       }
-      qscale.data<float>()[per_channel ? c : 0] = static_cast<float>(step);
+      qscale.data<float>()[ws_count > 1 ? c : 0] = static_cast<float>(step);
     }
-    std::vector<ValueId> conv_in = {
-        ShiftedF32(n, 0, 2), NewConstant(g_.value(w).name + ".f32", std::move(wf->data))};
+    const ValueId wv = constant_w
+                           ? NewConstant(g_.value(w).name + ".f32", std::move(wf->data))
+                           : ShiftedF32(n, 3, 5, /*channels_first=*/true);
+    std::vector<ValueId> conv_in = {ShiftedF32(n, 0, 2), wv};
     if (bias != nullptr) {
       Tensor bf(DType::kF32, bias->shape());
       for (int64_t i = 0; i < bias->num_elements(); ++i) {
@@ -374,20 +420,42 @@ class Rewriter {
     }
     const ValueId acc = NewValue(yv.name + ".f32", DType::kF32, yv.shape);
     Emit(n, "Conv", std::move(conv_in), {acc}, n.attrs);
+    ValueId qs = ir::kNoValue;
+    if (constant_scales) {
+      qs = NewConstant(yv.name + ".requant_scale", std::move(qscale));
+    } else {
+      // x_scale * w_scale / y_scale at run time, per channel on axis 1.
+      const Shape ws_shape = g_.value(n.inputs[4]).shape;
+      const ValueId prod = NewValue(yv.name + ".xw_scale", DType::kF32, ws_shape);
+      Emit(n, "Mul", {n.inputs[1], n.inputs[4]}, {prod});
+      qs = NewValue(yv.name + ".requant_scale", DType::kF32, ws_shape);
+      Emit(n, "Div", {prod, n.inputs[6]}, {qs});
+      if (ws_count > 1) {
+        Tensor dims(DType::kI64, {static_cast<int64_t>(scale_shape.size())});
+        for (size_t d = 0; d < scale_shape.size(); ++d) dims.data<int64_t>()[d] = scale_shape[d];
+        const ValueId shape = NewConstant(yv.name + ".scale_shape", std::move(dims));
+        const ValueId per_channel = NewValue(yv.name + ".requant_scale", DType::kF32, scale_shape);
+        Emit(n, "Reshape", {qs, shape}, {per_channel});
+        qs = per_channel;
+      }
+    }
     // QuantizeLinear(acc * scale, 1, y_zero_point): per tensor, so any
     // opset that has QLinearConv has it.
-    const ValueId qs = NewConstant(yv.name + ".requant_scale", std::move(qscale));
     const ValueId scaled = NewValue(yv.name + ".scaled", DType::kF32, yv.shape);
     Emit(n, "Mul", {acc, qs}, {scaled});
-    Tensor zp(yv.dtype, Shape{});
-    const int64_t z = yzp != nullptr ? yzp->GetAsInt64(0) : 0;
-    if (yv.dtype == DType::kU8) {
-      zp.data<uint8_t>()[0] = static_cast<uint8_t>(z);
-    } else {
-      zp.data<int8_t>()[0] = static_cast<int8_t>(z);
+    ValueId qz = n.has_input(7) ? n.inputs[7] : ir::kNoValue;
+    if (qz == ir::kNoValue) {
+      Tensor zp(yv.dtype, Shape{});
+      if (yv.dtype == DType::kU8) {
+        zp.data<uint8_t>()[0] = 0;
+      } else {
+        zp.data<int8_t>()[0] = 0;
+      }
+      qz = NewConstant(yv.name + ".zero_point", std::move(zp));
     }
-    const ValueId one = NewConstant(yv.name + ".unit_scale", Tensor::Scalar<float>(1.0f));
-    const ValueId qz = NewConstant(yv.name + ".zero_point", std::move(zp));
+    Tensor unit(DType::kF32, g_.value(qz).shape);
+    for (int64_t i = 0; i < unit.num_elements(); ++i) unit.data<float>()[i] = 1.0f;
+    const ValueId one = NewConstant(yv.name + ".unit_scale", std::move(unit));
     Emit(n, "QuantizeLinear", {scaled, one, qz}, {n.outputs[0]});
     return std::string();
   }

@@ -45,9 +45,14 @@ using IntegerCallOracle =
 //     (interp::Tolerance::integer_steps) when the accumulation error is at
 //     most half a step: K * 2^-24 * (S_c + |B_c|) * x_scale * w_scale_c /
 //     y_scale <= 1/2 where S_c + |B_c| >= 2^24.
-// Otherwise, and for weights that are not constants (kiln's f32 Conv takes
-// constant weights), a per-row MatMulInteger A zero point, or runtime
-// scales, the node is kept (a reference call); kept() says why.
+// Runtime weights are shifted at run time like x (Cast, Sub), and their
+// bound is K * max|w - w_zero_point| * max|x - x_zero_point| over the types'
+// ranges; the f32 Conv reads them in their plain layout. Runtime QLinearConv
+// scales are multiplied at run time, allowed only when every sum is exact
+// (the half-step check needs their values).
+// Otherwise — a per-row MatMulInteger A zero point, a runtime per-channel
+// weight zero point, a runtime QLinearConv bias, a bound the rules reject —
+// the node is kept (a reference call); kept() says why.
 //
 // Without an oracle the pass changes nothing (every integer call is taken).
 // The weights are not scaled: the pass runs after the weight folds, so a

@@ -246,17 +246,54 @@ graph main(%a: u8[4,3], %b: u8[3,2]) -> (%y) opset 10 {
   EXPECT_FALSE(RunPass(text, IntegerCallOracle()).changed);
 }
 
-// Runtime conv weights: kiln's f32 Conv takes constant weights, so the node
-// stays, with the reason.
-TEST(IntegerCallsInF32, RuntimeConvWeightsAreKept) {
+// Runtime conv weights (the ONNX conformance cases' form) are shifted at run
+// time: K = 3 * 2 * 2 = 12, 12 * 255 * 255 < 2^24, exact.
+TEST(IntegerCallsInF32, RuntimeConvWeightsAreBitExact) {
   const Rewritten r = RunPass(R"(
-graph main(%x: u8[1,1,3,3], %w: u8[1,1,2,2]) -> (%y) opset 10 {
-  %y = ConvInteger(%x, %w) : i32[1,1,2,2]
+graph main(%x: u8[1,3,4,4], %w: u8[2,3,2,2], %xz: u8[], %wz: u8[]) -> (%y) opset 10 {
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[1, 1, 0, 0]} : i32[1,2,4,4]
 }
 )");
-  EXPECT_FALSE(r.changed);
-  ASSERT_EQ(r.kept.size(), 1u);
-  EXPECT_TRUE(absl::StrContains(r.kept[0], "not a constant")) << r.kept[0];
+  EXPECT_TRUE(r.changed);
+  ExpectSameOutputs(r, interp::Tolerance{0, 0, std::nullopt});
+  // A runtime zero point per output channel would need a reshape: kept.
+  const Rewritten kept = RunPass(R"(
+graph main(%x: u8[1,3,4,4], %w: u8[2,3,2,2], %wz: u8[2]) -> (%y) opset 10 {
+  %y = ConvInteger(%x, %w, _, %wz) : i32[1,2,3,3]
+}
+)");
+  EXPECT_FALSE(kept.changed);
+  ASSERT_EQ(kept.kept.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(kept.kept[0], "per-channel")) << kept.kept[0];
+}
+
+// QLinearConv with every parameter a graph input (test_qlinearconv's form):
+// exact sums, so the scales are applied at run time; per-channel scales are
+// reshaped onto axis 1.
+TEST(IntegerCallsInF32, QLinearConvRuntimeParameters) {
+  const Rewritten r = RunPass(R"(
+graph main(%x: u8[1,2,5,5], %xs: f32[], %xz: u8[], %w: u8[3,2,1,1], %ws: f32[3],
+           %wz: u8[], %ys: f32[], %yz: u8[]) -> (%y) opset 10 {
+  %y = QLinearConv(%x, %xs, %xz, %w, %ws, %wz, %ys, %yz) : u8[1,3,5,5]
+}
+)");
+  EXPECT_TRUE(r.changed);
+  EXPECT_TRUE(HasOp(r.after, "Reshape"));
+  // Positive scales: seeded f32 inputs are not full-range integers, so the
+  // scales are given explicitly.
+  std::vector<Tensor> in = {FullRange(DType::kU8, {1, 2, 5, 5}, 1), Tensor::Scalar<float>(0.05f),
+                            FullRange(DType::kU8, {}, 2), FullRange(DType::kU8, {3, 2, 1, 1}, 3),
+                            Tensor::FromVector<float>({3}, {0.01f, 0.02f, 0.03f}),
+                            FullRange(DType::kU8, {}, 4), Tensor::Scalar<float>(2.0f),
+                            FullRange(DType::kU8, {}, 5)};
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(r.before, in);
+  absl::StatusOr<std::vector<Tensor>> got = interp::Run(r.after, in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  interp::Tolerance tol{0, 0, std::nullopt};
+  tol.integer_steps = 1;
+  const interp::CompareResult c = interp::CompareTensors((*got)[0], (*want)[0], tol);
+  EXPECT_TRUE(c.ok) << c.message;
 }
 
 }  // namespace
