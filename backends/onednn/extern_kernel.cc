@@ -374,8 +374,9 @@ absl::Status TranslateConv(const Translator& tr, bool transpose,
   t.weights = tr.Constant(slots.w);
   if (t.weights == nullptr) {
     // Runtime f32 weights: read in their plain layout at each run (no
-    // prepacking; oneDNN picks a kernel that takes that layout).
-    if (transpose || tr.InputBuffer(slots.w).dtype != ir::DType::kF32) {
+    // prepacking; oneDNN picks a kernel that takes that layout). Integer
+    // calls need constant weights (their zero point is subtracted once).
+    if (tr.InputBuffer(slots.w).dtype != ir::DType::kF32) {
       return tr.Unimplemented("weights are not a constant buffer");
     }
     t.weights_input = tr.Input(slots.w);

@@ -214,7 +214,8 @@ graph main(%x: f32[1,3,5,5], %b: f32[4]) -> (%y) opset 17 {
   EXPECT_EQ(r.info.call, "conv[3x3 s1 g1 p1]+add[4x1x1]");
 }
 
-// Weights computed at run time: read in their plain layout at each run.
+// Weights computed at run time (Conv, ConvTranspose): read in their plain
+// layout at each run.
 TEST(ExternKernelConv, RuntimeWeights) {
   RunResult r;
   CheckAgainstReference(R"(
@@ -232,6 +233,11 @@ graph main(%x: f32[2,4,5,5], %w: f32[4,2,2,2]) -> (%y) opset 17 {
 }
 )",
                                          C({4}, 21)));
+  CheckAgainstReference(R"(
+graph main(%x: f32[1,2,4,4], %w: f32[2,3,3,3]) -> (%y) opset 17 {
+  %y = ConvTranspose(%x, %w) {strides=[2, 2]} : f32[1,3,9,9]
+}
+)");
 }
 
 // ---- ConvTranspose.
@@ -679,16 +685,6 @@ graph main(%x: u8[2,3], %w: u8[3,4]) -> (%y) opset 17 {
     EXPECT_TRUE(absl::StrContains(s.message(), op)) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "k0_conv")) << s;
   }
-}
-
-TEST(ExternKernelErrors, RuntimeConvTransposeWeightsAreUnimplemented) {
-  absl::Status s = CreateStatus(R"(
-graph main(%x: f32[1,2,4,4], %w: f32[2,3,3,3]) -> (%y) opset 17 {
-  %y = ConvTranspose(%x, %w) : f32[1,3,6,6]
-}
-)");
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "constant")) << s;
 }
 
 TEST(ExternKernelErrors, MalformedKernels) {
