@@ -80,9 +80,9 @@ class Rewriter {
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       if (skip_.count(i) != 0) continue;
       const ir::Node& n = nodes[i];
-      const bool integer_op = n.domain.empty() && (n.op == "ConvInteger" ||
-                                                   n.op == "MatMulInteger" ||
-                                                   n.op == "QLinearConv");
+      const bool integer_op =
+          n.domain.empty() && (n.op == "ConvInteger" || n.op == "MatMulInteger" ||
+                               n.op == "QLinearConv" || n.op == "QLinearMatMul");
       if (!integer_op) {
         out_.push_back(n);
         continue;
@@ -94,7 +94,8 @@ class Rewriter {
       }
       const std::string why = n.op == "ConvInteger"     ? ConvInteger(n)
                               : n.op == "MatMulInteger" ? MatMulInteger(n)
-                                                        : QLinearConv(n);
+                              : n.op == "QLinearConv"   ? QLinearConv(n)
+                                                        : QLinearMatMul(n);
       if (!why.empty()) {
         out_.push_back(n);
         kept->push_back(absl::StrCat(n.Describe(), ": ", why, " (library: ",
@@ -439,11 +440,18 @@ class Rewriter {
         qs = per_channel;
       }
     }
-    // QuantizeLinear(acc * scale, 1, y_zero_point): per tensor, so any
-    // opset that has QLinearConv has it.
+    Requantize(n, acc, qs, 7);
+    return std::string();
+  }
+
+  // The quantized output: QuantizeLinear(acc * scale, 1, y_zero_point) into
+  // the node's output 0, per tensor (so any opset with the QLinear ops has
+  // it). `zp_slot`: the node input holding y_zero_point (may be absent).
+  void Requantize(const ir::Node& n, ValueId acc, ValueId scale, int zp_slot) {
+    const ir::Value yv = g_.value(n.outputs[0]);
     const ValueId scaled = NewValue(yv.name + ".scaled", DType::kF32, yv.shape);
-    Emit(n, "Mul", {acc, qs}, {scaled});
-    ValueId qz = n.has_input(7) ? n.inputs[7] : ir::kNoValue;
+    Emit(n, "Mul", {acc, scale}, {scaled});
+    ValueId qz = n.has_input(zp_slot) ? n.inputs[zp_slot] : ir::kNoValue;
     if (qz == ir::kNoValue) {
       Tensor zp(yv.dtype, Shape{});
       if (yv.dtype == DType::kU8) {
@@ -457,6 +465,86 @@ class Rewriter {
     for (int64_t i = 0; i < unit.num_elements(); ++i) unit.data<float>()[i] = 1.0f;
     const ValueId one = NewConstant(yv.name + ".unit_scale", std::move(unit));
     Emit(n, "QuantizeLinear", {scaled, one, qz}, {n.outputs[0]});
+  }
+
+  // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp): the
+  // MatMulInteger form, then requantized like QLinearConv (b's parameters
+  // per tensor or per column of a 2-D B).
+  std::string QLinearMatMul(const ir::Node& n) {
+    const ValueId a = n.inputs[0], b = n.inputs[3];
+    const std::optional<Range> ar = RangeOf(g_.value(a).dtype);
+    const std::optional<Range> br = RangeOf(g_.value(b).dtype);
+    const ir::Value yv = g_.value(n.outputs[0]);
+    if (!ar.has_value() || !br.has_value() || !RangeOf(yv.dtype).has_value()) {
+      return "a, b and y are not u8/i8";
+    }
+    for (int slot : {1, 2, 4, 5, 6, 7}) {
+      if (!n.has_input(slot)) return "a scale or zero point is missing";
+    }
+    const Shape ash = g_.value(a).shape;
+    const Shape bsh = g_.value(b).shape;
+    if (ash.size() < 2 || bsh.size() < 2) return "a 1-D operand";
+    auto count = [&](int slot) { return ir::NumElements(g_.value(n.inputs[slot]).shape); };
+    if (count(1) != 1 || count(2) != 1 || count(6) != 1 || count(7) != 1) {
+      return "per-row a or per-channel y parameters";
+    }
+    const int64_t cols = bsh.back(), k = bsh[bsh.size() - 2];
+    if ((count(4) != 1 && (count(4) != cols || bsh.size() != 2)) ||
+        (count(5) != 1 && (count(5) != cols || bsh.size() != 2))) {
+      return "b parameters neither per tensor nor per column of a 2-D B";
+    }
+    const double amax = static_cast<double>(MaxShift(*ar, g_, n, 2));
+    const Tensor* bc = g_.constant(b);
+    const Tensor* bzp = g_.constant(n.inputs[5]);
+    std::optional<Weights> wf;
+    std::vector<double> bound(cols);
+    if (bc != nullptr && bzp != nullptr && bsh.size() == 2) {
+      wf = FoldWeights(*bc, bzp, /*last_axis=*/true);
+      if (!wf.has_value()) return "a B zero point of another size than N";
+      for (int64_t c = 0; c < cols; ++c) bound[c] = wf->abs_sum[c] * amax;
+    } else {
+      const double bmax = static_cast<double>(MaxShift(*br, g_, n, 5));
+      bound.assign(cols, static_cast<double>(k) * bmax * amax);
+    }
+    const Tensor* as = g_.constant(n.inputs[1]);
+    const Tensor* bs = g_.constant(n.inputs[4]);
+    const Tensor* ys = g_.constant(n.inputs[6]);
+    const bool constant_scales = as != nullptr && bs != nullptr && ys != nullptr;
+    const bool per_column = count(4) > 1;
+    Tensor qscale(DType::kF32, per_column ? Shape{cols} : Shape{});
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!constant_scales) {
+        if (bound[c] >= kExactLimit) {
+          return "runtime scales and partial sums that may reach 2^24: the rounding cannot "
+                 "be bounded in output steps at compile time";
+        }
+        continue;
+      }
+      const double step =
+          as->GetAsDouble(0) * bs->GetAsDouble(per_column ? c : 0) / ys->GetAsDouble(0);
+      if (bound[c] >= kExactLimit &&
+          static_cast<double>(k) * std::ldexp(bound[c], -24) * std::abs(step) > 0.5) {
+        return absl::StrCat("column ", c, "'s f32 accumulation may round by more than half "
+                            "an output step");
+      }
+      qscale.data<float>()[per_column ? c : 0] = static_cast<float>(step);
+    }
+    const ValueId bf = wf.has_value()
+                           ? NewConstant(g_.value(b).name + ".f32", std::move(wf->data))
+                           : ShiftedF32(n, 3, 5);
+    const ValueId acc = NewValue(yv.name + ".f32", DType::kF32, yv.shape);
+    Emit(n, "MatMul", {ShiftedF32(n, 0, 2), bf}, {acc});
+    ValueId qs = ir::kNoValue;
+    if (constant_scales) {
+      qs = NewConstant(yv.name + ".requant_scale", std::move(qscale));
+    } else {
+      const Shape bs_shape = g_.value(n.inputs[4]).shape;
+      const ValueId prod = NewValue(yv.name + ".ab_scale", DType::kF32, bs_shape);
+      Emit(n, "Mul", {n.inputs[1], n.inputs[4]}, {prod});
+      qs = NewValue(yv.name + ".requant_scale", DType::kF32, bs_shape);
+      Emit(n, "Div", {prod, n.inputs[6]}, {qs});
+    }
+    Requantize(n, acc, qs, 7);
     return std::string();
   }
 

@@ -1,6 +1,7 @@
 // File: passes/graph/integer_calls_in_f32.h — pass `integer-calls-in-f32`:
-// ConvInteger, MatMulInteger and QLinearConv nodes the call library refuses
-// as integer calls become f32 Conv/MatMul on integer-valued operands.
+// ConvInteger, MatMulInteger, QLinearConv and QLinearMatMul nodes the call
+// library refuses as integer calls become f32 Conv/MatMul on integer-valued
+// operands.
 #ifndef KILN_PASSES_GRAPH_INTEGER_CALLS_IN_F32_H_
 #define KILN_PASSES_GRAPH_INTEGER_CALLS_IN_F32_H_
 
@@ -44,7 +45,9 @@ using IntegerCallOracle =
 //     1, y_zero_point), one quantization step from the reference
 //     (interp::Tolerance::integer_steps) when the accumulation error is at
 //     most half a step: K * 2^-24 * (S_c + |B_c|) * x_scale * w_scale_c /
-//     y_scale <= 1/2 where S_c + |B_c| >= 2^24.
+//     y_scale <= 1/2 where S_c + |B_c| >= 2^24. QLinearMatMul likewise, per
+//     column of B (it replaces the scalar loop kernel lowering falls back
+//     to).
 // Runtime weights are shifted at run time like x (Cast, Sub), and their
 // bound is K * max|w - w_zero_point| * max|x - x_zero_point| over the types'
 // ranges; the f32 Conv reads them in their plain layout. Runtime QLinearConv

@@ -233,6 +233,28 @@ graph main(%x: u8[1,4,6,6]) -> (%y) opset 10 {
   EXPECT_LE(off * 20, (*got)[0].num_elements());
 }
 
+// QLinearMatMul with a constant full-range B (the reference interpreter
+// takes per-tensor parameters): within one step.
+TEST(IntegerCallsInF32, QLinearMatMulWithinOneStep) {
+  const Rewritten r = RunPass(absl::Substitute(R"(
+graph main(%a: u8[2,5,24]) -> (%y) opset 10 {
+  %as = constant f32[] 0.02
+  %az = constant u8[] 120
+  %b = constant $0
+  %bs = constant f32[] 0.004
+  %bz = constant u8[] 110
+  %ys = constant f32[] 0.3
+  %yz = constant i8[] -5
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : i8[2,5,3]
+}
+)", Lit(FullRange(DType::kU8, {24, 3}, 21))));
+  EXPECT_TRUE(r.changed);
+  EXPECT_TRUE(HasOp(r.after, "MatMul"));
+  interp::Tolerance tol{0, 0, std::nullopt};
+  tol.integer_steps = 1;
+  ExpectSameOutputs(r, tol);
+}
+
 // A call the library takes, and a pass without an oracle, change nothing.
 TEST(IntegerCallsInF32, TakenCallsStay) {
   const std::string text = R"(
