@@ -130,7 +130,9 @@ class Rewriter {
   }
 
   // Cast(input, f32) minus its zero point (node input zp_slot, may be
-  // absent), shared by every rewritten node reading the same pair.
+  // absent), shared by every rewritten node reading the same pair: a
+  // constant when both are, else Cast and Sub (a runtime zero point through
+  // its own Cast; kiln's DequantizeLinear subtracts in i64, not vectorized).
   // `channels_first`: a zero point with several values is per index of the
   // input's first axis (conv weights), else of its last (MatMul's B).
   ValueId ShiftedF32(const ir::Node& n, int slot, int zp_slot, bool channels_first = false) {

@@ -164,6 +164,15 @@ graph main(%a: u8[4,3], %b: u8[3,2], %az: u8[], %bz: u8[]) -> (%y) opset 10 {
 )");
   EXPECT_TRUE(runtime_b.changed);
   ExpectSameOutputs(runtime_b, interp::Tolerance{0, 0, std::nullopt});
+
+  // A runtime zero point per column of B.
+  const Rewritten per_column = RunPass(R"(
+graph main(%a: u8[4,3], %b: u8[3,2], %bz: u8[2]) -> (%y) opset 10 {
+  %y = MatMulInteger(%a, %b, _, %bz) : i32[4,2]
+}
+)");
+  EXPECT_TRUE(per_column.changed);
+  ExpectSameOutputs(per_column, interp::Tolerance{0, 0, std::nullopt});
 }
 
 // K = 64 * 3 * 3 = 576 terms of up to 255 * 255: S_c reaches ~3.7e7 > 2^24.
