@@ -4,6 +4,8 @@
 // safe from many threads; the report describes every kernel.
 #include "compiler/compiler.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -180,6 +182,106 @@ TEST(CompiledModel, Bf16ModeComputesLibraryCallsInBf16WithinItsBound) {
   EXPECT_TRUE(c.ok) << c.message;
   // Not merely f32 again: bf16 inputs move the result off the f32 one.
   EXPECT_GT(c.max_abs_error, 0.0);
+}
+
+// Integer calls oneDNN's int8 path refuses (full-range u8 weights, a runtime
+// src zero point) run as f32 oneDNN calls on integer-valued operands
+// (integer-calls-in-f32, docs/decisions/0039), not on the interpreter.
+ir::Tensor SeededU8(const ir::Shape& shape, uint32_t seed) {
+  ir::Tensor t(ir::DType::kU8, shape);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(0, 255);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.data<uint8_t>()[i] = static_cast<uint8_t>(dist(rng));
+  }
+  return t;
+}
+
+std::string U8Literal(const ir::Shape& shape, uint32_t seed) {
+  return ir::PrintTensor(SeededU8(shape, seed), ir::PrintOptions::Full());
+}
+
+int OneDnnCalls(const CompileReport& r) {
+  int n = 0;
+  for (const KernelReport& k : r.kernels) n += k.backend == "onednn";
+  return n;
+}
+
+// K = 4 * 3 * 3 = 36 terms of at most 255 * 255: every sum is exact in f32,
+// so the i32 result equals the reference bit for bit, in f32 and in bf16
+// mode (bf16 holds integers up to 256 exactly).
+TEST(CompiledModel, RefusedConvIntegerRunsExactlyAsAnF32Call) {
+  const std::string text = "graph g(%x: u8[1,4,6,6], %xz: u8[]) -> (%y) opset 10 {\n"
+                           "  %w = constant " + U8Literal({3, 4, 3, 3}, 1) + "\n"
+                           "  %wz = constant " + U8Literal({3}, 2) + "\n"
+                           "  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[1, 1, 1, 1]} "
+                           ": i32[1,3,6,6]\n}\n";
+  for (CompileOptions::Precision p :
+       {CompileOptions::Precision::kF32, CompileOptions::Precision::kBF16}) {
+    CompileOptions o = Options();
+    o.precision = p;
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+    ASSERT_TRUE(g.ok()) << g.status();
+    const std::vector<ir::Tensor> inputs = {SeededU8({1, 4, 6, 6}, 3), SeededU8({}, 4)};
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(*g, inputs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(*g);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const CompileReport& r = (*model)->report();
+    EXPECT_EQ(r.reference_calls, 0) << r.ToText();
+    EXPECT_EQ(OneDnnCalls(r), 1) << r.ToText();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    interp::CompareResult c =
+        interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{0, 0, {}});
+    EXPECT_TRUE(c.ok) << c.message << "\n" << r.ToText();
+  }
+}
+
+// What quantize_dynamic writes: DynamicQuantizeLinear, then ConvInteger with a
+// runtime zero point read through Cast(float) and scaled. K = 32 * 3 * 3 = 288
+// terms: sums may pass 2^24, so only the float reader allows the rewrite;
+// |acc - exact| <= (K-1) * 2^-24 * S_c with S_c <= K * 255 * 255, scaled by
+// x_scale * w_scale.
+TEST(CompiledModel, DynamicallyQuantizedConvWithinItsBound) {
+  const std::string text = "graph g(%x: f32[1,32,5,5]) -> (%y) opset 11 {\n"
+                           "  %w = constant " + U8Literal({4, 32, 3, 3}, 5) + "\n"
+                           "  %wz = constant u8[] 128\n"
+                           "  %ws = constant f32[] 0.01\n"
+                           "  %xq, %xs, %xz = DynamicQuantizeLinear(%x) : u8[1,32,5,5], f32[], u8[]\n"
+                           "  %acc = ConvInteger(%xq, %w, %xz, %wz) : i32[1,4,3,3]\n"
+                           "  %f = Cast(%acc) {to=1} : f32[1,4,3,3]\n"
+                           "  %s = Mul(%xs, %ws) : f32[]\n"
+                           "  %y = Mul(%f, %s) : f32[1,4,3,3]\n}\n";
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::vector<ir::Tensor> inputs = {Random({1, 32, 5, 5}, 9)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(*g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(*g);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.reference_calls, 0) << r.ToText();
+  EXPECT_EQ(OneDnnCalls(r), 1) << r.ToText();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  float x_scale = 0.0f;
+  {
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t i = 0; i < inputs[0].num_elements(); ++i) {
+      lo = std::min(lo, inputs[0].data<float>()[i]);
+      hi = std::max(hi, inputs[0].data<float>()[i]);
+    }
+    x_scale = (hi - lo) / 255.0f;
+  }
+  const double k = 288, s_c = k * 255 * 255;
+  // The accumulation bound, the Cast's and the two Muls' roundings (a few
+  // ulps of the largest possible value), in output units.
+  const double bound = (std::ldexp((k - 1) * s_c, -24) + std::ldexp(4 * s_c, -24)) *
+                       x_scale * 0.01;
+  interp::CompareResult c =
+      interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{0, bound, {}});
+  EXPECT_TRUE(c.ok) << c.message << "\n" << r.ToText();
 }
 
 TEST(CompiledModel, AutoPrecisionIsBf16OnlyWhereOneDnnRunsItNatively) {

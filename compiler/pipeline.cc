@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,49 @@ void GraphInterface(const ir::Graph& graph, std::vector<TensorInfo>* inputs,
   }
 }
 
+// integer-calls-in-f32's question, answered by lowering's library-call
+// oracle: the node alone in a graph (its constant inputs kept constant, the
+// others graph inputs) is lowered, and the oracle asked about its extern
+// kernel. Empty when there is no library-call oracle.
+passes::IntegerCallOracle IntegerCallOracleFor(const lowering::LibraryCallOracle& library) {
+  if (!library) return {};
+  return [library](const ir::Graph& graph, const ir::Node& node) -> absl::Status {
+    ir::Graph one("call");
+    one.set_opset(graph.opset());
+    ir::Node copy = node;
+    std::map<ir::ValueId, ir::ValueId> inner;
+    auto add = [&](ir::ValueId v) {
+      const ir::Value& info = graph.value(v);
+      return one.AddValue(info.name, info.dtype, info.shape);
+    };
+    for (ir::ValueId& v : copy.inputs) {
+      if (v == ir::kNoValue) continue;
+      const ir::ValueId outer = v;
+      if (auto seen = inner.find(outer); seen != inner.end()) {
+        v = seen->second;
+        continue;
+      }
+      v = inner[outer] = add(outer);
+      if (graph.IsConstant(outer)) {
+        one.SetConstant(v, graph.shared_constant(outer));
+      } else {
+        one.AddInput(v);
+      }
+    }
+    for (ir::ValueId& v : copy.outputs) {
+      if (v == ir::kNoValue) continue;
+      v = add(v);
+      one.AddOutput(v);
+    }
+    one.mutable_nodes().push_back(std::move(copy));
+    KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule module, lowering::LowerGraph(one, {}));
+    for (const ir::loop::Kernel& k : module.program.kernels) {
+      if (k.kind == ir::loop::Kernel::Kind::kExtern) return library(module, k);
+    }
+    return absl::UnimplementedError(absl::StrCat(node.Describe(), ": not a library call"));
+  };
+}
+
 absl::StatusOr<ir::loop::LoopModule> Lower(const ir::Graph& graph, bool reference_fallback,
                                            const lowering::LibraryCallOracle& library_call) {
   lowering::LoweringOptions lowering_options;
@@ -148,7 +192,8 @@ absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
                                         PipelineObserver* observer) {
   PipelineObserver no_observer;
   PipelineObserver& watch = observer != nullptr ? *observer : no_observer;
-  const passes::GraphPipeline graph_passes = passes::DefaultGraphPipeline();
+  const passes::GraphPipeline graph_passes =
+      passes::DefaultGraphPipeline(IntegerCallOracleFor(target.library_call_oracle));
   const passes::LoopPipeline loop_passes =
       passes::DefaultLoopPipeline(target.conv_layout_oracle);
   KILN_ASSIGN_OR_RETURN(const PassOptions pass_options,

@@ -16,6 +16,7 @@
 #include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
+#include "passes/graph/integer_calls_in_f32.h"
 
 namespace kiln::passes {
 namespace {
@@ -31,7 +32,7 @@ constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
     Create<FoldCastChains>,         Create<FoldConstantTranspose>,
-    Create<FuseOneDnnPostOps>,
+    Create<FuseOneDnnPostOps>,      Create<IntegerCallsInF32>,
 };
 
 }  // namespace
@@ -85,7 +86,7 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
   return absl::OkStatus();
 }
 
-GraphPipeline DefaultGraphPipeline() {
+GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call_oracle) {
   GraphPipeline p;
   // f16 to f32 first: the weight folds then fold f32 constants, and the
   // oneDNN matcher sees f32 ops (oneDNN 2.6 has no f16 primitive).
@@ -106,6 +107,11 @@ GraphPipeline DefaultGraphPipeline() {
   // After BN folding: the constant Mul/Add chains it exposes (and exporters'
   // own scales and shifts) fold into the same weights and bias.
   p.Add(std::make_unique<FoldBinaryIntoWeights>());
+  // After the weight folds: integer calls the library refuses become f32
+  // calls on integer-valued weights, which must stay integers (a later
+  // constant Mul is then a post-op, not folded in), so that bf16 mode holds
+  // them exactly. Before post-op fusion: the new Conv/MatMul fuse like any.
+  p.Add(std::make_unique<IntegerCallsInF32>(std::move(integer_call_oracle)));
   // After every weight fold: BN and constant scales must be in the weights
   // first, so conv+bn+relu becomes one oneDNN primitive with a relu post-op.
   p.Add(std::make_unique<FuseOneDnnPostOps>());

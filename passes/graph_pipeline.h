@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "passes/graph/integer_calls_in_f32.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
@@ -52,7 +53,9 @@ class GraphPipeline {
 };
 
 // kiln's graph pipeline, in order (passes/graph_pipeline.cc says why).
-GraphPipeline DefaultGraphPipeline();
+// `integer_call_oracle`: the call library's answer for integer nodes
+// (integer-calls-in-f32); empty: every integer call is kept.
+GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call_oracle = {});
 
 // The registry: every graph pass by name (its --pass= / --disable-pass=
 // token), sorted. `kilnc opt --pass=NAME` runs them; DefaultGraphPipeline

@@ -51,7 +51,7 @@ TEST(GraphPipeline, DefaultOrder) {
             (std::vector<std::string>{
                 "compute-f16-in-f32", "fold-cast-chains", "eliminate-identity",
                 "fold-constant-transpose", "fold-batch-norm", "fold-binary-into-weights",
-                "fuse-onednn-post-ops",
+                "integer-calls-in-f32", "fuse-onednn-post-ops",
                 "eliminate-dead-code"}));
 }
 
@@ -90,11 +90,12 @@ TEST(GraphPipeline, RunsAllPassesAndObservesEach) {
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
                             "3 eliminate-identity 1", "4 fold-constant-transpose 0",
                             "5 fold-batch-norm 0", "6 fold-binary-into-weights 0",
-                            "7 fuse-onednn-post-ops 0", "8 eliminate-dead-code 1"}));
+                            "7 integer-calls-in-f32 0", "8 fuse-onednn-post-ops 0",
+                            "9 eliminate-dead-code 1"}));
   EXPECT_NE(seen.texts[0].find("Identity"), std::string::npos);
   EXPECT_EQ(seen.texts[3].find("Identity"), std::string::npos);
-  EXPECT_NE(seen.texts[7].find("Exp"), std::string::npos);
-  EXPECT_EQ(seen.texts[8].find("Exp"), std::string::npos);
+  EXPECT_NE(seen.texts[8].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[9].find("Exp"), std::string::npos);
 }
 
 TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
@@ -107,7 +108,8 @@ TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
                             "3 eliminate-identity 1", "4 fold-constant-transpose 0",
-                            "6 fold-binary-into-weights 0", "7 fuse-onednn-post-ops 0"}));
+                            "6 fold-binary-into-weights 0", "7 integer-calls-in-f32 0",
+                            "8 fuse-onednn-post-ops 0"}));
   opts.observer = [](int index, const GraphPass*, bool, const ir::Graph&) {
     return index == 2 ? absl::InternalError("stop") : absl::OkStatus();
   };

@@ -373,7 +373,13 @@ absl::Status TranslateConv(const Translator& tr, bool transpose,
   }
   t.weights = tr.Constant(slots.w);
   if (t.weights == nullptr) {
-    return tr.Unimplemented("weights are not a constant buffer");
+    // Runtime f32 weights: read in their plain layout at each run (no
+    // prepacking; oneDNN picks a kernel that takes that layout). Integer
+    // calls need constant weights (their zero point is subtracted once).
+    if (tr.InputBuffer(slots.w).dtype != ir::DType::kF32) {
+      return tr.Unimplemented("weights are not a constant buffer");
+    }
+    t.weights_input = tr.Input(slots.w);
   }
   c.weights = TensorSpec{tr.InputBuffer(slots.w).dtype, w, {}};
   const size_t spatial = x.size() - 2;
@@ -1155,6 +1161,8 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
   Translator tr(program, kernel, constants);
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
+  // Runtime weights come in the plain layout; the activations stay plain.
+  if (t.weights_input >= 0) return ActivationBlocks{};
   absl::StatusOr<ActivationBlocks> blocks =
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());

@@ -214,6 +214,32 @@ graph main(%x: f32[1,3,5,5], %b: f32[4]) -> (%y) opset 17 {
   EXPECT_EQ(r.info.call, "conv[3x3 s1 g1 p1]+add[4x1x1]");
 }
 
+// Weights computed at run time (Conv, ConvTranspose): read in their plain
+// layout at each run.
+TEST(ExternKernelConv, RuntimeWeights) {
+  RunResult r;
+  CheckAgainstReference(R"(
+graph main(%x: f32[1,2,4,4], %w: f32[3,2,3,3]) -> (%y) opset 17 {
+  %y = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,3,4,4]
+}
+)",
+                        &r);
+  EXPECT_EQ(r.info.prepacked_bytes, 0);
+  EXPECT_FALSE(absl::StartsWith(r.info.impl, "ref")) << r.info.impl;
+  CheckAgainstReference(absl::Substitute(R"(
+graph main(%x: f32[2,4,5,5], %w: f32[4,2,2,2]) -> (%y) opset 17 {
+  %b = constant $0
+  %y = Conv(%x, %w, %b) {group=2, strides=[2, 2]} : f32[2,4,2,2]
+}
+)",
+                                         C({4}, 21)));
+  CheckAgainstReference(R"(
+graph main(%x: f32[1,2,4,4], %w: f32[2,3,3,3]) -> (%y) opset 17 {
+  %y = ConvTranspose(%x, %w) {strides=[2, 2]} : f32[1,3,9,9]
+}
+)");
+}
+
 // ---- ConvTranspose.
 
 TEST(ExternKernelConvTranspose, StridePadsOutputPadding) {
@@ -659,16 +685,6 @@ graph main(%x: u8[2,3], %w: u8[3,4]) -> (%y) opset 17 {
     EXPECT_TRUE(absl::StrContains(s.message(), op)) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "k0_conv")) << s;
   }
-}
-
-TEST(ExternKernelErrors, RuntimeConvWeightsAreUnimplemented) {
-  absl::Status s = CreateStatus(R"(
-graph main(%x: f32[1,2,4,4], %w: f32[3,2,3,3]) -> (%y) opset 17 {
-  %y = Conv(%x, %w) : f32[1,3,2,2]
-}
-)");
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "constant")) << s;
 }
 
 TEST(ExternKernelErrors, MalformedKernels) {

@@ -700,7 +700,8 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
   const std::optional<FusedCall> folded = FoldMatMulBatch(original);
   const FusedCall& call = folded ? *folded : original;
   KILN_RETURN_IF_ERROR(CheckF32(call));
-  if (weights == nullptr && call.kind != CallKind::kMatMul) {
+  if (weights == nullptr && call.kind != CallKind::kMatMul && call.kind != CallKind::kConv &&
+      call.kind != CallKind::kConvTranspose) {
     return absl::InvalidArgumentError(absl::StrCat(
         "oneDNN call ", call.ToString(), ": constant weights are required"));
   }

@@ -90,8 +90,9 @@ struct ActivationBlocks {
 class OneDnnCall {
  public:
   // `weights` must match call.weights (shape, dtype); nullptr only for
-  // kMatMul, whose weights then come at Execute time (activation x
-  // activation, e.g. attention). `bias` is required iff call.bias is set.
+  // kMatMul, kConv and kConvTranspose, whose weights then come at Execute
+  // time in their plain layout (activation x activation, e.g. attention; a conv whose
+  // weights are computed). `bias` is required iff call.bias is set.
   // Returns InvalidArgument for an inconsistent description, Unimplemented
   // when oneDNN (or this backend) cannot run the combination — the caller
   // then keeps the op in the loop IR.

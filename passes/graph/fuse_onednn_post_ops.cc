@@ -127,12 +127,32 @@ class Fuser {
     }
   }
 
+  // Whether `m` adds a tensor of the running value's full size (a sum, or
+  // a binary add of a full-size operand).
+  bool AddsFullSize(const PostOpMatch& m, ir::ValueId running) const {
+    for (const PostOpSpec& p : m.post_ops) {
+      if (p.kind == "sum") return true;
+      if ((p.kind == "add" || p.kind == "sub") && p.operand != ir::kNoValue &&
+          graph_.value(p.operand).shape == graph_.value(running).shape) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   Chain Grow(int anchor) {
     Chain c;
     c.anchor = anchor;
     c.nodes = {anchor};
     c.output = graph_.nodes()[anchor].outputs[0];
     bool sum_used = false;
+    // oneDNN 2.6's optimized (jit) convs take a sum, or a full-size add,
+    // only before any binary post-op; after one they fall back to the
+    // gemm-based conv, which applies a full-size add element by element
+    // (measured: conv+mul[scalar]+add[full]+relu on 1x64x56x56 took 12x
+    // the time of the conv with the add as its own loop kernel).
+    const bool conv = graph_.nodes()[anchor].op == "Conv";
+    bool binary_used = false;
     while (true) {
       const ir::ValueId r = c.output;
       const std::vector<int>& readers = matcher_.Consumers(r);
@@ -151,6 +171,11 @@ class Fuser {
         std::string why;
         std::optional<PostOpMatch> m =
             matcher_.MatchPostOp(readers[k], r, !sum_used, &why);
+        if (m && conv && binary_used && AddsFullSize(*m, r)) {
+          why = "a full-size add after a binary post-op (oneDNN's jit convs take it only "
+                "before one)";
+          m.reset();
+        }
         if (m && Closed(*m, r)) {
           accepted = std::move(m);
           break;
@@ -174,6 +199,7 @@ class Fuser {
       }
       for (const PostOpSpec& p : accepted->post_ops) {
         sum_used |= p.kind == "sum";
+        binary_used |= p.kind == "add" || p.kind == "sub" || p.kind == "mul";
         c.post_ops.push_back(p);
       }
       c.nodes.insert(c.nodes.end(), accepted->nodes.begin(), accepted->nodes.end());

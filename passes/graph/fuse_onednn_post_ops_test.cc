@@ -338,23 +338,24 @@ graph main(%x: f32[1,3,5,5]) -> (%y1, %y2, %y3) opset 10 {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
-// Three post-ops in one chain, and Sub with the result second.
+// Three post-ops in one chain, and Sub with the result second (on a
+// MatMul: a conv takes no full-size add after its binary mul).
 TEST(FuseOneDnnPostOps, ChainOfThreeAndReversedSub) {
   absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
-graph main(%x: f32[1,3,5,5], %o: f32[1,4,5,5]) -> (%y) opset 18 {
+graph main(%x: f32[5,3], %o: f32[5,4]) -> (%y) opset 18 {
   %w = constant $0
   %k = constant $1
-  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
-  %m = Mul(%c, %k) : f32[1,4,5,5]
-  %l = LeakyRelu(%m) {alpha=0.1} : f32[1,4,5,5]
-  %y = Sub(%o, %l) : f32[1,4,5,5]
+  %c = MatMul(%x, %w) : f32[5,4]
+  %m = Mul(%c, %k) : f32[5,4]
+  %l = LeakyRelu(%m) {alpha=0.1} : f32[5,4]
+  %y = Sub(%o, %l) : f32[5,4]
 }
-// CHECK: %y = kiln.FusedConv(%x, %w, %k, %o) {
+// CHECK: %y = kiln.FusedMatMul(%x, %w, %k, %o) {
 // CHECK-SAME: post_op_alphas=[0.0, 0.1, -1.0, 0.0], post_op_betas=[0.0, 0.0, 0.0, 0.0],
 // CHECK-SAME: post_op_inputs=[2, -1, -1, 3], post_ops=["mul", "leaky_relu", "linear", "add"]}
 )",
-                                                            F32({4, 3, 3, 3}, 1, -0.5, 0.5),
-                                                            F32({1, 4, 1, 1}, 14)));
+                                                            F32({3, 4}, 1, -0.5, 0.5),
+                                                            F32({1, 4}, 14)));
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
@@ -382,6 +383,31 @@ graph main(%x: f32[2,3], %r1: f32[2,4], %r2: f32[2,4]) -> (%y) opset 18 {
 }
 
 // ---- What must not fuse.
+
+// A conv takes no full-size add after a binary post-op: oneDNN's jit convs
+// refuse it there and its gemm-based conv applies it element by element. The
+// residual Add and the Relu stay loop ops (the dynamic-quantization pattern:
+// conv, runtime scale, bias, residual).
+TEST(FuseOneDnnPostOps, NoFullSizeAddAfterABinaryPostOpOnAConv) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,5,5], %s: f32[], %res: f32[1,4,5,5]) -> (%y) opset 18 {
+  %w = constant $0
+  %b = constant $1
+  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %m = Mul(%c, %s) : f32[1,4,5,5]
+  %a = Add(%m, %b) : f32[1,4,5,5]
+  %t = Add(%a, %res) : f32[1,4,5,5]
+  %y = Relu(%t) : f32[1,4,5,5]
+}
+// CHECK: kiln.FusedConv(%x, %w, %s, %b)
+// CHECK-SAME: post_ops=["mul", "add"]
+// CHECK: Add(
+// CHECK: Relu(
+)",
+                                                            F32({4, 3, 3, 3}, 1, -0.5, 0.5),
+                                                            F32({1, 4, 1, 1}, 14)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
 
 TEST(FuseOneDnnPostOps, IntermediateWithTwoReadersEndsTheChain) {
   OneDnnFusionStats stats;
