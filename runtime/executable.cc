@@ -151,8 +151,8 @@ class Executable final : public CompiledModel {
   }
 
   // `take_dynamic`: outputs of data-dependent shape replace the tensors in
-  // `outputs` (Run); else they are copied into them, which must have their
-  // run-time shapes (RunInto).
+  // `outputs` (Run); else they are copied into them where the shapes agree,
+  // and replace them where not (RunInto).
   absl::Status RunImpl(absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs,
                        std::vector<KernelTiming>* timings, bool take_dynamic) const {
@@ -263,14 +263,13 @@ class Executable final : public CompiledModel {
           *outputs[o] = read_again ? t : std::move(t);
           continue;
         }
-        if (outputs[o]->shape() != t.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "output ", o, " '", outputs_[o].name,
-              "' has a data-dependent shape: this run produced ", t.TypeString(),
-              ", the caller's tensor is ", outputs[o]->TypeString(),
-              " (Run returns such outputs with their run-time shapes)"));
+        if (outputs[o]->shape() == t.shape()) {
+          std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
+        } else {
+          // The caller's tensor takes this run's shape (its storage is
+          // replaced); a later run of the same shape writes into it.
+          *outputs[o] = t;
         }
-        std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
         continue;
       }
       if (output_in_place_[o]) continue;
