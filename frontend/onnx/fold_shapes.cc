@@ -144,6 +144,7 @@ void CollectNames(const onnx::GraphProto& graph,
 }
 
 using Renames = absl::flat_hash_map<std::string, std::string>;
+using OuterTypes = absl::flat_hash_map<std::string, onnx::TypeProto>;
 
 void Rename(std::string* name, const Renames& renames) {
   if (auto it = renames.find(*name); it != renames.end()) *name = it->second;
@@ -187,6 +188,15 @@ class Folder {
       : g_(graph),
         options_(options),
         initializers_are_inputs_(initializers_are_inputs) {}
+
+  // Types of this graph's values, initializers included, as its branches
+  // see them.
+  OuterTypes TypesForSubgraphs() const {
+    OuterTypes types;
+    for (const auto& [name, type] : infer_types_) types[name] = *type;
+    for (const auto& [name, type] : types_) types[name] = *type;
+    return types;
+  }
 
   // Folds what the current value_info allows; returns the number of nodes
   // folded.
@@ -886,13 +896,91 @@ class Folder {
   int inlined_ifs_ = 0;
 };
 
+absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
+                                               const FoldShapesOptions& options,
+                                               std::vector<std::string>* warnings);
+
+// Whether every node output of `graph` has an element type (libonnx skips
+// nodes it cannot infer without saying so).
+bool EveryValueTyped(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> typed;
+  for (const auto& list : {graph.input(), graph.value_info(), graph.output()}) {
+    for (const auto& v : list) {
+      if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0) {
+        typed.insert(v.name());
+      }
+    }
+  }
+  for (const auto& t : graph.initializer()) typed.insert(t.name());
+  for (const auto& node : graph.node()) {
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !typed.contains(out)) return false;
+    }
+  }
+  return true;
+}
+
+// Each If branch of `graph`'s nodes is folded as a model of its own: the
+// outer values it reads become typed inputs, so shape inference and folding
+// run on it to their fixpoint (Ifs in it included, recursively), and its
+// nodes, initializers and value types replace the branch's. Loop and Scan
+// bodies are left alone: their inputs' declared types need not hold on
+// every iteration. Returns the Ifs inlined in branches.
+absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* graph,
+                                 const OuterTypes& outer, const FoldShapesOptions& options,
+                                 std::vector<std::string>* warnings) {
+  FoldShapesOptions sub_options = options;
+  sub_options.file_index = nullptr;
+  sub_options.detached = nullptr;
+  // libonnx 1.12's data propagation crashes (SIGSEGV, in Python too) on
+  // silero-vad-v6's branch once its inner Ifs are inlined; the folding here
+  // computes what it would propagate (Shape, Gather, Concat, ...) anyway.
+  sub_options.data_propagation = false;
+  int inlined = 0;
+  for (onnx::NodeProto& node : *graph->mutable_node()) {
+    if (!node.domain().empty() || node.op_type() != "If") continue;
+    for (auto& a : *node.mutable_attribute()) {
+      if (!a.has_g()) continue;
+      onnx::GraphProto* branch = a.mutable_g();
+      onnx::ModelProto alone;
+      alone.set_ir_version(std::max<int64_t>(model->ir_version(), 4));
+      *alone.mutable_opset_import() = model->opset_import();
+      *alone.mutable_graph() = *branch;
+      absl::flat_hash_set<std::string> reads;
+      for (const std::string& name : OuterScopeNames(*branch)) {
+        auto it = outer.find(name);
+        if (it == outer.end() || !reads.insert(name).second) continue;
+        onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
+        in->set_name(name);
+        *in->mutable_type() = it->second;
+      }
+      // Kept only when inference typed the whole folded branch.
+      std::vector<std::string> failures;
+      absl::StatusOr<FoldShapesStats> stats = FoldToFixpoint(&alone, sub_options, &failures);
+      if (!stats.ok() || !failures.empty() || !EveryValueTyped(alone.graph())) continue;
+      inlined += stats->inlined_ifs;
+      onnx::GraphProto* folded = alone.mutable_graph();
+      branch->mutable_node()->Swap(folded->mutable_node());
+      branch->mutable_initializer()->Swap(folded->mutable_initializer());
+      RemoveIf(folded->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
+        return reads.contains(v.name());
+      });
+      branch->mutable_value_info()->Swap(folded->mutable_value_info());
+    }
+  }
+  return inlined;
+}
+
 }  // namespace
 
-absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
-    onnx::ModelProto* model, const FoldShapesOptions& options,
-    std::vector<std::string>* warnings) {
+namespace {
+
+absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
+                                               const FoldShapesOptions& options,
+                                               std::vector<std::string>* warnings) {
   FoldShapesStats stats;
   Folder folder(model->mutable_graph(), options, model->ir_version() < 4);
+  int subgraph_inlined = 0;
   for (int round = 0;; ++round) {
     try {
       ++stats.inference_runs;
@@ -900,7 +988,7 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
           *model, onnx::OpSchemaRegistry::Instance(),
           onnx::ShapeInferenceOptions(/*check_type_val=*/false,
                                       /*strict_mode_val=*/0,
-                                      /*data_prop_val=*/true));
+                                      /*data_prop_val=*/options.data_propagation));
     } catch (const std::exception& e) {
       warnings->push_back(absl::StrCat(
           "ONNX shape inference failed (", OneLine(e.what()),
@@ -909,7 +997,14 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
     }
     if (round + 1 >= options.max_rounds) break;
     KILN_ASSIGN_OR_RETURN(int folded, folder.Round());
-    stats.inlined_ifs = folder.inlined_ifs();
+    if (folded == 0) {
+      // The branches last, once this graph's own types are final.
+      KILN_ASSIGN_OR_RETURN(int sub_inlined,
+                            FoldBranches(model, model->mutable_graph(),
+                                         folder.TypesForSubgraphs(), options, warnings));
+      subgraph_inlined += sub_inlined;
+    }
+    stats.inlined_ifs = folder.inlined_ifs() + subgraph_inlined;
     stats.folded_nodes += folded;
     if (folded == 0) return stats;
   }
@@ -917,6 +1012,14 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
       "shape folding stopped after ", options.max_rounds,
       " rounds of shape inference; some shapes may stay dynamic"));
   return stats;
+}
+
+}  // namespace
+
+absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
+    onnx::ModelProto* model, const FoldShapesOptions& options,
+    std::vector<std::string>* warnings) {
+  return FoldToFixpoint(model, options, warnings);
 }
 
 }  // namespace kiln::frontend::onnx_internal

@@ -42,6 +42,8 @@ struct FoldShapesOptions {
   int64_t max_heavy_input_elements = int64_t{1} << 16;
   // Shape inference runs at most this many times.
   int max_rounds = 32;
+  // libonnx's data propagation during inference.
+  bool data_propagation = true;
   // Optional: entries of removed nodes are erased.
   NodeIndexMap* file_index = nullptr;
   // Optional: data of initializers DetachLargeInitializers took out.
@@ -65,8 +67,9 @@ struct FoldShapesStats {
 // graph whose condition is constant (an initializer, a Constant, or folded
 // from shapes) is replaced by the branch it selects, its values renamed
 // where names would clash, and inference then types what follows from
-// that branch alone; an If nested in it reaches the top-level graph that
-// way and folds in a later round. A shape-inference failure
+// that branch alone. The branch of an If that stays is folded as a model of
+// its own (the outer values it reads as typed inputs), at any depth, so its
+// values get static types and its own constant Ifs fold. A shape-inference failure
 // becomes a warning and stops the loop (values it did not reach keep their
 // declared shapes), as the importer always did.
 absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(

@@ -617,6 +617,47 @@ TEST(FoldShapesTest, IfWithARunTimeConditionStays) {
   EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("If"));
 }
 
+// An If on a run-time condition stays, but an If inside its branch whose
+// condition follows from an outer value's shape folds there.
+TEST(FoldShapesTest, IfsInsideBranchesFold) {
+  ModelBuilder m(17);
+  m.Input("c", TP::BOOL, {});
+  m.Input("x", TP::FLOAT, {"N", 4});
+  onnx::NodeProto* outer = m.Node("If", {"c"}, {"y"}, "outer");
+  for (bool then : {true, false}) {
+    onnx::GraphProto* b = AttrGraph(outer, then ? "then_branch" : "else_branch");
+    const std::string p = then ? "t_" : "e_";
+    b->set_name(p + "body");
+    testing::AddNode(b, "Size", {"x"}, {p + "n"}, p + "size");
+    FillInt64s(b->add_initializer(), p + "eight", {}, {8});
+    testing::AddNode(b, "Equal", {p + "n", p + "eight"}, {p + "cond"}, p + "eq");
+    onnx::NodeProto* inner = testing::AddNode(b, "If", {p + "cond"}, {p + "y"}, p + "inner");
+    onnx::GraphProto* it = AttrGraph(inner, "then_branch");
+    it->set_name(p + "inner_then");
+    testing::AddNode(it, then ? "Sigmoid" : "Neg", {"x"}, {p + "a"}, p + "a");
+    testing::AddValueInfo(it->mutable_output(), p + "a", TP::FLOAT, {"N", 4});
+    onnx::GraphProto* ie = AttrGraph(inner, "else_branch");
+    ie->set_name(p + "inner_else");
+    testing::AddNode(ie, "Tanh", {"x"}, {p + "b"}, p + "b");
+    testing::AddValueInfo(ie->mutable_output(), p + "b", TP::FLOAT, {"N", 4});
+    testing::AddValueInfo(b->mutable_output(), p + "y", TP::FLOAT, {"N", 4});
+  }
+  m.Output("y", TP::FLOAT, {"N", 4});
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 4};
+  ImportResult r = MustImport(m, true, opts);
+  ASSERT_THAT(Ops(r.graph), ::testing::ElementsAre("If"));
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    const Graph& b = **r.graph.nodes()[0].Attr<std::shared_ptr<const Graph>>(branch);
+    EXPECT_THAT(Ops(b), ::testing::ElementsAre(branch[0] == 't' ? "Sigmoid" : "Neg"));
+  }
+  for (bool c : {true, false}) {
+    Tensor cond(ir::DType::kBool, {});
+    cond.data<bool>()[0] = c;
+    RunBothAndCompare(m, {cond, Iota({2, 4})}, opts);
+  }
+}
+
 TEST(FoldShapesTest, FoldedNodesKeepFileIndicesOfOthersInErrors) {
   // After folding, an error still names the failing node by its index in
   // the file
