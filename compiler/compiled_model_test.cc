@@ -732,6 +732,48 @@ TEST(CompiledModel, IfsOnDataRunCompiledBranches) {
   }
 }
 
+// Branches of different shapes: the If's output has a data-dependent shape.
+constexpr char kIfOfTwoShapes[] = R"(
+graph g(%x: f32[2,3], %c: bool[]) -> (%i, %n) opset 13 {
+  %e = Exp(%x) name="exp" : f32[2,3]
+  %i = If(%c) {
+    then_branch=graph t() captures(%e: f32[2,3] = %e) -> (%a) {
+      %a = Relu(%e) : f32[2,3]
+    },
+    else_branch=graph f() captures(%x: f32[2,3] = %x) -> (%b) {
+      %b = ReduceMax(%x) {axes=[1], keepdims=1} : f32[2,1]
+    }
+  } name="if" : f32[2,?]
+  %n = Neg(%x) name="neg" : f32[2,3]
+}
+)";
+
+TEST(CompiledModel, IfWithBranchesOfDifferentShapesRunsCompiled) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kIfOfTwoShapes));
+  ASSERT_TRUE(model.ok()) << model.status();
+  int compiled = 0;
+  for (const KernelReport& k : (*model)->report().kernels) compiled += k.backend == "compiled";
+  EXPECT_EQ(compiled, 1) << (*model)->report().ToText();
+  const ir::Graph g = Parse(kIfOfTwoShapes);
+  std::vector<ir::Tensor> outs = NewOutputTensors(**model);
+  std::vector<ir::Tensor*> ptrs;
+  for (ir::Tensor& t : outs) ptrs.push_back(&t);
+  for (bool c : {true, false, false, true}) {
+    const std::vector<ir::Tensor> in = {Random({2, 3}, 60), Bool(c)};
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, in);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE((*model)->RunInto(in, ptrs).ok());
+    EXPECT_EQ((*got)[0].shape(), (ir::Shape{2, c ? 3 : 1}));
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_TRUE(interp::CompareTensors((*got)[o], (*want)[o]).ok) << "output " << o;
+      EXPECT_TRUE(interp::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
+    }
+  }
+}
+
 TEST(CompiledModel, WithoutReferenceFallbackNodesWithoutLoweringAreRefused) {
   CompileOptions o = Options();
   o.reference_fallback = false;

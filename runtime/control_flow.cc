@@ -2,6 +2,7 @@
 // (runtime/control_flow.h).
 #include "runtime/control_flow.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,7 +33,7 @@ absl::Status Refuse(const Kernel& kernel, const std::string& why) {
 class IfStep final : public ExternStep {
  public:
   IfStep(int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
-         std::vector<int32_t> outputs, std::vector<ir::Shape> output_shapes)
+         std::vector<int32_t> outputs, std::vector<std::optional<ir::Shape>> output_shapes)
       : cond_(cond), outputs_(std::move(outputs)), output_shapes_(std::move(output_shapes)) {
     branches_[0] = std::move(else_branch);
     branches_[1] = std::move(then_branch);
@@ -52,7 +53,9 @@ class IfStep final : public ExternStep {
   int32_t cond_;
   CompiledBranch branches_[2];  // else, then
   std::vector<int32_t> outputs_;
-  std::vector<ir::Shape> output_shapes_;
+  // nullopt: an output of data-dependent shape (its buffer is the
+  // ir::Tensor holding it).
+  std::vector<std::optional<ir::Shape>> output_shapes_;
 };
 
 // Whether a branch output typed `info` may fill a buffer of `shape`: a
@@ -76,11 +79,10 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   if (kernel.kind != Kernel::Kind::kExtern || kernel.call.inputs.empty()) {
     return InternalError("kernel '", kernel.name, "' is not an If call");
   }
-  for (bool outputs : {false, true}) {
-    for (bool d : ir::loop::DynamicOperands(kernel, outputs)) {
-      if (d) return Refuse(kernel, "an operand has a data-dependent shape");
-    }
+  for (bool d : ir::loop::DynamicOperands(kernel, /*outputs=*/false)) {
+    if (d) return Refuse(kernel, "an input has a data-dependent shape");
   }
+  const std::vector<bool> dynamic_out = ir::loop::DynamicOperands(kernel, /*outputs=*/true);
   if (kernel.call.attrs.count(ir::loop::kAttrBlockedInputs) > 0 ||
       kernel.call.attrs.count(ir::loop::kAttrBlockedOutputs) > 0) {
     return Refuse(kernel, "an operand is channel-blocked");
@@ -112,6 +114,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
     }
     for (size_t o = 0; o < outs.size(); ++o) {
       const Buffer* b = buffer(kernel.call.outputs[o]);
+      if (b != nullptr && dynamic_out[o] && b->dtype == outs[o].dtype) continue;
       if (b == nullptr || !PlainStatic(*b) || b->dtype != outs[o].dtype ||
           !Fits(outs[o], b->shape)) {
         return Refuse(kernel, absl::StrCat(
@@ -124,8 +127,14 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
       }
     }
   }
-  std::vector<ir::Shape> output_shapes;
-  for (int32_t b : kernel.call.outputs) output_shapes.push_back(program.buffers[b].shape);
+  std::vector<std::optional<ir::Shape>> output_shapes;
+  for (size_t o = 0; o < kernel.call.outputs.size(); ++o) {
+    if (dynamic_out[o]) {
+      output_shapes.push_back(std::nullopt);
+    } else {
+      output_shapes.push_back(program.buffers[kernel.call.outputs[o]].shape);
+    }
+  }
   return std::unique_ptr<ExternStep>(std::make_unique<IfStep>(
       kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
       kernel.call.outputs, std::move(output_shapes)));

@@ -25,9 +25,12 @@ struct CompiledBranch {
 // The step for extern kernel `kernel` of `program`, an If whose condition
 // is call input 0 and whose outputs are the call's outputs. Each branch
 // reads its input buffers in place and writes the If's output buffers in
-// place. Unimplemented (the caller keeps the reference call) unless the
-// condition is one bool, every bound buffer and output is row-major of
-// static shape, and each branch's interface matches those buffers exactly.
+// place (an If output of data-dependent shape: into the ir::Tensor that
+// holds it). Unimplemented (the caller keeps the reference call) unless the
+// condition is one bool, every bound input buffer is row-major of static
+// shape, and each branch's interface fits the buffers: a static If output
+// takes a branch output of its shape, or one of data-dependent shape that
+// has it on each run (InvalidArgument otherwise).
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const ir::loop::LoopProgram& program,
                                                          const ir::loop::Kernel& kernel,
                                                          CompiledBranch then_branch,

@@ -288,7 +288,7 @@ class Executable final : public CompiledModel {
 
   // RunOnBuffers (runtime/executable.h).
   absl::Status RunBuffers(absl::Span<const void* const> inputs, absl::Span<void* const> outputs,
-                          absl::Span<const ir::Shape> output_shapes) const {
+                          absl::Span<const std::optional<ir::Shape>> output_shapes) const {
     if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size() ||
         output_shapes.size() != outputs_.size()) {
       return InternalError("RunOnBuffers: ", inputs.size(), " inputs and ", outputs.size(),
@@ -301,26 +301,40 @@ class Executable final : public CompiledModel {
       for (size_t i = 0; i < inputs.size(); ++i) {
         ctx->ptrs[input_buffers_[i]] = const_cast<void*>(inputs[i]);
       }
+      // Storage for each output: the caller's, or that of the tensor an
+      // enclosing value of data-dependent shape gets.
+      std::vector<void*> storage(outputs.begin(), outputs.end());
       for (size_t o = 0; o < outputs.size(); ++o) {
-        if (output_in_place_[o]) ctx->ptrs[output_buffers_[o]] = outputs[o];
+        if (!output_shapes[o].has_value() && !output_dynamic_[o]) {
+          ir::Tensor& target = *static_cast<ir::Tensor*>(outputs[o]);
+          if (target.dtype() != outputs_[o].dtype || target.shape() != outputs_[o].shape) {
+            target = ir::Tensor(outputs_[o].dtype, outputs_[o].shape);
+          }
+          storage[o] = target.raw_data();
+        }
+        if (output_in_place_[o]) ctx->ptrs[output_buffers_[o]] = storage[o];
       }
       KILN_RETURN_IF_ERROR(RunSteps(*ctx, nullptr, absl::InfinitePast()));
       for (size_t o = 0; o < outputs.size(); ++o) {
         if (output_in_place_[o]) continue;
         if (output_dynamic_[o]) {
           const ir::Tensor& t = *static_cast<const ir::Tensor*>(ctx->ptrs[output_buffers_[o]]);
-          if (t.shape() != output_shapes[o]) {
+          if (!output_shapes[o].has_value()) {
+            *static_cast<ir::Tensor*>(outputs[o]) = t;
+            continue;
+          }
+          if (t.shape() != *output_shapes[o]) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "model '", report_.model, "' output ", o, " '", outputs_[o].name, "' is ",
                 t.TypeString(), " in this run, where ",
-                ir::TypeString(outputs_[o].dtype, output_shapes[o]), " is expected"));
+                ir::TypeString(outputs_[o].dtype, *output_shapes[o]), " is expected"));
           }
-          std::memcpy(outputs[o], t.raw_data(), t.byte_size());
+          std::memcpy(storage[o], t.raw_data(), t.byte_size());
           continue;
         }
         CopyStrided(program_.buffers[output_buffers_[o]],
                     static_cast<const char*>(ctx->ptrs[output_buffers_[o]]),
-                    static_cast<char*>(outputs[o]), /*to_strided=*/false);
+                    static_cast<char*>(storage[o]), /*to_strided=*/false);
       }
       return absl::OkStatus();
     }();
@@ -524,7 +538,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
 
 absl::Status RunOnBuffers(const CompiledModel& model, absl::Span<const void* const> inputs,
                           absl::Span<void* const> outputs,
-                          absl::Span<const ir::Shape> output_shapes) {
+                          absl::Span<const std::optional<ir::Shape>> output_shapes) {
   const auto* exe = dynamic_cast<const Executable*>(&model);
   if (exe == nullptr) return InternalError("RunOnBuffers: not a runtime executable");
   return exe->RunBuffers(inputs, outputs, output_shapes);

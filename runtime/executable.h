@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -60,12 +61,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
 // Runs `model`, an executable BuildExecutable made, on raw storage:
 // inputs[i] holds input i and outputs[o] receives output o, both row-major
 // with the interface's shapes; outputs a kernel computes are written there
-// directly. No tensors, no copies in. An output of data-dependent shape is
-// copied into outputs[o] when this run gives it `output_shapes[o]`, else
-// InvalidArgument naming both shapes. InternalError for another model.
+// directly. No tensors, no copies in. Where `output_shapes[o]` is a shape,
+// outputs[o] is storage of that shape: an output of data-dependent shape is
+// copied there when this run gives it that shape, else InvalidArgument
+// naming both. Where it is nullopt, outputs[o] is an ir::Tensor* that takes
+// the output with its run-time shape (an enclosing value of data-dependent
+// shape). InternalError for another model.
 absl::Status RunOnBuffers(const CompiledModel& model, absl::Span<const void* const> inputs,
                           absl::Span<void* const> outputs,
-                          absl::Span<const ir::Shape> output_shapes);
+                          absl::Span<const std::optional<ir::Shape>> output_shapes);
 
 }  // namespace kiln::runtime
 
