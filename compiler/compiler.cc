@@ -117,8 +117,14 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       CompileReport r;
       r.model = absl::StrCat(model, "/", kernels[k].name, "/",
                              b == &branches->then_branch ? "then" : "else");
-      absl::StatusOr<int> index =
-          PrepareWithBranches(options, std::move(b->graph), std::move(r), depth + 1, batch);
+      // A branch's dumps go to a folder of their own under the model's.
+      CompileOptions branch_options = options;
+      if (!options.dump_dir.empty()) {
+        branch_options.dump_dir = absl::StrCat(options.dump_dir, "/", kernels[k].name, "_",
+                                               b == &branches->then_branch ? "then" : "else");
+      }
+      absl::StatusOr<int> index = PrepareWithBranches(branch_options, std::move(b->graph),
+                                                      std::move(r), depth + 1, batch);
       if (!index.ok()) {
         p.report.warnings.push_back(absl::StrCat(
             "If '", kernels[k].name, "' runs on the reference: its ",
