@@ -751,31 +751,129 @@ TEST(CompiledModel, NodesWithoutLoweringRunOnTheReferenceAmongKernels) {
       Compiler(Options()).CompileGraph(Parse(kFallbackBetweenKernels));
   ASSERT_TRUE(model.ok()) << model.status();
   const CompileReport& r = (*model)->report();
-  EXPECT_EQ(r.fallback_calls, 2);
-  EXPECT_EQ(r.reference_calls, 2);
+  // Det runs on the reference; the If runs its branches as compiled code.
+  EXPECT_EQ(r.fallback_calls, 1);
+  EXPECT_EQ(r.reference_calls, 1);
   EXPECT_GE(r.loop_kernels, 2);
   std::vector<std::string> calls;
   for (const KernelReport& k : r.kernels) {
-    if (k.backend != "reference") continue;
-    calls.push_back(k.call);
-    EXPECT_EQ(k.status, "library");
-    if (k.call == "kiln.Reference(Det)") {
+    if (k.backend == "reference") {
+      calls.push_back(k.call);
+      EXPECT_EQ(k.status, "library");
       EXPECT_EQ(k.reason, "node 'det' (Det): no lowering for op Det");
       EXPECT_EQ(k.ops, std::vector<std::string>{"det"});
-    } else {
-      EXPECT_EQ(k.reason, "node 'if' (If): no lowering for op If");
+    }
+    if (k.backend == "compiled") {
+      EXPECT_EQ(k.call, "If");
+      EXPECT_EQ(k.reason,
+                "then: 1 loop kernels (1 vectorized), 0 library calls (0 reference); "
+                "else: 1 loop kernels (1 vectorized), 0 library calls (0 reference)");
     }
   }
-  EXPECT_EQ(calls, (std::vector<std::string>{"kiln.Reference(Det)", "kiln.Reference(If)"}));
-  EXPECT_TRUE(absl::StrContains(r.ToText(), "2 of them nodes lowering could not compile"))
-      << r.ToText();
+  EXPECT_EQ(calls, (std::vector<std::string>{"kiln.Reference(Det)"}));
   EXPECT_TRUE(absl::StrContains(r.ToText(), "-- node 'det' (Det): no lowering for op Det"));
   const nlohmann::json j = nlohmann::json::parse(r.ToJson());
-  EXPECT_EQ(j["fallback_calls"], 2);
-  EXPECT_EQ(j["reference_calls"], 2);
-  int named = 0;
-  for (const auto& x : j["extern_calls"]) named += x["op"] == "kiln.Reference(If)";
-  EXPECT_EQ(named, 1);
+  EXPECT_EQ(j["fallback_calls"], 1);
+  EXPECT_EQ(j["reference_calls"], 1);
+}
+
+// An If on data whose then branch holds another If on data; the branches
+// read outer values (a graph input, a loop kernel's result, a constant).
+constexpr char kNestedIfs[] = R"(
+graph g(%x: f32[4,8], %a: bool[], %b: bool[]) -> (%y, %s) opset 13 {
+  %r = Relu(%x) name="relu" : f32[4,8]
+  %w = constant f32[8] <elided>
+  %i = If(%a) {
+    then_branch=graph t() captures(%r: f32[4,8] = %r, %b: bool[] = %b, %w: f32[8] = %w) -> (%o) {
+      %m = Mul(%r, %w) : f32[4,8]
+      %o = If(%b) {
+        then_branch=graph tt() captures(%m: f32[4,8] = %m) -> (%q) {
+          %q = Sigmoid(%m) : f32[4,8]
+        },
+        else_branch=graph tf() captures(%r: f32[4,8] = %r) -> (%q2) {
+          %q2 = Tanh(%r) : f32[4,8]
+        }
+      } : f32[4,8]
+    },
+    else_branch=graph f() captures(%x: f32[4,8] = %x) -> (%o2) {
+      %o2 = Neg(%x) : f32[4,8]
+    }
+  } name="if" : f32[4,8]
+  %y = Add(%i, %x) name="add" : f32[4,8]
+  %s = ReduceSum(%i) {keepdims=0} name="sum" : f32[]
+}
+)";
+
+TEST(CompiledModel, IfsOnDataRunCompiledBranches) {
+  for (bool a : {true, false}) {
+    for (bool b : {true, false}) {
+      ExpectMatchesReference(kNestedIfs, {Random({4, 8}, 41), Bool(a), Bool(b)});
+    }
+  }
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kNestedIfs));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.reference_calls, 0) << r.ToText();
+  int compiled = 0;
+  for (const KernelReport& k : r.kernels) compiled += k.backend == "compiled";
+  EXPECT_EQ(compiled, 1) << r.ToText();
+  // One model, run again and again with changing conditions.
+  const ir::Graph g = Parse(kNestedIfs);
+  for (int round = 0; round < 3; ++round) {
+    for (bool a : {false, true}) {
+      const std::vector<ir::Tensor> in = {Random({4, 8}, 50 + round), Bool(a), Bool(round % 2)};
+      absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, in);
+      absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(in);
+      ASSERT_TRUE(want.ok() && got.ok());
+      for (size_t o = 0; o < got->size(); ++o) {
+        interp::CompareResult c = interp::CompareTensors((*got)[o], (*want)[o]);
+        EXPECT_TRUE(c.ok) << "output " << o << ": " << c.message;
+      }
+    }
+  }
+}
+
+// Branches of different shapes: the If's output has a data-dependent shape.
+constexpr char kIfOfTwoShapes[] = R"(
+graph g(%x: f32[2,3], %c: bool[]) -> (%i, %n) opset 13 {
+  %e = Exp(%x) name="exp" : f32[2,3]
+  %i = If(%c) {
+    then_branch=graph t() captures(%e: f32[2,3] = %e) -> (%a) {
+      %a = Relu(%e) : f32[2,3]
+    },
+    else_branch=graph f() captures(%x: f32[2,3] = %x) -> (%b) {
+      %b = ReduceMax(%x) {axes=[1], keepdims=1} : f32[2,1]
+    }
+  } name="if" : f32[2,?]
+  %n = Neg(%x) name="neg" : f32[2,3]
+}
+)";
+
+TEST(CompiledModel, IfWithBranchesOfDifferentShapesRunsCompiled) {
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(Parse(kIfOfTwoShapes));
+  ASSERT_TRUE(model.ok()) << model.status();
+  int compiled = 0;
+  for (const KernelReport& k : (*model)->report().kernels) compiled += k.backend == "compiled";
+  EXPECT_EQ(compiled, 1) << (*model)->report().ToText();
+  const ir::Graph g = Parse(kIfOfTwoShapes);
+  std::vector<ir::Tensor> outs = NewOutputTensors(**model);
+  std::vector<ir::Tensor*> ptrs;
+  for (ir::Tensor& t : outs) ptrs.push_back(&t);
+  for (bool c : {true, false, false, true}) {
+    const std::vector<ir::Tensor> in = {Random({2, 3}, 60), Bool(c)};
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, in);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE((*model)->RunInto(in, ptrs).ok());
+    EXPECT_EQ((*got)[0].shape(), (ir::Shape{2, c ? 3 : 1}));
+    for (size_t o = 0; o < got->size(); ++o) {
+      EXPECT_TRUE(interp::CompareTensors((*got)[o], (*want)[o]).ok) << "output " << o;
+      EXPECT_TRUE(interp::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
+    }
+  }
 }
 
 TEST(CompiledModel, WithoutReferenceFallbackNodesWithoutLoweringAreRefused) {
@@ -830,7 +928,7 @@ TEST(CompiledModel, OutputsOfDataDependentShapeComeWithRunTimeShapes) {
   }
 }
 
-TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
+TEST(CompiledModel, RunIntoTakesOutputsOfDataDependentShape) {
   ir::Graph g = Parse(kDataDependent);
   absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(Options()).CompileGraph(g);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -838,34 +936,58 @@ TEST(CompiledModel, RunIntoChecksOutputsOfDataDependentShape) {
   absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, {x});
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ((*want)[0].shape(), (ir::Shape{2, 3}));
+  auto expect_want = [&](const std::vector<ir::Tensor>& outs, const std::vector<ir::Tensor>& w) {
+    ASSERT_EQ(outs.size(), w.size());
+    for (size_t o = 0; o < outs.size(); ++o) {
+      EXPECT_EQ(outs[o].shape(), w[o].shape()) << "output " << o;
+      interp::CompareResult c = interp::CompareTensors(outs[o], w[o]);
+      EXPECT_TRUE(c.ok) << "output " << o << ": " << c.message;
+    }
+  };
 
-  // Exactly the run-time shapes: filled.
-  std::vector<ir::Tensor> outs;
-  for (const ir::Tensor& w : *want) outs.emplace_back(w.dtype(), w.shape());
+  // Tensors as outputs() describes them (data-dependent dims empty): each
+  // takes its run-time shape.
+  std::vector<ir::Tensor> outs = NewOutputTensors(**model);
+  ASSERT_EQ(outs.size(), 4u);
+  EXPECT_EQ(outs[0].shape(), (ir::Shape{2, 0}));
+  EXPECT_EQ(outs[3].shape(), (ir::Shape{2, 3}));
   std::vector<ir::Tensor*> ptrs;
   for (ir::Tensor& t : outs) ptrs.push_back(&t);
   ASSERT_TRUE((*model)->RunInto({x}, ptrs).ok());
-  for (size_t o = 0; o < outs.size(); ++o) {
-    EXPECT_TRUE(interp::CompareTensors(outs[o], (*want)[o]).ok) << "output " << o;
-  }
+  expect_want(outs, *want);
 
-  // Too small for NonZero's result: a clear error, the tensor untouched.
-  ir::Tensor small(ir::DType::kI64, {2, 2});
-  for (int i = 0; i < 4; ++i) small.data<int64_t>()[i] = -7;
-  ptrs[0] = &small;
+  // Already of the run-time shape: written in place, no new storage.
+  const void* storage = outs[0].raw_data();
+  for (int i = 0; i < 6; ++i) outs[0].data<int64_t>()[i] = -7;
+  ASSERT_TRUE((*model)->RunInto({x}, ptrs).ok());
+  EXPECT_EQ(outs[0].raw_data(), storage);
+  expect_want(outs, *want);
+
+  // Another input, other shapes: the same tensors follow.
+  const ir::Tensor x2 = Data2x3({5, 0, 0, 0, 0, 0});
+  absl::StatusOr<std::vector<ir::Tensor>> want2 = interp::Run(g, {x2});
+  ASSERT_TRUE(want2.ok()) << want2.status();
+  ASSERT_EQ((*want2)[0].shape(), (ir::Shape{2, 1}));
+  ASSERT_TRUE((*model)->RunInto({x2}, ptrs).ok());
+  expect_want(outs, *want2);
+
+  // RunNamed and Profile return them with their run-time shapes too.
+  absl::StatusOr<std::vector<ir::Tensor>> named = (*model)->RunNamed({{"x", x}});
+  ASSERT_TRUE(named.ok()) << named.status();
+  expect_want(*named, *want);
+  std::vector<CompiledModel::KernelTiming> timings;
+  absl::StatusOr<std::vector<ir::Tensor>> profiled = (*model)->Profile({x2}, &timings);
+  ASSERT_TRUE(profiled.ok()) << profiled.status();
+  expect_want(*profiled, *want2);
+  EXPECT_EQ(timings.size(), (*model)->report().kernels.size());
+
+  // The wrong dtype is refused before the run, the tensor untouched.
+  ir::Tensor wrong_type(ir::DType::kF32, {2, 3});
+  ptrs[0] = &wrong_type;
   absl::Status s = (*model)->RunInto({x}, ptrs);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "output 0 'n' has a data-dependent shape: this run produced i64[2,3], the "
-            "caller's tensor is i64[2,2] (Run returns such outputs with their run-time "
-            "shapes)");
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(small.data<int64_t>()[i], -7);
-
-  // The wrong dtype is refused before the run.
-  ir::Tensor wrong_type(ir::DType::kF32, {2, 3});
-  ptrs[0] = &wrong_type;
-  EXPECT_FALSE((*model)->RunInto({x}, ptrs).ok());
+  EXPECT_EQ(wrong_type.shape(), (ir::Shape{2, 3}));
 }
 
 TEST(CompiledModel, DataDependentShapeIntoALoopKernelIsRefused) {

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "backends/cpp/emitter.h"
 #include "backends/onednn/layout_oracle.h"
+#include "compiler/control_flow.h"
 #include "compiler/dump.h"
 #include "compiler/jit/jit_compiler.h"
 #include "compiler/pipeline.h"
@@ -23,6 +24,7 @@
 #include "ir/message.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
+#include "runtime/control_flow.h"
 #include "runtime/executable.h"
 #include "runtime/reference_calls.h"
 
@@ -42,6 +44,14 @@ struct Prepared {
   CompileReport report;
   const isa::VecIsa* isa = nullptr;
   absl::Time start;
+  // Ifs of this program whose branches are prepared models of the same
+  // batch (earlier entries): their steps replace the reference calls.
+  struct IfSite {
+    int kernel = -1;
+    int then_model = -1, else_model = -1;  // indices into the batch
+    std::vector<int32_t> then_buffers, else_buffers;
+  };
+  std::vector<IfSite> ifs;
 };
 
 // The JIT's target: an ISA this CPU executes (the best one when
@@ -85,6 +95,62 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   return p;
 }
 
+// Branches of Ifs nest at most this deep; deeper ones stay reference calls.
+constexpr int kMaxIfDepth = 8;
+
+// `graph` prepared, preceded in `batch` by the branches of its Ifs that
+// prepare (recursively); returns its index in `batch`. A branch that does
+// not prepare leaves its If a reference call.
+absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph graph,
+                                        CompileReport report, int depth,
+                                        std::vector<Prepared>* batch) {
+  const std::string model = report.model;
+  KILN_ASSIGN_OR_RETURN(Prepared p, Prepare(options, std::move(graph), std::move(report)));
+  const std::vector<Kernel>& kernels = p.program.module.program.kernels;
+  for (size_t k = 0; depth < kMaxIfDepth && k < kernels.size(); ++k) {
+    absl::StatusOr<compiler::IfBranches> branches =
+        compiler::ExtractIfBranches(p.program.module.program, kernels[k]);
+    if (!branches.ok()) continue;
+    Prepared::IfSite site;
+    site.kernel = static_cast<int>(k);
+    bool ok = true;
+    for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
+      CompileReport r;
+      r.model = absl::StrCat(model, "/", kernels[k].name, "/",
+                             b == &branches->then_branch ? "then" : "else");
+      // A branch's dumps go to a folder of their own under the model's.
+      CompileOptions branch_options = options;
+      if (!options.dump_dir.empty()) {
+        branch_options.dump_dir = absl::StrCat(options.dump_dir, "/", kernels[k].name, "_",
+                                               b == &branches->then_branch ? "then" : "else");
+      }
+      absl::StatusOr<int> index = PrepareWithBranches(branch_options, std::move(b->graph),
+                                                      std::move(r), depth + 1, batch);
+      if (!index.ok()) {
+        p.report.warnings.push_back(absl::StrCat(
+            "If '", kernels[k].name, "' runs on the reference: its ",
+            b == &branches->then_branch ? "then" : "else",
+            " branch does not compile: ", index.status().message()));
+        ok = false;
+        break;
+      }
+      (b == &branches->then_branch ? site.then_model : site.else_model) = *index;
+      (b == &branches->then_branch ? site.then_buffers : site.else_buffers) =
+          std::move(b->buffers);
+    }
+    if (ok) p.ifs.push_back(std::move(site));
+  }
+  batch->push_back(std::move(p));
+  return static_cast<int>(batch->size()) - 1;
+}
+
+// What a compiled If's report line says of a branch.
+std::string BranchSummary(const CompileReport& r) {
+  return absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
+                      " vectorized), ", r.library_calls, " library calls (",
+                      r.reference_calls, " reference)");
+}
+
 // Every program of the batch in one LoopProgram: buffers and kernels
 // renamed c<k>_..., buffer indices shifted. `kernel_base[k]` is where
 // program k's kernels start.
@@ -119,7 +185,8 @@ LoopProgram MergePrograms(const std::vector<Prepared>& batch, std::vector<int>* 
 // interpreter's too), its memory plan.
 absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
     const CompileOptions& options, Prepared p, std::shared_ptr<jit::LoadedLibrary> library,
-    const std::map<int, const backends::cpp::EmittedKernel*>& emitted_of, int32_t buffer_base) {
+    const std::map<int, const backends::cpp::EmittedKernel*>& emitted_of, int32_t buffer_base,
+    std::map<int, runtime::PrebuiltStep> prebuilt) {
   jit::LoadedLibrary* lib = library.get();
   runtime::LoopEntryFn entry_of = [&](int k,
                                       const Kernel& kernel) -> absl::StatusOr<runtime::LoopEntry> {
@@ -142,7 +209,54 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
   return runtime::BuildExecutable(
       options, std::move(p.program.module), std::move(p.program.inputs),
       std::move(p.program.outputs), std::move(p.report), p.start, std::move(library), entry_of,
-      &runtime::CreateReferenceStep);
+      &runtime::CreateReferenceStep, std::move(prebuilt));
+}
+
+// The steps of `p`'s compiled Ifs, their branches taken out of `results`
+// (built before `p`). An If whose branches did not build, or whose step
+// refuses them, stays a reference call (its report line says why).
+std::map<int, runtime::PrebuiltStep> IfSteps(
+    Prepared& p, std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>>* results) {
+  std::map<int, runtime::PrebuiltStep> steps;
+  const LoopProgram& program = p.program.module.program;
+  for (const Prepared::IfSite& site : p.ifs) {
+    absl::StatusOr<std::unique_ptr<CompiledModel>>& then_model = (*results)[site.then_model];
+    absl::StatusOr<std::unique_ptr<CompiledModel>>& else_model = (*results)[site.else_model];
+    const Kernel& kernel = program.kernels[site.kernel];
+    if (!then_model.ok() || !else_model.ok() || *then_model == nullptr ||
+        *else_model == nullptr) {
+      p.report.warnings.push_back(absl::StrCat(
+          "If '", kernel.name, "' runs on the reference: a branch did not build: ",
+          (then_model.ok() ? else_model : then_model).status().message()));
+      continue;
+    }
+    std::shared_ptr<const CompiledModel> then_shared(std::move(*then_model));
+    std::shared_ptr<const CompiledModel> else_shared(std::move(*else_model));
+    then_model = InternalError("model taken as a branch");
+    else_model = InternalError("model taken as a branch");
+    runtime::PrebuiltStep step;
+    step.report.name = kernel.name;
+    step.report.backend = "compiled";
+    step.report.ops = kernel.ops;
+    step.report.status = "branches";
+    step.report.vectorized = true;
+    step.report.call = "If";
+    step.report.reason = absl::StrCat("then: ", BranchSummary(then_shared->report()),
+                                      "; else: ", BranchSummary(else_shared->report()));
+    step.reference_calls =
+        then_shared->report().reference_calls + else_shared->report().reference_calls;
+    step.fallback_calls =
+        then_shared->report().fallback_calls + else_shared->report().fallback_calls;
+    absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made = runtime::CreateIfStep(
+        program, kernel, {then_shared, site.then_buffers}, {else_shared, site.else_buffers});
+    if (!made.ok()) {
+      p.report.warnings.push_back(std::string(made.status().message()));
+      continue;
+    }
+    step.step = *std::move(made);
+    steps.emplace(site.kernel, std::move(step));
+  }
+  return steps;
 }
 
 // One JIT build for every model of the batch (same options); one result
@@ -192,8 +306,10 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
       results.push_back(build_status);
       return results;
     }
-    // Find the culprit: build each model on its own.
+    // Find the culprit: build each model on its own (Ifs stay reference
+    // calls then).
     for (Prepared& p : batch) {
+      p.ifs.clear();
       std::vector<Prepared> one;
       one.push_back(std::move(p));
       auto r = BuildBatch(options, std::move(one));
@@ -218,7 +334,9 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
       auto it = emitted_of.find(kernel_base[c] + static_cast<int>(k));
       if (it != emitted_of.end()) mine[static_cast<int>(k)] = it->second;
     }
-    results.push_back(Finish(options, std::move(p), library, mine, buffer_base[c]));
+    std::map<int, runtime::PrebuiltStep> if_steps = IfSteps(p, &results);
+    results.push_back(
+        Finish(options, std::move(p), library, mine, buffer_base[c], std::move(if_steps)));
   }
   return results;
 }
@@ -226,12 +344,12 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompileOne(const CompileOptions& options,
                                                           ir::Graph graph,
                                                           CompileReport report) {
-  KILN_ASSIGN_OR_RETURN(Prepared prepared, Prepare(options, std::move(graph), std::move(report)));
   std::vector<Prepared> batch;
-  batch.push_back(std::move(prepared));
+  KILN_ASSIGN_OR_RETURN(int root, PrepareWithBranches(options, std::move(graph),
+                                                      std::move(report), 0, &batch));
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> built =
       BuildBatch(options, std::move(batch));
-  return std::move(built[0]);
+  return std::move(built[root]);
 }
 
 // Errors leave the compiler with model text escaped and lines capped
@@ -270,21 +388,21 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGra
     std::vector<ir::Graph> graphs) const {
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> results(graphs.size());
   std::vector<Prepared> batch;
-  std::vector<size_t> where;
+  std::vector<std::pair<size_t, int>> where;  // graph, its index in the batch
   for (size_t g = 0; g < graphs.size(); ++g) {
     CompileReport report;
     report.model = graphs[g].name();
-    absl::StatusOr<Prepared> p = Prepare(options_, std::move(graphs[g]), std::move(report));
-    if (!p.ok()) {
-      results[g] = p.status();
+    absl::StatusOr<int> root =
+        PrepareWithBranches(options_, std::move(graphs[g]), std::move(report), 0, &batch);
+    if (!root.ok()) {
+      results[g] = root.status();
       continue;
     }
-    batch.push_back(*std::move(p));
-    where.push_back(g);
+    where.emplace_back(g, *root);
   }
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> built =
       BuildBatch(options_, std::move(batch));
-  for (size_t b = 0; b < built.size(); ++b) results[where[b]] = std::move(built[b]);
+  for (const auto& [g, root] : where) results[g] = std::move(built[root]);
   for (auto& r : results) r = Safe(std::move(r));
   return results;
 }

@@ -199,6 +199,13 @@ struct TensorInfo {
   bool shape_known = true;
 };
 
+class CompiledModel;
+
+// One tensor per output of `model`, for RunInto: static outputs allocated
+// (zero-filled) with their shapes, outputs of data-dependent shape empty
+// (their dynamic dims 0, or shape [0] when even the rank is unknown).
+std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model);
+
 class CompiledModel {
  public:
   virtual ~CompiledModel() = default;
@@ -214,10 +221,12 @@ class CompiledModel {
   virtual absl::StatusOr<std::vector<ir::Tensor>> RunNamed(
       const std::map<std::string, ir::Tensor>& inputs) const = 0;
   // Writes into caller-owned tensors (one per output, dtype and shape as
-  // outputs() says) without a copy where the output is computed in place.
-  // An output of data-dependent shape is copied in after the run and must
-  // then have exactly its run-time shape: InvalidArgument naming the output
-  // and both shapes otherwise (nothing is written to it).
+  // outputs() says; NewOutputTensors makes them) without a copy where the
+  // output is computed in place. An output of data-dependent shape is copied
+  // in after the run when the caller's tensor already has its run-time
+  // shape; otherwise that tensor is replaced by one of the run-time shape
+  // (so repeated runs of one shape allocate only on the first). Its dtype
+  // must be the output's either way.
   virtual absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
                                absl::Span<ir::Tensor* const> outputs) const = 0;
 

@@ -151,8 +151,8 @@ class Executable final : public CompiledModel {
   }
 
   // `take_dynamic`: outputs of data-dependent shape replace the tensors in
-  // `outputs` (Run); else they are copied into them, which must have their
-  // run-time shapes (RunInto).
+  // `outputs` (Run); else they are copied into them where the shapes agree,
+  // and replace them where not (RunInto).
   absl::Status RunImpl(absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs,
                        std::vector<KernelTiming>* timings, bool take_dynamic) const {
@@ -236,6 +236,36 @@ class Executable final : public CompiledModel {
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (output_in_place_[o]) ctx.ptrs[output_buffers_[o]] = outputs[o]->raw_data();
     }
+    KILN_RETURN_IF_ERROR(RunSteps(ctx, timings, run_start));
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (output_dynamic_[o]) {
+        ir::Tensor& t = *static_cast<ir::Tensor*>(ctx.ptrs[output_buffers_[o]]);
+        if (take_dynamic) {
+          const bool read_again =
+              std::find(output_buffers_.begin() + o + 1, output_buffers_.end(),
+                        output_buffers_[o]) != output_buffers_.end();
+          *outputs[o] = read_again ? t : std::move(t);
+          continue;
+        }
+        if (outputs[o]->shape() == t.shape()) {
+          std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
+        } else {
+          // The caller's tensor takes this run's shape (its storage is
+          // replaced); a later run of the same shape writes into it.
+          *outputs[o] = t;
+        }
+        continue;
+      }
+      if (output_in_place_[o]) continue;
+      const Buffer& b = program_.buffers[output_buffers_[o]];
+      CopyStrided(b, static_cast<const char*>(ctx.ptrs[output_buffers_[o]]),
+                  static_cast<char*>(outputs[o]->raw_data()), /*to_strided=*/false);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunSteps(Context& ctx, std::vector<KernelTiming>* timings,
+                        absl::Time run_start) const {
     for (size_t s = 0; s < steps_.size(); ++s) {
       const Step& step = steps_[s];
       const absl::Time t0 = timings != nullptr ? absl::Now() : absl::InfinitePast();
@@ -253,32 +283,64 @@ class Executable final : public CompiledModel {
                             absl::ToDoubleMicroseconds(t1 - t0)});
       }
     }
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      if (output_dynamic_[o]) {
-        ir::Tensor& t = *static_cast<ir::Tensor*>(ctx.ptrs[output_buffers_[o]]);
-        if (take_dynamic) {
-          const bool read_again =
-              std::find(output_buffers_.begin() + o + 1, output_buffers_.end(),
-                        output_buffers_[o]) != output_buffers_.end();
-          *outputs[o] = read_again ? t : std::move(t);
+    return absl::OkStatus();
+  }
+
+  // RunOnBuffers (runtime/executable.h).
+  absl::Status RunBuffers(absl::Span<const void* const> inputs, absl::Span<void* const> outputs,
+                          absl::Span<const std::optional<ir::Shape>> output_shapes) const {
+    if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size() ||
+        output_shapes.size() != outputs_.size()) {
+      return InternalError("RunOnBuffers: ", inputs.size(), " inputs and ", outputs.size(),
+                           " outputs for a model of ", inputs_.size(), " and ",
+                           outputs_.size());
+    }
+    std::unique_ptr<Context> ctx = AcquireContext();
+    absl::Status status = [&]() -> absl::Status {
+      if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        ctx->ptrs[input_buffers_[i]] = const_cast<void*>(inputs[i]);
+      }
+      // Storage for each output: the caller's, or that of the tensor an
+      // enclosing value of data-dependent shape gets.
+      std::vector<void*> storage(outputs.begin(), outputs.end());
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        if (!output_shapes[o].has_value() && !output_dynamic_[o]) {
+          ir::Tensor& target = *static_cast<ir::Tensor*>(outputs[o]);
+          if (target.dtype() != outputs_[o].dtype || target.shape() != outputs_[o].shape) {
+            target = ir::Tensor(outputs_[o].dtype, outputs_[o].shape);
+          }
+          storage[o] = target.raw_data();
+        }
+        if (output_in_place_[o]) ctx->ptrs[output_buffers_[o]] = storage[o];
+      }
+      KILN_RETURN_IF_ERROR(RunSteps(*ctx, nullptr, absl::InfinitePast()));
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        if (output_in_place_[o]) continue;
+        if (output_dynamic_[o]) {
+          const ir::Tensor& t = *static_cast<const ir::Tensor*>(ctx->ptrs[output_buffers_[o]]);
+          if (!output_shapes[o].has_value()) {
+            *static_cast<ir::Tensor*>(outputs[o]) = t;
+            continue;
+          }
+          if (t.shape() != *output_shapes[o]) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "model '", report_.model, "' output ", o, " '", outputs_[o].name, "' is ",
+                t.TypeString(), " in this run, where ",
+                ir::TypeString(outputs_[o].dtype, *output_shapes[o]), " is expected"));
+          }
+          std::memcpy(storage[o], t.raw_data(), t.byte_size());
           continue;
         }
-        if (outputs[o]->shape() != t.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "output ", o, " '", outputs_[o].name,
-              "' has a data-dependent shape: this run produced ", t.TypeString(),
-              ", the caller's tensor is ", outputs[o]->TypeString(),
-              " (Run returns such outputs with their run-time shapes)"));
-        }
-        std::memcpy(outputs[o]->raw_data(), t.raw_data(), t.byte_size());
-        continue;
+        CopyStrided(program_.buffers[output_buffers_[o]],
+                    static_cast<const char*>(ctx->ptrs[output_buffers_[o]]),
+                    static_cast<char*>(storage[o]), /*to_strided=*/false);
       }
-      if (output_in_place_[o]) continue;
-      const Buffer& b = program_.buffers[output_buffers_[o]];
-      CopyStrided(b, static_cast<const char*>(ctx.ptrs[output_buffers_[o]]),
-                  static_cast<char*>(outputs[o]->raw_data()), /*to_strided=*/false);
-    }
-    return absl::OkStatus();
+      return absl::OkStatus();
+    }();
+    for (ir::Tensor& t : ctx->dynamic) t = ir::Tensor();
+    ReleaseContext(std::move(ctx));
+    return status;
   }
 
   absl::Status KernelError(const Step& step, int rc) const {
@@ -323,7 +385,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
     const CompileOptions& options, ir::loop::LoopModule lowered,
     std::vector<TensorInfo> inputs, std::vector<TensorInfo> outputs, CompileReport report,
     absl::Time start, std::shared_ptr<const void> keep_alive, const LoopEntryFn& entry_of,
-    ReferenceStepFactory reference_steps) {
+    ReferenceStepFactory reference_steps, std::map<int, PrebuiltStep> prebuilt) {
   const bool eager = options.mode == CompileOptions::Mode::kEager;
   auto exe = std::make_unique<Executable>();
   exe->keep_alive_ = std::move(keep_alive);
@@ -395,6 +457,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
       report.kernels.push_back(std::move(entry.report));
       ++report.loop_kernels;
       if (report.kernels.back().vectorized) ++report.vectorized_kernels;
+    } else if (auto it = prebuilt.find(static_cast<int>(k)); it != prebuilt.end()) {
+      if (it->second.step == nullptr) {
+        return InternalError("prebuilt step of kernel '", kernel.name, "' is empty");
+      }
+      step.library = std::move(it->second.step);
+      report.kernels.push_back(std::move(it->second.report));
+      ++report.library_calls;
+      report.reference_calls += it->second.reference_calls;
+      report.fallback_calls += it->second.fallback_calls;
     } else {
       KernelReport kr;
       KILN_ASSIGN_OR_RETURN(step.library,
@@ -463,6 +534,14 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   report.total_ms = Ms(start) + report.import_ms;
   exe->report_ = std::move(report);
   return std::unique_ptr<CompiledModel>(std::move(exe));
+}
+
+absl::Status RunOnBuffers(const CompiledModel& model, absl::Span<const void* const> inputs,
+                          absl::Span<void* const> outputs,
+                          absl::Span<const std::optional<ir::Shape>> output_shapes) {
+  const auto* exe = dynamic_cast<const Executable*>(&model);
+  if (exe == nullptr) return InternalError("RunOnBuffers: not a runtime executable");
+  return exe->RunBuffers(inputs, outputs, output_shapes);
 }
 
 }  // namespace kiln::runtime

@@ -1,9 +1,13 @@
 // The compiled-model API's plain functions (runtime/compiled_model.h): mode
-// names, and the text and JSON forms of the compile report.
+// names, output tensors for RunInto, and the text and JSON forms of the
+// compile report.
 #include "runtime/compiled_model.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +20,17 @@ namespace {
 std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); }
 
 }  // namespace
+
+std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model) {
+  std::vector<ir::Tensor> outs;
+  outs.reserve(model.outputs().size());
+  for (const TensorInfo& o : model.outputs()) {
+    ir::Shape shape = o.shape_known ? o.shape : ir::Shape{0};
+    for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
+    outs.emplace_back(o.dtype, std::move(shape));
+  }
+  return outs;
+}
 
 const char* ModeName(CompileOptions::Mode mode) {
   return mode == CompileOptions::Mode::kEager ? "eager" : "compiled";

@@ -873,10 +873,8 @@ int RunBench(const Command& cmd) {
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
   if (!inputs.ok()) return BadInput("bench", inputs.status().message());
-  std::vector<ir::Tensor> outputs;
+  std::vector<ir::Tensor> outputs = NewOutputTensors(*model);
   std::vector<ir::Tensor*> output_ptrs;
-  outputs.reserve(model->outputs().size());
-  for (const TensorInfo& o : model->outputs()) outputs.emplace_back(o.dtype, o.shape);
   for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
 
   for (int i = 0; i < opts.warmup; ++i) {
@@ -934,10 +932,8 @@ int RunBench(const Command& cmd) {
         "bench", opts.model, eager_options, &exit_code, &eager_compile_ms);
     if (eager == nullptr) return exit_code;
     res.eager_arena_bytes = eager->report().arena_bytes;
-    std::vector<ir::Tensor> eager_outputs;
+    std::vector<ir::Tensor> eager_outputs = NewOutputTensors(*eager);
     std::vector<ir::Tensor*> eager_ptrs;
-    eager_outputs.reserve(eager->outputs().size());
-    for (const TensorInfo& o : eager->outputs()) eager_outputs.emplace_back(o.dtype, o.shape);
     for (ir::Tensor& t : eager_outputs) eager_ptrs.push_back(&t);
     for (int i = 0; i < opts.warmup; ++i) {
       absl::Status s = eager->RunInto(*inputs, eager_ptrs);

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/onnx/importer.h"
+#include "interp/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/tensor.h"
@@ -1092,6 +1093,159 @@ TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
     EXPECT_THAT(r.output, HasSubstr("PASS  output 0 'y' f32[3,4]"));
     EXPECT_THAT(r.output, HasSubstr("result: PASS (2 data set(s), 2 output(s)"));
   }
+}
+
+// Outputs of data-dependent shape: nz = NonZero(x), i64[2,?]; sel = If(c)
+// with branches Relu(x) (f32[2,3]) and ReduceMax(x, axis 1) (f32[2,1]), so
+// f32[2,?]. x: f32[2,3], c: bool[].
+std::string WriteDataDependentModel(const std::string& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  onnx::OperatorSetIdProto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("data_dependent");
+  auto add_value = [](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list,
+                      const std::string& name, int elem_type, std::vector<int64_t> dims) {
+    onnx::ValueInfoProto* v = list->Add();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_type);
+    tt->mutable_shape();
+    for (int64_t d : dims) {
+      if (d < 0) {
+        tt->mutable_shape()->add_dim()->set_dim_param(absl::StrCat(name, "_n"));
+      } else {
+        tt->mutable_shape()->add_dim()->set_dim_value(d);
+      }
+    }
+  };
+  add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  add_value(g->mutable_input(), "c", onnx::TensorProto::BOOL, {});
+  onnx::NodeProto* nz = g->add_node();
+  nz->set_op_type("NonZero");
+  nz->set_name("nz");
+  nz->add_input("x");
+  nz->add_output("nz");
+  onnx::NodeProto* cond = g->add_node();
+  cond->set_op_type("If");
+  cond->set_name("if");
+  cond->add_input("c");
+  cond->add_output("sel");
+  for (bool then : {true, false}) {
+    onnx::AttributeProto* a = cond->add_attribute();
+    a->set_name(then ? "then_branch" : "else_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(then ? "then" : "else");
+    onnx::NodeProto* n = b->add_node();
+    n->set_op_type(then ? "Relu" : "ReduceMax");
+    n->add_input("x");
+    n->add_output(then ? "then_out" : "else_out");
+    if (!then) {
+      onnx::AttributeProto* axes = n->add_attribute();
+      axes->set_name("axes");
+      axes->set_type(onnx::AttributeProto::INTS);
+      axes->add_ints(1);
+    }
+    add_value(b->mutable_output(), then ? "then_out" : "else_out", onnx::TensorProto::FLOAT,
+              {2, then ? 3 : 1});
+  }
+  add_value(g->mutable_output(), "nz", onnx::TensorProto::INT64, {2, -1});
+  add_value(g->mutable_output(), "sel", onnx::TensorProto::FLOAT, {2, -1});
+  fs::create_directories(dir);
+  const std::string path = dir + "/model.onnx";
+  WriteFile(path, m.SerializeAsString());
+  return path;
+}
+
+// The model of WriteDataDependentModel with two data sets (c true, c false),
+// their outputs computed by the reference interpreter.
+std::string WriteDataDependentCase(const std::string& name) {
+  const std::string dir = TmpDir(name);
+  const std::string model = WriteDataDependentModel(dir);
+  absl::StatusOr<frontend::ImportResult> imported = frontend::ImportModelFile(model);
+  EXPECT_TRUE(imported.ok()) << imported.status();
+  if (!imported.ok()) return dir;
+  const Tensor x = F32({2, 3}, {0, 1.5f, 0, -2, 3, 0});
+  for (int set = 0; set < 2; ++set) {
+    Tensor c(DType::kBool, {});
+    c.data<bool>()[0] = set == 0;
+    absl::StatusOr<std::vector<Tensor>> want = interp::Run(imported->graph, {x, c});
+    EXPECT_TRUE(want.ok()) << want.status();
+    if (!want.ok()) return dir;
+    const std::string ds = absl::StrCat(dir, "/test_data_set_", set);
+    fs::create_directories(ds);
+    int k = 0;
+    for (const auto& [t, n] : {std::pair<const Tensor*, const char*>{&x, "x"}, {&c, "c"}}) {
+      absl::StatusOr<std::string> bytes = frontend::SerializeTensor(*t, n);
+      EXPECT_TRUE(bytes.ok());
+      WriteFile(absl::StrCat(ds, "/input_", k++, ".pb"), *bytes);
+    }
+    for (size_t o = 0; o < want->size(); ++o) {
+      absl::StatusOr<std::string> bytes =
+          frontend::SerializeTensor((*want)[o], o == 0 ? "nz" : "sel");
+      EXPECT_TRUE(bytes.ok());
+      WriteFile(absl::StrCat(ds, "/output_", o, ".pb"), *bytes);
+    }
+  }
+  return dir;
+}
+
+std::vector<std::string> DataSetInputs(const std::string& dir, int set) {
+  const std::string ds = absl::StrCat(dir, "/test_data_set_", set);
+  return {"--input", "x=" + ds + "/input_0.pb", "--input", "c=" + ds + "/input_1.pb"};
+}
+
+std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(KilncEndToEnd, DataDependentShapesCheckAndRun) {
+  const std::string dir = WriteDataDependentCase("dd_check");
+  const Result check = Kilnc({"check", dir, "--atol=0", "--rtol=0"});
+  EXPECT_EQ(check.exit_code, kExitOk) << check.output;
+  EXPECT_THAT(check.output, HasSubstr("result: PASS (2 data set(s), 4 output(s)"));
+  // x has 3 non-zeros; c true selects Relu(x), c false ReduceMax(x, axis 1).
+  const Result then = Kilnc(Cat({"run", dir + "/model.onnx"}, DataSetInputs(dir, 0)));
+  EXPECT_EQ(then.exit_code, kExitOk) << then.output;
+  EXPECT_THAT(then.output, HasSubstr("output 0 'nz' i64[2,3]"));
+  EXPECT_THAT(then.output, HasSubstr("output 1 'sel' f32[2,3]"));
+  const Result other = Kilnc(Cat({"run", dir + "/model.onnx"}, DataSetInputs(dir, 1)));
+  EXPECT_EQ(other.exit_code, kExitOk) << other.output;
+  EXPECT_THAT(other.output, HasSubstr("output 1 'sel' f32[2,1]"));
+}
+
+TEST(KilncEndToEnd, DataDependentShapesBench) {
+  const std::string dir = WriteDataDependentCase("dd_bench");
+  for (int set : {0, 1}) {
+    const Result r = Kilnc(Cat({"bench", dir + "/model.onnx", "--json", "--min-time=0",
+                                "--min-iterations=3", "--warmup=1", "--threads=1"},
+                               DataSetInputs(dir, set)));
+    ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << r.out;
+    EXPECT_GE(j["iterations"].get<int>(), 3);
+  }
+  const Result eager = Kilnc(Cat({"bench", dir + "/model.onnx", "--json", "--min-time=0",
+                                  "--min-iterations=2", "--warmup=0", "--vs-eager"},
+                                 DataSetInputs(dir, 1)));
+  ASSERT_EQ(eager.exit_code, kExitOk) << eager.output;
+  EXPECT_THAT(eager.out, HasSubstr("\"vs_eager_rounds\":2"));
+}
+
+TEST(KilncEndToEnd, DataDependentShapesProfile) {
+  const std::string dir = WriteDataDependentCase("dd_profile");
+  const std::string trace = TmpDir("dd_trace.json");
+  const Result r = Kilnc(Cat({"profile", dir + "/model.onnx", "--iterations=2",
+                              "--trace=" + trace},
+                             DataSetInputs(dir, 0)));
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_THAT(r.out, HasSubstr("2 profiled"));
+  const nlohmann::json t = nlohmann::json::parse(ReadFile(trace), nullptr, false);
+  ASSERT_TRUE(t.is_object()) << ReadFile(trace);
 }
 
 TEST(KilncEndToEnd, ExplainJsonListsKernels) {

@@ -1,6 +1,6 @@
 // Shape inference to a fixpoint: infer, fold cheap constant nodes and
 // Shape/Size of static values into initializers on the reference
-// interpreter, repeat.
+// interpreter, replace Ifs with constant conditions by their branch, repeat.
 #include "frontend/onnx/fold_shapes.h"
 
 #include <algorithm>
@@ -123,6 +123,62 @@ void RemoveIf(google::protobuf::RepeatedPtrField<T>* list, Pred remove) {
   while (list->size() > kept) list->RemoveLast();
 }
 
+// Every value name `graph` and its subgraphs (but those of `skip`) define
+// or read.
+void CollectNames(const onnx::GraphProto& graph,
+                  absl::flat_hash_set<std::string>* names,
+                  const onnx::NodeProto* skip = nullptr) {
+  for (const auto& v : graph.input()) names->insert(v.name());
+  for (const auto& v : graph.output()) names->insert(v.name());
+  for (const auto& v : graph.value_info()) names->insert(v.name());
+  for (const auto& t : graph.initializer()) names->insert(t.name());
+  for (const auto& node : graph.node()) {
+    names->insert(node.input().begin(), node.input().end());
+    names->insert(node.output().begin(), node.output().end());
+    if (&node == skip) continue;
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) CollectNames(a.g(), names);
+      for (const auto& sub : a.graphs()) CollectNames(sub, names);
+    }
+  }
+}
+
+using Renames = absl::flat_hash_map<std::string, std::string>;
+using OuterTypes = absl::flat_hash_map<std::string, onnx::TypeProto>;
+
+void Rename(std::string* name, const Renames& renames) {
+  if (auto it = renames.find(*name); it != renames.end()) *name = it->second;
+}
+
+// Applies `renames` to the values of `graph` (`top`: the graph whose own
+// values are renamed) and to the outer-scope reads of its subgraphs; a
+// subgraph's own definitions shadow the outer names they repeat.
+void RenameValues(onnx::GraphProto* graph, Renames renames, bool top) {
+  if (!top) {
+    for (const auto& v : graph->input()) renames.erase(v.name());
+    for (const auto& t : graph->initializer()) renames.erase(t.name());
+    for (const auto& node : graph->node()) {
+      for (const std::string& out : node.output()) renames.erase(out);
+    }
+    if (renames.empty()) return;
+  }
+  for (auto& node : *graph->mutable_node()) {
+    for (std::string& in : *node.mutable_input()) Rename(&in, renames);
+    for (std::string& out : *node.mutable_output()) Rename(&out, renames);
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) RenameValues(a.mutable_g(), renames, false);
+      for (auto& sub : *a.mutable_graphs()) RenameValues(&sub, renames, false);
+    }
+  }
+  if (!top) {
+    for (auto& v : *graph->mutable_output()) Rename(v.mutable_name(), renames);
+    return;
+  }
+  for (auto& v : *graph->mutable_output()) Rename(v.mutable_name(), renames);
+  for (auto& v : *graph->mutable_value_info()) Rename(v.mutable_name(), renames);
+  for (auto& t : *graph->mutable_initializer()) Rename(t.mutable_name(), renames);
+}
+
 class Folder {
  public:
   // Before IR 4 an initializer is also a graph input, or shape inference
@@ -132,6 +188,15 @@ class Folder {
       : g_(graph),
         options_(options),
         initializers_are_inputs_(initializers_are_inputs) {}
+
+  // Types of this graph's values, initializers included, as its branches
+  // see them.
+  OuterTypes TypesForSubgraphs() const {
+    OuterTypes types;
+    for (const auto& [name, type] : infer_types_) types[name] = *type;
+    for (const auto& [name, type] : types_) types[name] = *type;
+    return types;
+  }
 
   // Folds what the current value_info allows; returns the number of nodes
   // folded.
@@ -153,8 +218,14 @@ class Folder {
       }
     }
     if (count > 0) KILN_RETURN_IF_ERROR(Rewrite(folded));
-    return count;
+    IndexGraph();
+    KILN_ASSIGN_OR_RETURN(int inlined, InlineConstantIfs());
+    inlined_ifs_ += inlined;
+    return count + inlined;
   }
+
+  // If nodes replaced by their branch so far.
+  int inlined_ifs() const { return inlined_ifs_; }
 
  private:
   // A constant's element type and dims without materializing it.
@@ -669,6 +740,144 @@ class Folder {
     return absl::OkStatus();
   }
 
+  // An If whose condition is a constant becomes the branch it selects: the
+  // branch's nodes and initializers move into this graph, its outputs take
+  // the If's output names, and every other value it defines is renamed
+  // where this graph (or a subgraph of it) already has the name. Nested Ifs
+  // come up to this graph and fold in a later round, once inference has
+  // typed them. Returns the number of Ifs inlined.
+  absl::StatusOr<int> InlineConstantIfs() {
+    int inlined = 0;
+    for (int i = 0; i < g_->node_size(); ++i) {
+      const onnx::NodeProto& node = g_->node(i);
+      if (!node.domain().empty() || node.op_type() != "If" ||
+          node.input_size() != 1) {
+        continue;
+      }
+      std::optional<ConstInfo> c = Constant(node.input(0));
+      if (!c.has_value() || Elements(c->dims) != 1) continue;
+      absl::StatusOr<std::shared_ptr<const ir::Tensor>> cond =
+          Materialize(node.input(0));
+      if (!cond.ok() || (*cond)->num_elements() != 1) continue;
+      const bool then = (*cond)->GetAsInt64(0) != 0;
+      const onnx::GraphProto* branch = nullptr;
+      for (const auto& a : node.attribute()) {
+        if (a.name() == (then ? "then_branch" : "else_branch") && a.has_g()) {
+          branch = &a.g();
+        }
+      }
+      if (branch == nullptr || branch->output_size() != node.output_size() ||
+          branch->sparse_initializer_size() > 0 || branch->input_size() > 0) {
+        continue;  // malformed: the importer reports it
+      }
+      InlineBranch(i, *branch);
+      ++inlined;
+      IndexGraph();
+    }
+    return inlined;
+  }
+
+  void InlineBranch(int index, onnx::GraphProto branch) {
+    const onnx::NodeProto& if_node = g_->node(index);
+    // Names the rest of this graph uses (the If's own branches excluded).
+    absl::flat_hash_set<std::string> taken;
+    CollectNames(*g_, &taken, &if_node);
+    absl::flat_hash_set<std::string> by_node;  // values branch nodes produce
+    for (const auto& n : branch.node()) {
+      for (const std::string& out : n.output()) {
+        if (!out.empty()) by_node.insert(out);
+      }
+    }
+    // Branch outputs a node produces become the If's outputs directly.
+    Renames renames;
+    std::vector<bool> renamed_output(branch.output_size(), false);
+    for (int o = 0; o < branch.output_size(); ++o) {
+      const std::string& name = branch.output(o).name();
+      const std::string& target = if_node.output(o);
+      if (target.empty() || !by_node.contains(name) || renames.contains(name)) {
+        continue;
+      }
+      renames[name] = target;
+      renamed_output[o] = true;
+    }
+    auto fresh = [&](const std::string& base) {
+      std::string name = base;
+      for (int k = 1; taken.contains(name); ++k) name = absl::StrCat(base, "_", k);
+      taken.insert(name);
+      return name;
+    };
+    for (const std::string& out : by_node) {
+      if (!renames.contains(out)) renames[out] = fresh(out);
+    }
+    for (const auto& t : branch.initializer()) {
+      if (!renames.contains(t.name())) renames[t.name()] = fresh(t.name());
+    }
+    RenameValues(&branch, renames, /*top=*/true);
+
+    // Values downstream of the If keep types inferred from both branches
+    // merged; they are dropped so inference types them from this one.
+    absl::flat_hash_set<std::string> stale(if_node.output().begin(),
+                                           if_node.output().end());
+    for (int i = index + 1; i < g_->node_size(); ++i) {
+      const onnx::NodeProto& n = g_->node(i);
+      bool reads = false;
+      for (const std::string& in : n.input()) reads |= stale.contains(in);
+      for (const auto& a : n.attribute()) {
+        std::vector<std::string> outer;
+        if (a.has_g()) outer = OuterScopeNames(a.g());
+        for (const auto& sub : a.graphs()) {
+          for (std::string& name : OuterScopeNames(sub)) outer.push_back(name);
+        }
+        for (const std::string& name : outer) reads |= stale.contains(name);
+      }
+      if (reads) stale.insert(n.output().begin(), n.output().end());
+    }
+    RemoveIf(g_->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
+      return stale.contains(v.name());
+    });
+
+    std::vector<onnx::NodeProto> replacement(branch.node().begin(),
+                                             branch.node().end());
+    for (int o = 0; o < branch.output_size(); ++o) {
+      if (renamed_output[o] || if_node.output(o).empty()) continue;
+      onnx::NodeProto copy;
+      copy.set_op_type("Identity");
+      copy.set_name(absl::StrCat(if_node.name(), "/output_", o));
+      copy.add_input(branch.output(o).name());
+      copy.add_output(if_node.output(o));
+      replacement.push_back(std::move(copy));
+    }
+    for (onnx::TensorProto& t : *branch.mutable_initializer()) {
+      if (initializers_are_inputs_) {
+        onnx::ValueInfoProto* in = g_->add_input();
+        in->set_name(t.name());
+        auto* tt = in->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(t.data_type());
+        auto* shape = tt->mutable_shape();
+        for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      }
+      *g_->add_initializer() = std::move(t);
+    }
+    for (onnx::ValueInfoProto& v : *branch.mutable_value_info()) {
+      *g_->add_value_info() = std::move(v);
+    }
+
+    // Splice: nodes before the If, the branch, nodes after it.
+    auto* nodes = g_->mutable_node();
+    const int n = nodes->size();
+    std::vector<onnx::NodeProto*> released(n);
+    for (int i = n - 1; i >= 0; --i) released[i] = nodes->ReleaseLast();
+    for (int i = 0; i < n; ++i) {
+      if (i != index) {
+        nodes->AddAllocated(released[i]);
+        continue;
+      }
+      for (onnx::NodeProto& r : replacement) *nodes->Add() = std::move(r);
+      if (options_.file_index != nullptr) options_.file_index->erase(released[i]);
+      delete released[i];
+    }
+  }
+
   onnx::GraphProto* g_;
   const FoldShapesOptions& options_;
   const bool initializers_are_inputs_;
@@ -684,15 +893,94 @@ class Folder {
   absl::flat_hash_set<std::string> graph_outputs_;
   // Materialized constants: initializers read so far and folded values.
   absl::flat_hash_map<std::string, std::shared_ptr<const ir::Tensor>> values_;
+  int inlined_ifs_ = 0;
 };
+
+absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
+                                               const FoldShapesOptions& options,
+                                               std::vector<std::string>* warnings);
+
+// Whether every node output of `graph` has an element type (libonnx skips
+// nodes it cannot infer without saying so).
+bool EveryValueTyped(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> typed;
+  for (const auto& list : {graph.input(), graph.value_info(), graph.output()}) {
+    for (const auto& v : list) {
+      if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0) {
+        typed.insert(v.name());
+      }
+    }
+  }
+  for (const auto& t : graph.initializer()) typed.insert(t.name());
+  for (const auto& node : graph.node()) {
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !typed.contains(out)) return false;
+    }
+  }
+  return true;
+}
+
+// Each If branch of `graph`'s nodes is folded as a model of its own: the
+// outer values it reads become typed inputs, so shape inference and folding
+// run on it to their fixpoint (Ifs in it included, recursively), and its
+// nodes, initializers and value types replace the branch's. Loop and Scan
+// bodies are left alone: their inputs' declared types need not hold on
+// every iteration. Returns the Ifs inlined in branches.
+absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* graph,
+                                 const OuterTypes& outer, const FoldShapesOptions& options,
+                                 std::vector<std::string>* warnings) {
+  FoldShapesOptions sub_options = options;
+  sub_options.file_index = nullptr;
+  sub_options.detached = nullptr;
+  // libonnx 1.12's data propagation crashes (SIGSEGV, in Python too) on
+  // silero-vad-v6's branch once its inner Ifs are inlined; the folding here
+  // computes what it would propagate (Shape, Gather, Concat, ...) anyway.
+  sub_options.data_propagation = false;
+  int inlined = 0;
+  for (onnx::NodeProto& node : *graph->mutable_node()) {
+    if (!node.domain().empty() || node.op_type() != "If") continue;
+    for (auto& a : *node.mutable_attribute()) {
+      if (!a.has_g()) continue;
+      onnx::GraphProto* branch = a.mutable_g();
+      onnx::ModelProto alone;
+      alone.set_ir_version(std::max<int64_t>(model->ir_version(), 4));
+      *alone.mutable_opset_import() = model->opset_import();
+      *alone.mutable_graph() = *branch;
+      absl::flat_hash_set<std::string> reads;
+      for (const std::string& name : OuterScopeNames(*branch)) {
+        auto it = outer.find(name);
+        if (it == outer.end() || !reads.insert(name).second) continue;
+        onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
+        in->set_name(name);
+        *in->mutable_type() = it->second;
+      }
+      // Kept only when inference typed the whole folded branch.
+      std::vector<std::string> failures;
+      absl::StatusOr<FoldShapesStats> stats = FoldToFixpoint(&alone, sub_options, &failures);
+      if (!stats.ok() || !failures.empty() || !EveryValueTyped(alone.graph())) continue;
+      inlined += stats->inlined_ifs;
+      onnx::GraphProto* folded = alone.mutable_graph();
+      branch->mutable_node()->Swap(folded->mutable_node());
+      branch->mutable_initializer()->Swap(folded->mutable_initializer());
+      RemoveIf(folded->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
+        return reads.contains(v.name());
+      });
+      branch->mutable_value_info()->Swap(folded->mutable_value_info());
+    }
+  }
+  return inlined;
+}
 
 }  // namespace
 
-absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
-    onnx::ModelProto* model, const FoldShapesOptions& options,
-    std::vector<std::string>* warnings) {
+namespace {
+
+absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
+                                               const FoldShapesOptions& options,
+                                               std::vector<std::string>* warnings) {
   FoldShapesStats stats;
   Folder folder(model->mutable_graph(), options, model->ir_version() < 4);
+  int subgraph_inlined = 0;
   for (int round = 0;; ++round) {
     try {
       ++stats.inference_runs;
@@ -700,7 +988,7 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
           *model, onnx::OpSchemaRegistry::Instance(),
           onnx::ShapeInferenceOptions(/*check_type_val=*/false,
                                       /*strict_mode_val=*/0,
-                                      /*data_prop_val=*/true));
+                                      /*data_prop_val=*/options.data_propagation));
     } catch (const std::exception& e) {
       warnings->push_back(absl::StrCat(
           "ONNX shape inference failed (", OneLine(e.what()),
@@ -709,6 +997,14 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
     }
     if (round + 1 >= options.max_rounds) break;
     KILN_ASSIGN_OR_RETURN(int folded, folder.Round());
+    if (folded == 0) {
+      // The branches last, once this graph's own types are final.
+      KILN_ASSIGN_OR_RETURN(int sub_inlined,
+                            FoldBranches(model, model->mutable_graph(),
+                                         folder.TypesForSubgraphs(), options, warnings));
+      subgraph_inlined += sub_inlined;
+    }
+    stats.inlined_ifs = folder.inlined_ifs() + subgraph_inlined;
     stats.folded_nodes += folded;
     if (folded == 0) return stats;
   }
@@ -716,6 +1012,14 @@ absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
       "shape folding stopped after ", options.max_rounds,
       " rounds of shape inference; some shapes may stay dynamic"));
   return stats;
+}
+
+}  // namespace
+
+absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
+    onnx::ModelProto* model, const FoldShapesOptions& options,
+    std::vector<std::string>* warnings) {
+  return FoldToFixpoint(model, options, warnings);
 }
 
 }  // namespace kiln::frontend::onnx_internal

@@ -1,8 +1,8 @@
 // File: frontend/onnx/fold_shapes.h — import-time shape inference to a
 // fixpoint: libonnx's shape inference (with data propagation), then folding
 // of cheap constant nodes (and Shape/Size of statically shaped values) into
-// initializers with kiln's reference interpreter, repeated until nothing
-// folds, so every value whose shape follows from the static input shapes is
+// initializers with kiln's reference interpreter and of Ifs with constant
+// conditions into their branch, repeated until nothing folds, so every value whose shape follows from the static input shapes is
 // static when the graph is imported. Internal to frontend/onnx.
 //
 // Within one sweep, nodes after a fold get libonnx's own per-node inference
@@ -42,6 +42,8 @@ struct FoldShapesOptions {
   int64_t max_heavy_input_elements = int64_t{1} << 16;
   // Shape inference runs at most this many times.
   int max_rounds = 32;
+  // libonnx's data propagation during inference.
+  bool data_propagation = true;
   // Optional: entries of removed nodes are erased.
   NodeIndexMap* file_index = nullptr;
   // Optional: data of initializers DetachLargeInitializers took out.
@@ -50,7 +52,8 @@ struct FoldShapesOptions {
 
 struct FoldShapesStats {
   int inference_runs = 0;
-  int folded_nodes = 0;
+  int folded_nodes = 0;  // If nodes inlined included
+  int inlined_ifs = 0;
 };
 
 // Runs libonnx's shape inference on `model` (data propagation on), folds
@@ -60,7 +63,13 @@ struct FoldShapesStats {
 // folds: non-default-domain ops, ops with subgraphs, random or sequence ops,
 // nodes producing a graph output, nodes over the size limits above, and
 // nodes the reference interpreter cannot evaluate (those stay as they are and
-// report their errors later, as without folding). A shape-inference failure
+// report their errors later, as without folding). An If of the top-level
+// graph whose condition is constant (an initializer, a Constant, or folded
+// from shapes) is replaced by the branch it selects, its values renamed
+// where names would clash, and inference then types what follows from
+// that branch alone. The branch of an If that stays is folded as a model of
+// its own (the outer values it reads as typed inputs), at any depth, so its
+// values get static types and its own constant Ifs fold. A shape-inference failure
 // becomes a warning and stops the loop (values it did not reach keep their
 // declared shapes), as the importer always did.
 absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(

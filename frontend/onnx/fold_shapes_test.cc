@@ -21,7 +21,9 @@ namespace {
 
 using ir::Graph;
 using ir::Tensor;
+using testing::AttrGraph;
 using testing::AttrInt;
+using testing::AttrInts;
 using testing::AttrTensor;
 using testing::FillInt64s;
 using testing::ModelBuilder;
@@ -476,6 +478,184 @@ TEST(FoldShapesTest, ShapeOfAReshapeFoldsInTheSameSweep) {
   std::vector<Tensor> out = RunBothAndCompare(m, {x});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(Floats(out[0]), Floats(x));
+}
+
+// cond = (Gather(Shape(x), 1) == cols), known once x's dims are; sel =
+// If(cond) then ReduceMax(Neg(x), axis 1, keepdims 0) [N], else x itself (an
+// outer value as the branch output) [N,3]: the ranks differ, so sel has no
+// shape until the If folds. y = Relu(sel), z = a * a with a = Abs(x).
+// With `second_if`, a second such If's branches define the same names (as
+// siblings may): inlining the first renames its values.
+ModelBuilder ShapeConditionIf(bool second_if, int64_t cols) {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {"N", 3});
+  Int64Init(m, "i1", {}, {1});
+  Int64Init(m, "cols", {}, {cols});
+  m.Node("Abs", {"x"}, {"a"}, "abs");
+  m.Node("Shape", {"x"}, {"s"}, "shape");
+  m.Node("Gather", {"s", "i1"}, {"c"}, "gather");
+  m.Node("Equal", {"c", "cols"}, {"cond"}, "equal");
+  auto add_if = [&](const std::string& name, const std::string& out) {
+    onnx::NodeProto* node = m.Node("If", {"cond"}, {out}, name);
+    onnx::GraphProto* then_g = AttrGraph(node, "then_branch");
+    then_g->set_name(name + "_then");
+    testing::AddNode(then_g, "Neg", {"x"}, {"v"}, name + "_neg");
+    onnx::NodeProto* max = testing::AddNode(then_g, "ReduceMax", {"v"}, {"r"}, name + "_max");
+    AttrInts(max, "axes", {1});
+    AttrInt(max, "keepdims", 0);
+    testing::AddValueInfo(then_g->mutable_output(), "r", TP::FLOAT, {"N"});
+    onnx::GraphProto* else_g = AttrGraph(node, "else_branch");
+    else_g->set_name(name + "_else");
+    testing::AddValueInfo(else_g->mutable_output(), "x", TP::FLOAT, {"N", 3});
+  };
+  add_if("if", "sel");
+  m.Node("Relu", {"sel"}, {"y"}, "relu");
+  m.Node("Mul", {"a", "a"}, {"z"}, "square");
+  if (cols == 3) {
+    m.Output("y", TP::FLOAT, {"?"});
+  } else {
+    m.Output("y", TP::FLOAT, {"?", "?"});
+  }
+  m.Output("z", TP::FLOAT, {"N", 3});
+  if (second_if) {
+    add_if("if2", "sel2");
+    m.Output("sel2", TP::FLOAT, {"?"});
+  }
+  return m;
+}
+
+TEST(FoldShapesTest, IfWithAShapeConditionBecomesItsBranch) {
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 3};
+  const Tensor x = Iota({2, 3});  // rows -3 -2.5 -2, -1.5 -1 -0.5
+  for (bool second_if : {false, true}) {
+    ModelBuilder m = ShapeConditionIf(second_if, 3);
+    ImportResult r = MustImport(m, true, opts);
+    for (const ir::Node& n : r.graph.nodes()) EXPECT_NE(n.op, "If");
+    EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+    EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{2}));
+    // A name the rest of the model uses is renamed, another kept.
+    EXPECT_TRUE(r.graph.FindValue("v").has_value());
+    EXPECT_EQ(r.graph.FindValue("v_1").has_value(), second_if);
+    if (second_if) EXPECT_EQ(ValueNamed(r.graph, "sel2").shape, (ir::Shape{2}));
+    std::vector<Tensor> out = RunBothAndCompare(m, {x}, opts);
+    ASSERT_GE(out.size(), 2u);
+    // Row maxima of -x are 3 and 1.5; z = x * x.
+    EXPECT_EQ(Floats(out[0]), (std::vector<float>{3.0f, 1.5f}));
+    EXPECT_EQ(Floats(out[1]), (std::vector<float>{9, 6.25f, 4, 2.25f, 1, 0.25f}));
+  }
+  // The condition false: sel is x itself, copied by an Identity.
+  ModelBuilder m = ShapeConditionIf(false, 2);
+  ImportResult r = MustImport(m, true, opts);
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Abs", "Identity", "Relu", "Mul"));
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{2, 3}));
+  std::vector<Tensor> out = RunBothAndCompare(m, {x}, opts);
+  ASSERT_GE(out.size(), 1u);
+  EXPECT_EQ(Floats(out[0]), (std::vector<float>{0, 0, 0, 0, 0, 0}));  // Relu(x), x < 0
+}
+
+// An If with an initializer condition whose then branch holds an If with a
+// shape condition reading a value of the outer branch: both fold.
+TEST(FoldShapesTest, NestedIfsFold) {
+  ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {"N", 4});
+  m.Input("p", TP::FLOAT, {"N", 4});
+  onnx::TensorProto* on = m.graph()->add_initializer();
+  on->set_name("on");
+  on->set_data_type(TP::BOOL);
+  on->add_int32_data(1);
+  onnx::NodeProto* outer = m.Node("If", {"on"}, {"y"}, "outer");
+  onnx::GraphProto* then_g = AttrGraph(outer, "then_branch");
+  then_g->set_name("outer_then");
+  testing::AddNode(then_g, "Mul", {"x", "p"}, {"xp"}, "mul");
+  testing::AddNode(then_g, "Size", {"xp"}, {"n"}, "size");
+  onnx::TensorProto* eight = then_g->add_initializer();
+  FillInt64s(eight, "eight", {}, {8});
+  testing::AddNode(then_g, "Equal", {"n", "eight"}, {"inner_cond"}, "eq");
+  onnx::NodeProto* inner = testing::AddNode(then_g, "If", {"inner_cond"}, {"in_y"}, "inner");
+  onnx::GraphProto* it = AttrGraph(inner, "then_branch");
+  it->set_name("inner_then");
+  testing::AddNode(it, "Sigmoid", {"xp"}, {"sg"}, "sig");
+  testing::AddValueInfo(it->mutable_output(), "sg", TP::FLOAT, {"N", 4});
+  onnx::GraphProto* ie = AttrGraph(inner, "else_branch");
+  ie->set_name("inner_else");
+  testing::AddNode(ie, "Tanh", {"p"}, {"th"}, "tanh");
+  testing::AddValueInfo(ie->mutable_output(), "th", TP::FLOAT, {"N", 4});
+  testing::AddValueInfo(then_g->mutable_output(), "in_y", TP::FLOAT, {"N", 4});
+  onnx::GraphProto* else_g = AttrGraph(outer, "else_branch");
+  else_g->set_name("outer_else");
+  testing::AddNode(else_g, "Neg", {"x"}, {"nx"}, "neg");
+  testing::AddValueInfo(else_g->mutable_output(), "nx", TP::FLOAT, {"N", 4});
+  m.Output("y", TP::FLOAT, {"N", 4});
+
+  for (int64_t n : {2, 3}) {  // 2x4 = 8 elements: Sigmoid; 3x4: Tanh
+    ImportOptions opts;
+    opts.input_shapes["x"] = {n, 4};
+    opts.input_shapes["p"] = {n, 4};
+    ImportResult r = MustImport(m, true, opts);
+    // Mul stays when only Tanh reads p (dead code goes in a graph pass).
+    EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("Mul", n == 2 ? "Sigmoid" : "Tanh")) << n;
+    RunBothAndCompare(m, {Iota({n, 4}), Iota({n, 4})}, opts);
+  }
+}
+
+TEST(FoldShapesTest, IfWithARunTimeConditionStays) {
+  ModelBuilder m(17);
+  m.Input("c", TP::BOOL, {});
+  m.Input("x", TP::FLOAT, {2});
+  onnx::NodeProto* node = m.Node("If", {"c"}, {"y"}, "if");
+  onnx::GraphProto* t = AttrGraph(node, "then_branch");
+  t->set_name("then");
+  testing::AddNode(t, "Neg", {"x"}, {"a"}, "neg");
+  testing::AddValueInfo(t->mutable_output(), "a", TP::FLOAT, {int64_t{2}});
+  onnx::GraphProto* e = AttrGraph(node, "else_branch");
+  e->set_name("else");
+  testing::AddNode(e, "Abs", {"x"}, {"b"}, "abs");
+  testing::AddValueInfo(e->mutable_output(), "b", TP::FLOAT, {int64_t{2}});
+  m.Output("y", TP::FLOAT, {int64_t{2}});
+  ImportResult r = MustImport(m, true);
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("If"));
+}
+
+// An If on a run-time condition stays, but an If inside its branch whose
+// condition follows from an outer value's shape folds there.
+TEST(FoldShapesTest, IfsInsideBranchesFold) {
+  ModelBuilder m(17);
+  m.Input("c", TP::BOOL, {});
+  m.Input("x", TP::FLOAT, {"N", 4});
+  onnx::NodeProto* outer = m.Node("If", {"c"}, {"y"}, "outer");
+  for (bool then : {true, false}) {
+    onnx::GraphProto* b = AttrGraph(outer, then ? "then_branch" : "else_branch");
+    const std::string p = then ? "t_" : "e_";
+    b->set_name(p + "body");
+    testing::AddNode(b, "Size", {"x"}, {p + "n"}, p + "size");
+    FillInt64s(b->add_initializer(), p + "eight", {}, {8});
+    testing::AddNode(b, "Equal", {p + "n", p + "eight"}, {p + "cond"}, p + "eq");
+    onnx::NodeProto* inner = testing::AddNode(b, "If", {p + "cond"}, {p + "y"}, p + "inner");
+    onnx::GraphProto* it = AttrGraph(inner, "then_branch");
+    it->set_name(p + "inner_then");
+    testing::AddNode(it, then ? "Sigmoid" : "Neg", {"x"}, {p + "a"}, p + "a");
+    testing::AddValueInfo(it->mutable_output(), p + "a", TP::FLOAT, {"N", 4});
+    onnx::GraphProto* ie = AttrGraph(inner, "else_branch");
+    ie->set_name(p + "inner_else");
+    testing::AddNode(ie, "Tanh", {"x"}, {p + "b"}, p + "b");
+    testing::AddValueInfo(ie->mutable_output(), p + "b", TP::FLOAT, {"N", 4});
+    testing::AddValueInfo(b->mutable_output(), p + "y", TP::FLOAT, {"N", 4});
+  }
+  m.Output("y", TP::FLOAT, {"N", 4});
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 4};
+  ImportResult r = MustImport(m, true, opts);
+  ASSERT_THAT(Ops(r.graph), ::testing::ElementsAre("If"));
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    const Graph& b = **r.graph.nodes()[0].Attr<std::shared_ptr<const Graph>>(branch);
+    EXPECT_THAT(Ops(b), ::testing::ElementsAre(branch[0] == 't' ? "Sigmoid" : "Neg"));
+  }
+  for (bool c : {true, false}) {
+    Tensor cond(ir::DType::kBool, {});
+    cond.data<bool>()[0] = c;
+    RunBothAndCompare(m, {cond, Iota({2, 4})}, opts);
+  }
 }
 
 TEST(FoldShapesTest, FoldedNodesKeepFileIndicesOfOthersInErrors) {
