@@ -3,6 +3,7 @@
 // DynamicQuantizeLinear (u8/i8, per tensor or per axis).
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -157,9 +158,20 @@ absl::Status LowerDynamicQuantizeLinear(Lowerer& L, const ir::Node&) {
   const int32_t sbuf = NewOutput(L, 1);
   const int32_t zbuf = NewOutput(L, 2);
   {
-    auto k = L.NewKernel({}, Extents(x.shape));
+    // Axes of extent 1 are left out of the reduction space, so its last
+    // variable is a real axis the reduction can vectorize along (an
+    // [N,C,1,1] squeeze-excitation tensor reduces over C).
+    std::vector<int64_t> red;
+    for (int64_t e : x.shape) {
+      if (e != 1) red.push_back(e);
+    }
+    const bool single = red.empty();  // one element: a reduction of extent 1
+    if (single) red.push_back(1);
+    auto k = L.NewKernel({}, red);
     Coords rc;
-    for (size_t d = 0; d < x.shape.size(); ++d) rc.push_back(k->r(d));
+    int r = 0;
+    for (int64_t e : x.shape) rc.push_back(e == 1 && !single ? Const(0) : k->r(r++));
+    if (single) rc.assign(x.shape.size(), k->r(0));
     KILN_ASSIGN_OR_RETURN(int32_t a, k->Load(x, rc));
     KILN_ASSIGN_OR_RETURN(int32_t c, k->Load(x, rc));
     const int32_t zero = k->Const(DType::kF32, 0);
