@@ -92,6 +92,14 @@ bool InF32Lanes(DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t)
 // kernels (VecAnalysis::f64, where df is a tag of double).
 bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
 
+// The scalar conversion of a float to integer dtype `t` (truncating, NaN 0):
+// saturating to i8 / u8 (in the low-precision prelude, present wherever an
+// i8 / u8 value is), else saturating to int64 and wrapping.
+const char* FloatToIntFn(DType t) {
+  return t == DType::kI8 || t == DType::kU8 ? "kiln_rt::FloatToNarrowInt"
+                                            : "kiln_rt::FloatToInt";
+}
+
 // Whether code for the program reads kiln_rt's low-precision helpers.
 bool UsesLowPrecision(const LoopProgram& p) {
   auto lowp = [](DType t) {
@@ -379,7 +387,7 @@ class KernelEmitter {
         } else if (t == DType::kBool) {
           r = absl::StrCat("(", arg(0), " != 0)");
         } else if (ir::IsFloat(from)) {
-          r = absl::StrCat("kiln_rt::FloatToInt<", vt, ">(static_cast<double>(", arg(0), "))");
+          r = absl::StrCat(FloatToIntFn(t), "<", vt, ">(static_cast<double>(", arg(0), "))");
         } else {
           r = absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(static_cast<int64_t>(",
                            arg(0), ")))");
@@ -671,7 +679,7 @@ class KernelEmitter {
     } else if (t == DType::kBool) {
       conv = absl::StrCat("(", elem, " != 0) ? 1 : 0");
     } else if (ir::IsFloat(from)) {
-      conv = absl::StrCat("kiln_rt::FloatToInt<", ValueType(t), ">(static_cast<double>(", elem,
+      conv = absl::StrCat(FloatToIntFn(t), "<", ValueType(t), ">(static_cast<double>(", elem,
                           "))");
     } else {
       conv = absl::StrCat("kiln_rt::Wrap<", ValueType(t),
@@ -740,8 +748,9 @@ class KernelEmitter {
 
   // A cast of vector value `v` from `from` to `t` (from != t), with the
   // interpreter's semantics: to f16/bf16 rounds to nearest even; float to
-  // integer truncates, NaN 0, saturates to int64 then wraps (KilnF32ToI32,
-  // then KilnWrapI8 / KilnWrapU8); integers wrap; to bool is != 0.
+  // integer truncates with NaN 0, to i8 / u8 saturating (KilnF32ToI8,
+  // KilnF32ToU8), to i32 saturating to int64 then wrapping (KilnF32ToI32);
+  // integers wrap (KilnWrapI8 / KilnWrapU8); to bool is != 0.
   static std::string CastVector(DType from, DType t, const std::string& v) {
     // f32 <-> f64 on the f64 lanes of an f64 kernel: the value as is (an f32
     // result is rounded by its op, EmitVectorOp).
@@ -766,6 +775,10 @@ class KernelEmitter {
       return absl::StrCat("hn::RebindMask(df, hn::Not(", v, " == hn::Zero(di)))");
     }
     std::string r;
+    if (InF32Lanes(from) && (t == DType::kI8 || t == DType::kU8)) {
+      return absl::StrCat(t == DType::kI8 ? "KilnF32ToI8(di, df, " : "KilnF32ToU8(di, df, ", v,
+                          ")");
+    }
     if (InF32Lanes(from)) {
       r = absl::StrCat("KilnF32ToI32(di, df, ", v, ")");
     } else if (from == DType::kBool) {

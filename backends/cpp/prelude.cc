@@ -527,6 +527,19 @@ inline float BF16ToFloat(uint16_t b) { return Bf16BitsToFloat(b); }
 inline uint16_t FloatToBF16(float x) { return FloatToBf16Bits(x); }
 inline float RoundBF16(float x) { return Bf16BitsToFloat(FloatToBf16Bits(x)); }
 
+// Float to i8 / u8: truncates, NaN 0, out-of-range values saturate.
+template <class T>
+inline T FloatToNarrowInt(double v) {
+  if (std::isnan(v)) return T{0};
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+    return std::numeric_limits<T>::lowest();
+  }
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
+    return std::numeric_limits<T>::max();
+  }
+  return static_cast<T>(v);
+}
+
 }  // namespace kiln_rt
 }  // namespace
 )cc"));
@@ -646,6 +659,18 @@ template <class DI, class T>
 HWY_INLINE void KilnStoreInt8(DI di, hn::Vec<DI> v, T* HWY_RESTRICT p, size_t n) {
   const hn::Rebind<T, DI> d8;
   KilnStoreNarrow(hn::DemoteTo(d8, v), d8, p, n);
+}
+// f32 lanes to i8 / u8 values in i32 lanes (kiln_rt::FloatToNarrowInt):
+// clamped in f32, then truncated; NaN 0.
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> KilnF32ToI8(DI di, DF df, hn::Vec<DF> x) {
+  const auto c = hn::Min(hn::Max(x, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+  return hn::ConvertTo(di, hn::IfThenZeroElse(hn::IsNaN(x), c));
+}
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> KilnF32ToU8(DI di, DF df, hn::Vec<DF> x) {
+  const auto c = hn::Min(hn::Max(x, hn::Zero(df)), hn::Set(df, 255.0f));
+  return hn::ConvertTo(di, hn::IfThenZeroElse(hn::IsNaN(x), c));
 }
 // Two's-complement wrap of i32 lanes to i8 / u8 (kiln_rt::Wrap).
 template <class DI>
