@@ -657,6 +657,78 @@ TEST(Codegen, NarrowBuffersLoadStoreAndCastExactly) {
   }
 }
 
+// QuantizeLinear (per axis u8, per tensor i8), DequantizeLinear (per axis
+// u8, per tensor i8) and DynamicQuantizeLinear (on a [1,C,1,1] tensor too),
+// lowered: every kernel vectorized with no per-lane op, vector and scalar
+// code equal to the loop interpreter bit for bit (ties, saturation, a zero
+// scale).
+TEST(Codegen, QuantizationKernelsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const char* text = R"(
+graph g(%x: f32[2,3,37], %q: u8[2,3,37], %r: i8[2,3,37], %e: f32[1,40,1,1], %z: f32[3,5])
+    -> (%qu, %qi, %du, %di, %ey, %es, %ez, %zy, %zs, %zz) opset 13 {
+  %s3 = constant f32[3] [0.05, 0.5, 0.003]
+  %u3 = constant u8[3] [128, 0, 255]
+  %s1 = constant f32[] 0.25
+  %i1 = constant i8[] -7
+  %qu = QuantizeLinear(%x, %s3, %u3) {axis=1} : u8[2,3,37]
+  %qi = QuantizeLinear(%x, %s1, %i1) : i8[2,3,37]
+  %du = DequantizeLinear(%q, %s3, %u3) {axis=1} : f32[2,3,37]
+  %di = DequantizeLinear(%r, %s1, %i1) : f32[2,3,37]
+  %ey, %es, %ez = DynamicQuantizeLinear(%e) : u8[1,40,1,1], f32[], u8[]
+  %zy, %zs, %zz = DynamicQuantizeLinear(%z) : u8[3,5], f32[], u8[]
+}
+)";
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<ir::loop::LoopModule> m = lowering::LowerGraph(*g);
+  ASSERT_TRUE(m.ok()) << m.status();
+  // x: ties of x / scale (0.5 * scale steps), values past both ends of u8 and
+  // i8, infinities; the rest random.
+  Tensor x = RandomTensor(DType::kF32, {2, 3, 37}, 31, -40, 40);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {0.125f, -0.125f, 0.375f, 2.5f * 0.05f, 3.5f * 0.05f, 1e6f,
+                                    -1e6f, inf, -inf, 127.5f * 0.25f, -130 * 0.25f, 0};
+  for (size_t i = 0; i < edges.size(); ++i) {
+    x.data<float>()[i] = edges[i];
+    x.data<float>()[111 + i] = edges[i];
+    x.data<float>()[148 + i] = edges[i];
+  }
+  std::vector<Tensor> in = {x, RandomTensor(DType::kU8, {2, 3, 37}, 32, 0, 255),
+                            RandomTensor(DType::kI8, {2, 3, 37}, 33, -128, 127),
+                            RandomTensor(DType::kF32, {1, 40, 1, 1}, 34, -3, 5),
+                            Tensor(DType::kF32, {3, 5})};  // all zero: scale 0
+  std::memset(in[4].raw_data(), 0, in[4].byte_size());
+  std::vector<ProgramCase> cases(2);
+  for (int v = 0; v < 2; ++v) {
+    cases[v].name = v == 0 ? "quantization, vector code" : "quantization, scalar code";
+    cases[v].options.vectorize = v == 0;
+    cases[v].tol = interp::Tolerance{0, 0, {}};
+    cases[v].program = m->program;
+    for (size_t j = 0; j < m->inputs.size(); ++j) {
+      cases[v].inputs[m->program.buffers[m->inputs[j]].name] = in[j];
+    }
+    for (const auto& [b, data] : m->constants) {
+      cases[v].inputs[m->program.buffers[b].name] = *data;
+    }
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_FALSE(r[0].emitted.kernels.empty());
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    for (const OpDecision& d : k.ops) {
+      EXPECT_NE(d.kind, OpVec::kPerLane) << k.name << ": " << d.reason;
+    }
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
+  }
+}
+
 // f64 kernels (every value f64, as exporters' ReduceMean / LayerNorm
 // statistics): f64 lanes, f32-only math lane by lane, reductions along the
 // row and across rows; a kernel mixing f64 and f32 stays scalar.
