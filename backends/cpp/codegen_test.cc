@@ -31,6 +31,7 @@ using ::testing::Not;
 using ir::DType;
 using ir::Tensor;
 using ir::loop::BufferKind;
+using ir::loop::FloorDiv;
 using ir::loop::KernelBuilder;
 using ir::loop::LoopProgram;
 using ir::loop::OpCode;
@@ -798,6 +799,84 @@ TEST(Codegen, F64KernelsVectorized) {
       continue;
     }
     EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+}
+
+// Kernels computing in f64 beside index, integer and bool ops and f16 /
+// bf16 values (a Resize's f64 weights of an fp16 or quantized model): the
+// ops that depend on the vector variable run on f64 lanes (iota and per-lane
+// index ops, gathered loads, f16 / bf16 loads, casts and stores, scattered
+// stores), the others as scalars; equal to the interpreter and to scalar
+// code bit for bit.
+TEST(Codegen, MixedF64KernelsOnF64Lanes) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int64_t rows = 3, cols = 67;
+  std::vector<ProgramCase> cases(2);
+  for (int v = 0; v < 2; ++v) {
+    ProgramCase& c = cases[v];
+    c.name = v == 0 ? "mixed f64, vector code" : "mixed f64, scalar code";
+    c.options.vectorize = v == 0;
+    c.tol = interp::Tolerance{0, 0, {}};
+    LoopProgram& p = c.program;
+    const int x = p.AddBuffer("x", DType::kF32, {rows, cols}, BufferKind::kInput);
+    const int h = p.AddBuffer("h", DType::kF16, {rows, cols}, BufferKind::kInput);
+    const int bh = p.AddBuffer("bh", DType::kBF16, {rows, cols}, BufferKind::kInput);
+    // The linear-resize pattern: weights from index ops in f64, taps at
+    // floor(3 * i1 / 4) (a per-lane index) and i1, rounded to f32, then f16.
+    auto resize_like = [&](KernelBuilder& b, int32_t row_weight) {
+      const int w = b.Binary(OpCode::kMul, b.Cast(b.Index(b.i(1)), DType::kF64),
+                             b.Constant(DType::kF64, 0.015625));
+      const int tap = b.Cast(b.Index(FloorDiv(b.i(1) * 3, 4)), DType::kF64);
+      const int a = b.Cast(b.Load(x, b.i(0) * cols + FloorDiv(b.i(1) * 3, 4)), DType::kF64);
+      const int c0 = b.Cast(b.Load(x, b.i(0) * cols + b.i(1)), DType::kF64);
+      int sum = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, w, a),
+                         b.Binary(OpCode::kMul, b.Binary(OpCode::kSub, b.Constant(DType::kF64, 1), w), c0));
+      sum = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, sum, row_weight),
+                     b.Binary(OpCode::kMul, tap, b.Constant(DType::kF64, 1e-3)));
+      return b.Cast(sum, DType::kF32);
+    };
+    {
+      const int y = p.AddBuffer("y_f16", DType::kF16, {rows, cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "resize_f16", {rows, cols});
+      // A lane-invariant bool select and i64 arithmetic on the row.
+      const int r = b.Binary(OpCode::kAdd, b.Index(b.i(0)), b.Constant(DType::kI64, 1));
+      const int first = b.Binary(OpCode::kLt, r, b.Constant(DType::kI64, 2));
+      const int rw = b.Select(first, b.Constant(DType::kF64, 0.75), b.Cast(r, DType::kF64));
+      b.Store(y, b.i(0) * cols + b.i(1), b.Cast(resize_like(b, rw), DType::kF16));
+    }
+    {
+      const int y = p.AddBuffer("y_bf16", DType::kBF16, {rows, cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "resize_bf16", {rows, cols});
+      const int rw = b.Cast(b.Index(b.i(0) * 2 + 1, DType::kI32), DType::kF64);
+      b.Store(y, b.i(0) * cols + b.i(1), b.Cast(resize_like(b, rw), DType::kBF16));
+    }
+    {  // f16 and bf16 loads on f64 lanes, f16 stored transposed (scattered)
+      const int y = p.AddBuffer("y_t", DType::kF16, {cols, rows}, BufferKind::kOutput);
+      KernelBuilder b(&p, "narrow_in_scatter", {rows, cols});
+      const auto at = b.i(0) * cols + b.i(1);
+      const int s = b.Binary(OpCode::kMul, b.Cast(b.Load(h, at), DType::kF64),
+                             b.Cast(b.Load(bh, at), DType::kF64));
+      const int q = b.Binary(OpCode::kDiv, s, b.Cast(b.Index(b.i(0) + 1), DType::kF64));
+      b.Store(y, b.i(1) * rows + b.i(0), b.Cast(q, DType::kF16));
+    }
+    c.inputs["x"] = RandomTensor(DType::kF32, {rows, cols}, 51, -4, 4);
+    c.inputs["x"].data<float>()[5] = 70000.0f;  // beyond f16: inf
+    c.inputs["x"].data<float>()[6] = 1e-6f;     // an f16 subnormal
+    c.inputs["h"] = RandomTensor(DType::kF16, {rows, cols}, 52, -2, 2);
+    c.inputs["bh"] = RandomTensor(DType::kBF16, {rows, cols}, 53, -300, 300);
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].emitted.kernels.size(), 3u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    EXPECT_THAT(k.vec.reason, HasSubstr("on f64 lanes")) << k.name;
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
   }
 }
 

@@ -617,6 +617,10 @@ class KernelEmitter {
   std::string ContiguousLoad(int i, const std::string& ptr, bool tail) const {
     const DType bt = Buf(i).dtype;
     if (a_.f64 && bt == DType::kF32) return absl::StrCat("KilnLoadF32AsF64(df, ", ptr, ", kiln_n)");
+    if (a_.f64 && bt == DType::kF16) return absl::StrCat("KilnLoadF16AsF64(df, ", ptr, ", kiln_n)");
+    if (a_.f64 && bt == DType::kBF16) {
+      return absl::StrCat("KilnLoadBF16AsF64(df, ", ptr, ", kiln_n)");
+    }
     switch (bt) {
       case DType::kBool: return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
       case DType::kF16: return absl::StrCat("KilnLoadF16(df, ", ptr, ", kiln_n)");
@@ -737,6 +741,12 @@ class KernelEmitter {
     const std::optional<int64_t> stride = IotaIndexStride(a_, i, var);
     if (!stride.has_value()) return std::nullopt;
     const std::string first = absl::StrCat("static_cast<int32_t>(", Idx(i), ")");
+    if (a_.f64 && ir::IsInteger(t)) {  // read only by casts to float
+      const std::string f = absl::StrCat("static_cast<double>(", first, ")");
+      return *stride == 1 ? absl::StrCat("hn::Iota(df, ", f, ")")
+                          : absl::StrCat("hn::Add(hn::Set(df, ", f, "), hn::Mul(hn::Iota(df, 0), hn::Set(df, static_cast<double>(",
+                                         IntLiteral(*stride), "))))");
+    }
     const std::string v =
         *stride == 1 ? absl::StrCat("hn::Iota(di, ", first, ")")
                      : absl::StrCat("hn::Add(hn::Set(di, ", first, "), hn::Mul(hn::Iota(di, 0), hn::Set(di, ",
@@ -817,6 +827,9 @@ class KernelEmitter {
       case OpCode::kIndex: {
         if (std::optional<std::string> iota = IotaIndex(i, var)) return *iota;
         const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
+        if (a_.f64 && ir::IsInteger(t)) {  // read only by casts to float
+          return LaneLoad(DType::kF64, "", absl::StrCat("static_cast<double>(", v, ")"));
+        }
         const std::string conv =
             InF32Lanes(t) ? absl::StrCat("static_cast<float>(static_cast<double>(", v, "))")
             : t == DType::kBool
@@ -828,6 +841,12 @@ class KernelEmitter {
         const DType from = adt(0);
         if (a_.lane_cast_src[op.args[0]]) return LaneCastExpr(i, var);
         if (from == t) return x(0);
+        // Between floats on f64 lanes: the value as is, rounded to t by
+        // EmitVectorOp.
+        if (a_.f64 && InFloatLanes(t) &&
+            (InFloatLanes(from) || k_.body[op.args[0]].code == OpCode::kIndex)) {
+          return x(0);
+        }
         return CastVector(from, t, x(0));
       }
       case OpCode::kSelect:
@@ -866,8 +885,11 @@ class KernelEmitter {
         w_.Line(absl::StrCat("KilnStoreBool(df, ", v, ", ", ptr, ", kiln_n);"));
         return;
       }
-      if (a_.f64 && bt == DType::kF32) {
-        w_.Line(absl::StrCat("KilnStoreF64AsF32(df, ", v, ", ", ptr, ", kiln_n);"));
+      if (a_.f64 && InF32Lanes(bt)) {
+        const char* fn = bt == DType::kF16    ? "KilnStoreF64AsF16(df, "
+                         : bt == DType::kBF16 ? "KilnStoreF64AsBF16(df, "
+                                              : "KilnStoreF64AsF32(df, ";
+        w_.Line(absl::StrCat(fn, v, ", ", ptr, ", kiln_n);"));
         return;
       }
       const char* narrow = bt == DType::kF16    ? "KilnStoreF16(df, "
@@ -926,9 +948,14 @@ class KernelEmitter {
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
     if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
     std::string e = VectorExpr(i, var, tail);
-    // f32 values on f64 lanes: each op's result rounded to f32 (loads are).
-    if (a_.f64 && op.dtype == DType::kF32 && op.code != OpCode::kLoad) {
-      e = absl::StrCat("KilnRoundF32(df, ", e, ")");
+    // f32 values on f64 lanes: each op's result rounded to f32 (loads are);
+    // f16 / bf16 ones too, and a cast to them then to f16 / bf16.
+    if (a_.f64 && InF32Lanes(op.dtype) && op.code != OpCode::kLoad) {
+      const char* round = op.code != OpCode::kCast  ? "KilnRoundF32(df, "
+                          : op.dtype == DType::kF16  ? "KilnRoundF16OnF64(df, "
+                          : op.dtype == DType::kBF16 ? "KilnRoundBF16OnF64(df, "
+                                                     : "KilnRoundF32(df, ";
+      e = absl::StrCat(round, e, ")");
     }
     w_.Line(absl::StrCat("const auto ", V(i), " = ", e, ";"));
   }
@@ -1001,7 +1028,7 @@ class KernelEmitter {
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
-    } else if (a_.f64 && op.dtype == DType::kF32) {
+    } else if (a_.f64 && InF32Lanes(op.dtype)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = KilnRoundF32(df, ", acc, ");"));
     } else {
       w_.Line(absl::StrCat("const auto ", V(i), " = ", acc, ";"));

@@ -647,6 +647,39 @@ HWY_INLINE hn::Vec<DD> KilnRoundF32(DD dd, hn::Vec<DD> v) {
   const hn::Rebind<float, DD> df32;
   return hn::PromoteTo(dd, hn::DemoteTo(df32, v));
 }
+// f16 / bf16 buffers and casts on f64 lanes: through f32 (exact for loads
+// and stores of values already rounded; a cast rounds to f32, then to f16 /
+// bf16, as the interpreter does).
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadF16AsF64(DD dd, const uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadF16(df32, p, n));
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadBF16AsF64(DD dd, const uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadBF16(df32, p, n));
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsF16(DD dd, hn::Vec<DD> v, uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreF16(df32, hn::DemoteTo(df32, v), p, n);
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsBF16(DD dd, hn::Vec<DD> v, uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreBF16(df32, hn::DemoteTo(df32, v), p, n);
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundF16OnF64(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnRoundF16(df32, hn::DemoteTo(df32, v)));
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundBF16OnF64(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnRoundBF16(df32, hn::DemoteTo(df32, v)));
+}
 
 // i8 / u8 buffers in i32 lanes. Their values are already in range (every
 // op of those dtypes wraps), so the saturating DemoteTo stores them exactly.
