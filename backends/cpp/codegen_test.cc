@@ -802,6 +802,97 @@ TEST(Codegen, F64KernelsVectorized) {
   }
 }
 
+// i8 / u8 element-wise arithmetic in i32 lanes (Add/Sub/Mul/Div/Mod/Neg/
+// Abs/Sign/Max/Min, Clip and Relu patterns, comparisons), every result
+// wrapped to its dtype: vectorized, and vector and scalar code equal the
+// interpreter bit for bit on the whole range (overflow, -128, division).
+TEST(Codegen, NarrowIntegerArithmeticVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int64_t n = 259;  // full vector steps and a tail on every target
+  std::vector<ProgramCase> cases(2);
+  int kernels = 0;
+  for (int v = 0; v < 2; ++v) {
+    ProgramCase& c = cases[v];
+    c.name = v == 0 ? "i8/u8 arithmetic, vector code" : "i8/u8 arithmetic, scalar code";
+    c.options.vectorize = v == 0;
+    c.tol = interp::Tolerance{0, 0, {}};
+    LoopProgram& p = c.program;
+    kernels = 0;
+    for (DType dt : {DType::kI8, DType::kU8}) {
+      const std::string dn(ir::DTypeName(dt));
+      const int a = p.AddBuffer("a_" + dn, dt, {n}, BufferKind::kInput);
+      const int bb = p.AddBuffer("b_" + dn, dt, {n}, BufferKind::kInput);
+      for (OpCode op : {OpCode::kAdd, OpCode::kSub, OpCode::kMul, OpCode::kDiv, OpCode::kMod,
+                        OpCode::kMax, OpCode::kMin}) {
+        const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        b.Store(y, b.i(0), b.Binary(op, b.Load(a, b.i(0)), b.Load(bb, b.i(0))));
+        ++kernels;
+      }
+      for (OpCode op : {OpCode::kNeg, OpCode::kAbs, OpCode::kSign}) {
+        const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        b.Store(y, b.i(0), b.Unary(op, b.Load(a, b.i(0))));
+        ++kernels;
+      }
+      {  // Clip(a + b, 3, 100), Relu(a - b), chained: every op wraps
+        const std::string name = absl::StrCat("clip_relu_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        const int x = b.Load(a, b.i(0)), w = b.Load(bb, b.i(0));
+        const int clip = b.Binary(OpCode::kMin,
+                                  b.Binary(OpCode::kMax, b.Binary(OpCode::kAdd, x, w),
+                                           b.Constant(dt, 3)),
+                                  b.Constant(dt, 100));
+        const int relu = b.Binary(OpCode::kMax, b.Binary(OpCode::kSub, x, w), b.Constant(dt, 0));
+        b.Store(y, b.i(0), b.Binary(OpCode::kMul, b.Binary(OpCode::kAdd, clip, relu), w));
+        ++kernels;
+      }
+      {  // a comparison of wrapped values selects between them
+        const std::string name = absl::StrCat("cmp_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        const int s = b.Binary(OpCode::kAdd, b.Load(a, b.i(0)), b.Load(bb, b.i(0)));
+        b.Store(y, b.i(0), b.Select(b.Binary(OpCode::kLt, s, b.Load(a, b.i(0))), s,
+                                    b.Load(bb, b.i(0))));
+        ++kernels;
+      }
+      const double lo = dt == DType::kI8 ? -128 : 0, hi = dt == DType::kI8 ? 127 : 255;
+      Tensor at = RandomTensor(dt, {n}, 61, lo, hi);
+      Tensor bt = RandomTensor(dt, {n}, 62, lo, hi);
+      for (int64_t i = 0; i < n; ++i) {  // no division by zero
+        if (bt.GetAsInt64(i) == 0) {
+          if (dt == DType::kI8) bt.data<int8_t>()[i] = 7; else bt.data<uint8_t>()[i] = 7;
+        }
+      }
+      if (dt == DType::kI8) {  // -128 / -1, -128 * -1, |-128|, 127 + 127
+        at.data<int8_t>()[0] = -128; bt.data<int8_t>()[0] = -1;
+        at.data<int8_t>()[1] = 127; bt.data<int8_t>()[1] = 127;
+        at.data<int8_t>()[2] = -128; bt.data<int8_t>()[2] = -128;
+      } else {
+        at.data<uint8_t>()[0] = 255; bt.data<uint8_t>()[0] = 255;
+        at.data<uint8_t>()[1] = 0; bt.data<uint8_t>()[1] = 1;
+      }
+      c.inputs["a_" + dn] = at;
+      c.inputs["b_" + dn] = bt;
+    }
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(static_cast<int>(r[0].emitted.kernels.size()), kernels);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
+  }
+}
+
 // Kernels computing in f64 beside index, integer and bool ops and f16 /
 // bf16 values (a Resize's f64 weights of an fp16 or quantized model): the
 // ops that depend on the vector variable run on f64 lanes (iota and per-lane

@@ -840,7 +840,9 @@ class KernelEmitter {
       case OpCode::kCast: {
         const DType from = adt(0);
         if (a_.lane_cast_src[op.args[0]]) return LaneCastExpr(i, var);
-        if (from == t) return x(0);
+        // (A cast to f16 / bf16 rounds even from its own dtype: f16 and bf16
+        // arithmetic results are f32 values until a cast or a store.)
+        if (from == t && !ir::IsLowPrecisionFloat(t)) return x(0);
         // Between floats on f64 lanes: the value as is, rounded to t by
         // EmitVectorOp.
         if (a_.f64 && InFloatLanes(t) &&
@@ -948,6 +950,13 @@ class KernelEmitter {
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
     if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
     std::string e = VectorExpr(i, var, tail);
+    // i8 / u8 arithmetic in i32 lanes: wrapped to the dtype after every op,
+    // as the interpreter wraps (loads, casts and selects are in range).
+    if ((op.dtype == DType::kI8 || op.dtype == DType::kU8) && op.code != OpCode::kLoad &&
+        op.code != OpCode::kLoadIndirect && op.code != OpCode::kCast &&
+        op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
+      e = absl::StrCat(op.dtype == DType::kI8 ? "KilnWrapI8(di, " : "KilnWrapU8(di, ", e, ")");
+    }
     // f32 values on f64 lanes: each op's result rounded to f32 (loads are);
     // f16 / bf16 ones too, and a cast to them then to f16 / bf16.
     if (a_.f64 && InF32Lanes(op.dtype) && op.code != OpCode::kLoad) {

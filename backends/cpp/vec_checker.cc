@@ -46,8 +46,8 @@ bool IsVecDType(DType t) {
 }
 
 // i8 / u8 values in i32 lanes: loads, stores, casts and selects keep them in
-// range; arithmetic would need a wrap after every op, which no vector form
-// has yet.
+// range, arithmetic is wrapped after every op (the emitter's KilnWrapI8 /
+// KilnWrapU8); reductions over them stay scalar.
 bool IsNarrowInt(DType t) { return t == DType::kI8 || t == DType::kU8; }
 
 bool IsArgReduce(ReduceKind k) {
@@ -469,16 +469,8 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
                                " is not vectorized"));
     }
   }
-  if (op.code != OpCode::kCast && op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
-    if (IsNarrowInt(op.dtype)) {
-      return fail(absl::StrCat(ir::DTypeName(op.dtype), " arithmetic is not vectorized"));
-    }
-    for (size_t j = 0; j < op.args.size(); ++j) {
-      if (IsNarrowInt(dt(static_cast<int>(j)))) {
-        return fail(absl::StrCat(ir::DTypeName(dt(static_cast<int>(j))),
-                                 " arithmetic is not vectorized"));
-      }
-    }
+  if (op.code == OpCode::kReduce && (IsNarrowInt(op.dtype) || IsNarrowInt(dt(0)))) {
+    return fail(absl::StrCat(ir::DTypeName(dt(0)), " reduction is not vectorized"));
   }
   switch (op.code) {
     case OpCode::kReduce:
