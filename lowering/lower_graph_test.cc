@@ -5,7 +5,9 @@
 #include "ir/loop/module.h"
 #include "lowering/lower_graph.h"
 
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -97,6 +99,27 @@ graph g(%a: f32[4,6], %b: f32[6], %p: bool[4,1]) -> (%w, %n, %x, %i, %e) opset 1
   %e = Equal(%i, %i) : bool[4,6]
 }
 )");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(LowerElementwise, CastFloatToNarrowIntegersSaturates) {
+  // Truncation, out-of-range values, NaN and infinities from f32 and f16:
+  // the lowered Cast (loop interpreter) agrees with the reference's.
+  const std::vector<float> edges = {127.9f, -128.9f, 128.0f, 255.5f, 256.0f, -1.5f, -0.5f,
+                                    300.7f, std::numeric_limits<float>::quiet_NaN(),
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(), 1e20f};
+  CheckOptions opts;
+  opts.inputs[0] = ir::Tensor::FromVector<float>({12}, edges);
+  absl::Status s = CheckLowering(R"(
+graph g(%a: f32[12]) -> (%s, %u, %hs, %hu) opset 18 {
+  %s = Cast(%a) {to=3} : i8[12]
+  %u = Cast(%a) {to=2} : u8[12]
+  %h = Cast(%a) {to=10} : f16[12]
+  %hs = Cast(%h) {to=3} : i8[12]
+  %hu = Cast(%h) {to=2} : u8[12]
+}
+)", opts);
   EXPECT_TRUE(s.ok()) << s;
 }
 

@@ -423,6 +423,23 @@ TEST(LowerQuantize, DynamicQuantizeLinear) {
 })", opts);
     EXPECT_TRUE(s.ok()) << s;
   }
+  // Axes of extent 1 (left out of the min/max reduction), and only such axes.
+  CheckOptions opts;
+  opts.inputs[0] = Tensor::FromVector<float>({1, 6, 1, 1}, {-1.5f, 0.25f, 3.0f, 2.9f, -0.1f, 1.0f});
+  absl::Status s = CheckLowering(R"(graph g(%x: f32[1,6,1,1]) -> (%y, %s, %z) opset 11 {
+  %y, %s, %z = DynamicQuantizeLinear(%x) : u8[1,6,1,1], f32[], u8[]
+})", opts);
+  EXPECT_TRUE(s.ok()) << s;
+  opts.inputs[0] = Tensor::FromVector<float>({1, 1}, {-2.5f});
+  s = CheckLowering(R"(graph g(%x: f32[1,1]) -> (%y, %s, %z) opset 11 {
+  %y, %s, %z = DynamicQuantizeLinear(%x) : u8[1,1], f32[], u8[]
+})", opts);
+  EXPECT_TRUE(s.ok()) << s;
+  opts.inputs[0] = Tensor::FromVector<float>({}, {0.75f});
+  s = CheckLowering(R"(graph g(%x: f32[]) -> (%y, %s, %z) opset 11 {
+  %y, %s, %z = DynamicQuantizeLinear(%x) : u8[], f32[], u8[]
+})", opts);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(LowerQuantize, QLinearMatMulShapesAndDtypesMatchReference) {

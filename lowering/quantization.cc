@@ -3,6 +3,7 @@
 // DynamicQuantizeLinear (u8/i8, per tensor or per axis).
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -128,11 +129,13 @@ absl::Status LowerDequantizeLinear(Lowerer& L, const ir::Node& n) {
   const Coords it = k->IterCoords();
   KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(x, it));
   KILN_ASSIGN_OR_RETURN(int32_t s, LoadParam(*k, p.scale, p.axis, it));
-  // x - zp is exact in i64 (also for int32 inputs), then one rounding.
-  v = k->Cast(v, DType::kI64);
+  // x - zp is exact, then one rounding: in i32 for 8-bit x (|x - zp| <= 255,
+  // which vector code computes in i32 lanes), in i64 for int32 x.
+  const DType diff = x.dtype == DType::kI32 ? DType::kI64 : DType::kI32;
+  v = k->Cast(v, diff);
   if (p.zero_point.has_value()) {
     KILN_ASSIGN_OR_RETURN(int32_t zp, LoadParam(*k, *p.zero_point, p.axis, it));
-    v = k->Bin(OpCode::kSub, v, k->Cast(zp, DType::kI64));
+    v = k->Bin(OpCode::kSub, v, k->Cast(zp, diff));
   }
   k->Store(buffer, x.shape, it, k->Bin(OpCode::kMul, k->Cast(v, out.dtype), s));
   return absl::OkStatus();
@@ -155,9 +158,20 @@ absl::Status LowerDynamicQuantizeLinear(Lowerer& L, const ir::Node&) {
   const int32_t sbuf = NewOutput(L, 1);
   const int32_t zbuf = NewOutput(L, 2);
   {
-    auto k = L.NewKernel({}, Extents(x.shape));
+    // Axes of extent 1 are left out of the reduction space, so its last
+    // variable is a real axis the reduction can vectorize along (an
+    // [N,C,1,1] squeeze-excitation tensor reduces over C).
+    std::vector<int64_t> red;
+    for (int64_t e : x.shape) {
+      if (e != 1) red.push_back(e);
+    }
+    const bool single = red.empty();  // one element: a reduction of extent 1
+    if (single) red.push_back(1);
+    auto k = L.NewKernel({}, red);
     Coords rc;
-    for (size_t d = 0; d < x.shape.size(); ++d) rc.push_back(k->r(d));
+    int r = 0;
+    for (int64_t e : x.shape) rc.push_back(e == 1 && !single ? Const(0) : k->r(r++));
+    if (single) rc.assign(x.shape.size(), k->r(0));
     KILN_ASSIGN_OR_RETURN(int32_t a, k->Load(x, rc));
     KILN_ASSIGN_OR_RETURN(int32_t c, k->Load(x, rc));
     const int32_t zero = k->Const(DType::kF32, 0);

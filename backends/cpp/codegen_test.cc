@@ -31,6 +31,7 @@ using ::testing::Not;
 using ir::DType;
 using ir::Tensor;
 using ir::loop::BufferKind;
+using ir::loop::FloorDiv;
 using ir::loop::KernelBuilder;
 using ir::loop::LoopProgram;
 using ir::loop::OpCode;
@@ -657,6 +658,78 @@ TEST(Codegen, NarrowBuffersLoadStoreAndCastExactly) {
   }
 }
 
+// QuantizeLinear (per axis u8, per tensor i8), DequantizeLinear (per axis
+// u8, per tensor i8) and DynamicQuantizeLinear (on a [1,C,1,1] tensor too),
+// lowered: every kernel vectorized with no per-lane op, vector and scalar
+// code equal to the loop interpreter bit for bit (ties, saturation, a zero
+// scale).
+TEST(Codegen, QuantizationKernelsVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const char* text = R"(
+graph g(%x: f32[2,3,37], %q: u8[2,3,37], %r: i8[2,3,37], %e: f32[1,40,1,1], %z: f32[3,5])
+    -> (%qu, %qi, %du, %di, %ey, %es, %ez, %zy, %zs, %zz) opset 13 {
+  %s3 = constant f32[3] [0.05, 0.5, 0.003]
+  %u3 = constant u8[3] [128, 0, 255]
+  %s1 = constant f32[] 0.25
+  %i1 = constant i8[] -7
+  %qu = QuantizeLinear(%x, %s3, %u3) {axis=1} : u8[2,3,37]
+  %qi = QuantizeLinear(%x, %s1, %i1) : i8[2,3,37]
+  %du = DequantizeLinear(%q, %s3, %u3) {axis=1} : f32[2,3,37]
+  %di = DequantizeLinear(%r, %s1, %i1) : f32[2,3,37]
+  %ey, %es, %ez = DynamicQuantizeLinear(%e) : u8[1,40,1,1], f32[], u8[]
+  %zy, %zs, %zz = DynamicQuantizeLinear(%z) : u8[3,5], f32[], u8[]
+}
+)";
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<ir::loop::LoopModule> m = lowering::LowerGraph(*g);
+  ASSERT_TRUE(m.ok()) << m.status();
+  // x: ties of x / scale (0.5 * scale steps), values past both ends of u8 and
+  // i8, infinities; the rest random.
+  Tensor x = RandomTensor(DType::kF32, {2, 3, 37}, 31, -40, 40);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {0.125f, -0.125f, 0.375f, 2.5f * 0.05f, 3.5f * 0.05f, 1e6f,
+                                    -1e6f, inf, -inf, 127.5f * 0.25f, -130 * 0.25f, 0};
+  for (size_t i = 0; i < edges.size(); ++i) {
+    x.data<float>()[i] = edges[i];
+    x.data<float>()[111 + i] = edges[i];
+    x.data<float>()[148 + i] = edges[i];
+  }
+  std::vector<Tensor> in = {x, RandomTensor(DType::kU8, {2, 3, 37}, 32, 0, 255),
+                            RandomTensor(DType::kI8, {2, 3, 37}, 33, -128, 127),
+                            RandomTensor(DType::kF32, {1, 40, 1, 1}, 34, -3, 5),
+                            Tensor(DType::kF32, {3, 5})};  // all zero: scale 0
+  std::memset(in[4].raw_data(), 0, in[4].byte_size());
+  std::vector<ProgramCase> cases(2);
+  for (int v = 0; v < 2; ++v) {
+    cases[v].name = v == 0 ? "quantization, vector code" : "quantization, scalar code";
+    cases[v].options.vectorize = v == 0;
+    cases[v].tol = interp::Tolerance{0, 0, {}};
+    cases[v].program = m->program;
+    for (size_t j = 0; j < m->inputs.size(); ++j) {
+      cases[v].inputs[m->program.buffers[m->inputs[j]].name] = in[j];
+    }
+    for (const auto& [b, data] : m->constants) {
+      cases[v].inputs[m->program.buffers[b].name] = *data;
+    }
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_FALSE(r[0].emitted.kernels.empty());
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    for (const OpDecision& d : k.ops) {
+      EXPECT_NE(d.kind, OpVec::kPerLane) << k.name << ": " << d.reason;
+    }
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
+  }
+}
+
 // f64 kernels (every value f64, as exporters' ReduceMean / LayerNorm
 // statistics): f64 lanes, f32-only math lane by lane, reductions along the
 // row and across rows; a kernel mixing f64 and f32 stays scalar.
@@ -726,6 +799,175 @@ TEST(Codegen, F64KernelsVectorized) {
       continue;
     }
     EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+}
+
+// i8 / u8 element-wise arithmetic in i32 lanes (Add/Sub/Mul/Div/Mod/Neg/
+// Abs/Sign/Max/Min, Clip and Relu patterns, comparisons), every result
+// wrapped to its dtype: vectorized, and vector and scalar code equal the
+// interpreter bit for bit on the whole range (overflow, -128, division).
+TEST(Codegen, NarrowIntegerArithmeticVectorized) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int64_t n = 259;  // full vector steps and a tail on every target
+  std::vector<ProgramCase> cases(2);
+  int kernels = 0;
+  for (int v = 0; v < 2; ++v) {
+    ProgramCase& c = cases[v];
+    c.name = v == 0 ? "i8/u8 arithmetic, vector code" : "i8/u8 arithmetic, scalar code";
+    c.options.vectorize = v == 0;
+    c.tol = interp::Tolerance{0, 0, {}};
+    LoopProgram& p = c.program;
+    kernels = 0;
+    for (DType dt : {DType::kI8, DType::kU8}) {
+      const std::string dn(ir::DTypeName(dt));
+      const int a = p.AddBuffer("a_" + dn, dt, {n}, BufferKind::kInput);
+      const int bb = p.AddBuffer("b_" + dn, dt, {n}, BufferKind::kInput);
+      for (OpCode op : {OpCode::kAdd, OpCode::kSub, OpCode::kMul, OpCode::kDiv, OpCode::kMod,
+                        OpCode::kMax, OpCode::kMin}) {
+        const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        b.Store(y, b.i(0), b.Binary(op, b.Load(a, b.i(0)), b.Load(bb, b.i(0))));
+        ++kernels;
+      }
+      for (OpCode op : {OpCode::kNeg, OpCode::kAbs, OpCode::kSign}) {
+        const std::string name = absl::StrCat(ir::loop::OpCodeName(op), "_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        b.Store(y, b.i(0), b.Unary(op, b.Load(a, b.i(0))));
+        ++kernels;
+      }
+      {  // Clip(a + b, 3, 100), Relu(a - b), chained: every op wraps
+        const std::string name = absl::StrCat("clip_relu_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        const int x = b.Load(a, b.i(0)), w = b.Load(bb, b.i(0));
+        const int clip = b.Binary(OpCode::kMin,
+                                  b.Binary(OpCode::kMax, b.Binary(OpCode::kAdd, x, w),
+                                           b.Constant(dt, 3)),
+                                  b.Constant(dt, 100));
+        const int relu = b.Binary(OpCode::kMax, b.Binary(OpCode::kSub, x, w), b.Constant(dt, 0));
+        b.Store(y, b.i(0), b.Binary(OpCode::kMul, b.Binary(OpCode::kAdd, clip, relu), w));
+        ++kernels;
+      }
+      {  // a comparison of wrapped values selects between them
+        const std::string name = absl::StrCat("cmp_", dn);
+        const int y = p.AddBuffer("y_" + name, dt, {n}, BufferKind::kOutput);
+        KernelBuilder b(&p, name, {n});
+        const int s = b.Binary(OpCode::kAdd, b.Load(a, b.i(0)), b.Load(bb, b.i(0)));
+        b.Store(y, b.i(0), b.Select(b.Binary(OpCode::kLt, s, b.Load(a, b.i(0))), s,
+                                    b.Load(bb, b.i(0))));
+        ++kernels;
+      }
+      const double lo = dt == DType::kI8 ? -128 : 0, hi = dt == DType::kI8 ? 127 : 255;
+      Tensor at = RandomTensor(dt, {n}, 61, lo, hi);
+      Tensor bt = RandomTensor(dt, {n}, 62, lo, hi);
+      for (int64_t i = 0; i < n; ++i) {  // no division by zero
+        if (bt.GetAsInt64(i) == 0) {
+          if (dt == DType::kI8) bt.data<int8_t>()[i] = 7; else bt.data<uint8_t>()[i] = 7;
+        }
+      }
+      if (dt == DType::kI8) {  // -128 / -1, -128 * -1, |-128|, 127 + 127
+        at.data<int8_t>()[0] = -128; bt.data<int8_t>()[0] = -1;
+        at.data<int8_t>()[1] = 127; bt.data<int8_t>()[1] = 127;
+        at.data<int8_t>()[2] = -128; bt.data<int8_t>()[2] = -128;
+      } else {
+        at.data<uint8_t>()[0] = 255; bt.data<uint8_t>()[0] = 255;
+        at.data<uint8_t>()[1] = 0; bt.data<uint8_t>()[1] = 1;
+      }
+      c.inputs["a_" + dn] = at;
+      c.inputs["b_" + dn] = bt;
+    }
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(static_cast<int>(r[0].emitted.kernels.size()), kernels);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
+  }
+}
+
+// Kernels computing in f64 beside index, integer and bool ops and f16 /
+// bf16 values (a Resize's f64 weights of an fp16 or quantized model): the
+// ops that depend on the vector variable run on f64 lanes (iota and per-lane
+// index ops, gathered loads, f16 / bf16 loads, casts and stores, scattered
+// stores), the others as scalars; equal to the interpreter and to scalar
+// code bit for bit.
+TEST(Codegen, MixedF64KernelsOnF64Lanes) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int64_t rows = 3, cols = 67;
+  std::vector<ProgramCase> cases(2);
+  for (int v = 0; v < 2; ++v) {
+    ProgramCase& c = cases[v];
+    c.name = v == 0 ? "mixed f64, vector code" : "mixed f64, scalar code";
+    c.options.vectorize = v == 0;
+    c.tol = interp::Tolerance{0, 0, {}};
+    LoopProgram& p = c.program;
+    const int x = p.AddBuffer("x", DType::kF32, {rows, cols}, BufferKind::kInput);
+    const int h = p.AddBuffer("h", DType::kF16, {rows, cols}, BufferKind::kInput);
+    const int bh = p.AddBuffer("bh", DType::kBF16, {rows, cols}, BufferKind::kInput);
+    // The linear-resize pattern: weights from index ops in f64, taps at
+    // floor(3 * i1 / 4) (a per-lane index) and i1, rounded to f32, then f16.
+    auto resize_like = [&](KernelBuilder& b, int32_t row_weight) {
+      const int w = b.Binary(OpCode::kMul, b.Cast(b.Index(b.i(1)), DType::kF64),
+                             b.Constant(DType::kF64, 0.015625));
+      const int tap = b.Cast(b.Index(FloorDiv(b.i(1) * 3, 4)), DType::kF64);
+      const int a = b.Cast(b.Load(x, b.i(0) * cols + FloorDiv(b.i(1) * 3, 4)), DType::kF64);
+      const int c0 = b.Cast(b.Load(x, b.i(0) * cols + b.i(1)), DType::kF64);
+      int sum = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, w, a),
+                         b.Binary(OpCode::kMul, b.Binary(OpCode::kSub, b.Constant(DType::kF64, 1), w), c0));
+      sum = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, sum, row_weight),
+                     b.Binary(OpCode::kMul, tap, b.Constant(DType::kF64, 1e-3)));
+      return b.Cast(sum, DType::kF32);
+    };
+    {
+      const int y = p.AddBuffer("y_f16", DType::kF16, {rows, cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "resize_f16", {rows, cols});
+      // A lane-invariant bool select and i64 arithmetic on the row.
+      const int r = b.Binary(OpCode::kAdd, b.Index(b.i(0)), b.Constant(DType::kI64, 1));
+      const int first = b.Binary(OpCode::kLt, r, b.Constant(DType::kI64, 2));
+      const int rw = b.Select(first, b.Constant(DType::kF64, 0.75), b.Cast(r, DType::kF64));
+      b.Store(y, b.i(0) * cols + b.i(1), b.Cast(resize_like(b, rw), DType::kF16));
+    }
+    {
+      const int y = p.AddBuffer("y_bf16", DType::kBF16, {rows, cols}, BufferKind::kOutput);
+      KernelBuilder b(&p, "resize_bf16", {rows, cols});
+      const int rw = b.Cast(b.Index(b.i(0) * 2 + 1, DType::kI32), DType::kF64);
+      b.Store(y, b.i(0) * cols + b.i(1), b.Cast(resize_like(b, rw), DType::kBF16));
+    }
+    {  // f16 and bf16 loads on f64 lanes, f16 stored transposed (scattered)
+      const int y = p.AddBuffer("y_t", DType::kF16, {cols, rows}, BufferKind::kOutput);
+      KernelBuilder b(&p, "narrow_in_scatter", {rows, cols});
+      const auto at = b.i(0) * cols + b.i(1);
+      const int s = b.Binary(OpCode::kMul, b.Cast(b.Load(h, at), DType::kF64),
+                             b.Cast(b.Load(bh, at), DType::kF64));
+      const int q = b.Binary(OpCode::kDiv, s, b.Cast(b.Index(b.i(0) + 1), DType::kF64));
+      b.Store(y, b.i(1) * rows + b.i(0), b.Cast(q, DType::kF16));
+    }
+    c.inputs["x"] = RandomTensor(DType::kF32, {rows, cols}, 51, -4, 4);
+    c.inputs["x"].data<float>()[5] = 70000.0f;  // beyond f16: inf
+    c.inputs["x"].data<float>()[6] = 1e-6f;     // an f16 subnormal
+    c.inputs["h"] = RandomTensor(DType::kF16, {rows, cols}, 52, -2, 2);
+    c.inputs["bh"] = RandomTensor(DType::kBF16, {rows, cols}, 53, -300, 300);
+  }
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].emitted.kernels.size(), 3u);
+  for (const EmittedKernel& k : r[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    EXPECT_THAT(k.vec.reason, HasSubstr("on f64 lanes")) << k.name;
+  }
+  for (const auto& [name, got] : r[0].outputs) {
+    const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
   }
 }
 

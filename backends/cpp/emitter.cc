@@ -92,6 +92,14 @@ bool InF32Lanes(DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t)
 // kernels (VecAnalysis::f64, where df is a tag of double).
 bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
 
+// The scalar conversion of a float to integer dtype `t` (truncating, NaN 0):
+// saturating to i8 / u8 (in the low-precision prelude, present wherever an
+// i8 / u8 value is), else saturating to int64 and wrapping.
+const char* FloatToIntFn(DType t) {
+  return t == DType::kI8 || t == DType::kU8 ? "kiln_rt::FloatToNarrowInt"
+                                            : "kiln_rt::FloatToInt";
+}
+
 // Whether code for the program reads kiln_rt's low-precision helpers.
 bool UsesLowPrecision(const LoopProgram& p) {
   auto lowp = [](DType t) {
@@ -379,7 +387,7 @@ class KernelEmitter {
         } else if (t == DType::kBool) {
           r = absl::StrCat("(", arg(0), " != 0)");
         } else if (ir::IsFloat(from)) {
-          r = absl::StrCat("kiln_rt::FloatToInt<", vt, ">(static_cast<double>(", arg(0), "))");
+          r = absl::StrCat(FloatToIntFn(t), "<", vt, ">(static_cast<double>(", arg(0), "))");
         } else {
           r = absl::StrCat("kiln_rt::Wrap<", vt, ">(static_cast<uint64_t>(static_cast<int64_t>(",
                            arg(0), ")))");
@@ -609,6 +617,10 @@ class KernelEmitter {
   std::string ContiguousLoad(int i, const std::string& ptr, bool tail) const {
     const DType bt = Buf(i).dtype;
     if (a_.f64 && bt == DType::kF32) return absl::StrCat("KilnLoadF32AsF64(df, ", ptr, ", kiln_n)");
+    if (a_.f64 && bt == DType::kF16) return absl::StrCat("KilnLoadF16AsF64(df, ", ptr, ", kiln_n)");
+    if (a_.f64 && bt == DType::kBF16) {
+      return absl::StrCat("KilnLoadBF16AsF64(df, ", ptr, ", kiln_n)");
+    }
     switch (bt) {
       case DType::kBool: return absl::StrCat("KilnLoadBool(df, ", ptr, ", kiln_n)");
       case DType::kF16: return absl::StrCat("KilnLoadF16(df, ", ptr, ", kiln_n)");
@@ -671,7 +683,7 @@ class KernelEmitter {
     } else if (t == DType::kBool) {
       conv = absl::StrCat("(", elem, " != 0) ? 1 : 0");
     } else if (ir::IsFloat(from)) {
-      conv = absl::StrCat("kiln_rt::FloatToInt<", ValueType(t), ">(static_cast<double>(", elem,
+      conv = absl::StrCat(FloatToIntFn(t), "<", ValueType(t), ">(static_cast<double>(", elem,
                           "))");
     } else {
       conv = absl::StrCat("kiln_rt::Wrap<", ValueType(t),
@@ -729,6 +741,12 @@ class KernelEmitter {
     const std::optional<int64_t> stride = IotaIndexStride(a_, i, var);
     if (!stride.has_value()) return std::nullopt;
     const std::string first = absl::StrCat("static_cast<int32_t>(", Idx(i), ")");
+    if (a_.f64 && ir::IsInteger(t)) {  // read only by casts to float
+      const std::string f = absl::StrCat("static_cast<double>(", first, ")");
+      return *stride == 1 ? absl::StrCat("hn::Iota(df, ", f, ")")
+                          : absl::StrCat("hn::Add(hn::Set(df, ", f, "), hn::Mul(hn::Iota(df, 0), hn::Set(df, static_cast<double>(",
+                                         IntLiteral(*stride), "))))");
+    }
     const std::string v =
         *stride == 1 ? absl::StrCat("hn::Iota(di, ", first, ")")
                      : absl::StrCat("hn::Add(hn::Set(di, ", first, "), hn::Mul(hn::Iota(di, 0), hn::Set(di, ",
@@ -740,8 +758,9 @@ class KernelEmitter {
 
   // A cast of vector value `v` from `from` to `t` (from != t), with the
   // interpreter's semantics: to f16/bf16 rounds to nearest even; float to
-  // integer truncates, NaN 0, saturates to int64 then wraps (KilnF32ToI32,
-  // then KilnWrapI8 / KilnWrapU8); integers wrap; to bool is != 0.
+  // integer truncates with NaN 0, to i8 / u8 saturating (KilnF32ToI8,
+  // KilnF32ToU8), to i32 saturating to int64 then wrapping (KilnF32ToI32);
+  // integers wrap (KilnWrapI8 / KilnWrapU8); to bool is != 0.
   static std::string CastVector(DType from, DType t, const std::string& v) {
     // f32 <-> f64 on the f64 lanes of an f64 kernel: the value as is (an f32
     // result is rounded by its op, EmitVectorOp).
@@ -766,6 +785,10 @@ class KernelEmitter {
       return absl::StrCat("hn::RebindMask(df, hn::Not(", v, " == hn::Zero(di)))");
     }
     std::string r;
+    if (InF32Lanes(from) && (t == DType::kI8 || t == DType::kU8)) {
+      return absl::StrCat(t == DType::kI8 ? "KilnF32ToI8(di, df, " : "KilnF32ToU8(di, df, ", v,
+                          ")");
+    }
     if (InF32Lanes(from)) {
       r = absl::StrCat("KilnF32ToI32(di, df, ", v, ")");
     } else if (from == DType::kBool) {
@@ -804,6 +827,9 @@ class KernelEmitter {
       case OpCode::kIndex: {
         if (std::optional<std::string> iota = IotaIndex(i, var)) return *iota;
         const std::string v = absl::StrCat("static_cast<int64_t>(", LaneIdx(i, var), ")");
+        if (a_.f64 && ir::IsInteger(t)) {  // read only by casts to float
+          return LaneLoad(DType::kF64, "", absl::StrCat("static_cast<double>(", v, ")"));
+        }
         const std::string conv =
             InF32Lanes(t) ? absl::StrCat("static_cast<float>(static_cast<double>(", v, "))")
             : t == DType::kBool
@@ -814,7 +840,15 @@ class KernelEmitter {
       case OpCode::kCast: {
         const DType from = adt(0);
         if (a_.lane_cast_src[op.args[0]]) return LaneCastExpr(i, var);
-        if (from == t) return x(0);
+        // (A cast to f16 / bf16 rounds even from its own dtype: f16 and bf16
+        // arithmetic results are f32 values until a cast or a store.)
+        if (from == t && !ir::IsLowPrecisionFloat(t)) return x(0);
+        // Between floats on f64 lanes: the value as is, rounded to t by
+        // EmitVectorOp.
+        if (a_.f64 && InFloatLanes(t) &&
+            (InFloatLanes(from) || k_.body[op.args[0]].code == OpCode::kIndex)) {
+          return x(0);
+        }
         return CastVector(from, t, x(0));
       }
       case OpCode::kSelect:
@@ -853,8 +887,11 @@ class KernelEmitter {
         w_.Line(absl::StrCat("KilnStoreBool(df, ", v, ", ", ptr, ", kiln_n);"));
         return;
       }
-      if (a_.f64 && bt == DType::kF32) {
-        w_.Line(absl::StrCat("KilnStoreF64AsF32(df, ", v, ", ", ptr, ", kiln_n);"));
+      if (a_.f64 && InF32Lanes(bt)) {
+        const char* fn = bt == DType::kF16    ? "KilnStoreF64AsF16(df, "
+                         : bt == DType::kBF16 ? "KilnStoreF64AsBF16(df, "
+                                              : "KilnStoreF64AsF32(df, ";
+        w_.Line(absl::StrCat(fn, v, ", ", ptr, ", kiln_n);"));
         return;
       }
       const char* narrow = bt == DType::kF16    ? "KilnStoreF16(df, "
@@ -913,9 +950,21 @@ class KernelEmitter {
     if (op.code == OpCode::kStore) return EmitVectorStore(i, var, tail);
     if (op.code == OpCode::kReduce) return EmitLaneReduce(i, var, tail);
     std::string e = VectorExpr(i, var, tail);
-    // f32 values on f64 lanes: each op's result rounded to f32 (loads are).
-    if (a_.f64 && op.dtype == DType::kF32 && op.code != OpCode::kLoad) {
-      e = absl::StrCat("KilnRoundF32(df, ", e, ")");
+    // i8 / u8 arithmetic in i32 lanes: wrapped to the dtype after every op,
+    // as the interpreter wraps (loads, casts and selects are in range).
+    if ((op.dtype == DType::kI8 || op.dtype == DType::kU8) && op.code != OpCode::kLoad &&
+        op.code != OpCode::kLoadIndirect && op.code != OpCode::kCast &&
+        op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
+      e = absl::StrCat(op.dtype == DType::kI8 ? "KilnWrapI8(di, " : "KilnWrapU8(di, ", e, ")");
+    }
+    // f32 values on f64 lanes: each op's result rounded to f32 (loads are);
+    // f16 / bf16 ones too, and a cast to them then to f16 / bf16.
+    if (a_.f64 && InF32Lanes(op.dtype) && op.code != OpCode::kLoad) {
+      const char* round = op.code != OpCode::kCast  ? "KilnRoundF32(df, "
+                          : op.dtype == DType::kF16  ? "KilnRoundF16OnF64(df, "
+                          : op.dtype == DType::kBF16 ? "KilnRoundBF16OnF64(df, "
+                                                     : "KilnRoundF32(df, ";
+      e = absl::StrCat(round, e, ")");
     }
     w_.Line(absl::StrCat("const auto ", V(i), " = ", e, ";"));
   }
@@ -988,7 +1037,7 @@ class KernelEmitter {
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
-    } else if (a_.f64 && op.dtype == DType::kF32) {
+    } else if (a_.f64 && InF32Lanes(op.dtype)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = KilnRoundF32(df, ", acc, ");"));
     } else {
       w_.Line(absl::StrCat("const auto ", V(i), " = ", acc, ";"));

@@ -527,6 +527,19 @@ inline float BF16ToFloat(uint16_t b) { return Bf16BitsToFloat(b); }
 inline uint16_t FloatToBF16(float x) { return FloatToBf16Bits(x); }
 inline float RoundBF16(float x) { return Bf16BitsToFloat(FloatToBf16Bits(x)); }
 
+// Float to i8 / u8: truncates, NaN 0, out-of-range values saturate.
+template <class T>
+inline T FloatToNarrowInt(double v) {
+  if (std::isnan(v)) return T{0};
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+    return std::numeric_limits<T>::lowest();
+  }
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
+    return std::numeric_limits<T>::max();
+  }
+  return static_cast<T>(v);
+}
+
 }  // namespace kiln_rt
 }  // namespace
 )cc"));
@@ -634,6 +647,39 @@ HWY_INLINE hn::Vec<DD> KilnRoundF32(DD dd, hn::Vec<DD> v) {
   const hn::Rebind<float, DD> df32;
   return hn::PromoteTo(dd, hn::DemoteTo(df32, v));
 }
+// f16 / bf16 buffers and casts on f64 lanes: through f32 (exact for loads
+// and stores of values already rounded; a cast rounds to f32, then to f16 /
+// bf16, as the interpreter does).
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadF16AsF64(DD dd, const uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadF16(df32, p, n));
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnLoadBF16AsF64(DD dd, const uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnLoadBF16(df32, p, n));
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsF16(DD dd, hn::Vec<DD> v, uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreF16(df32, hn::DemoteTo(df32, v), p, n);
+}
+template <class DD>
+HWY_INLINE void KilnStoreF64AsBF16(DD dd, hn::Vec<DD> v, uint16_t* HWY_RESTRICT p, size_t n) {
+  const hn::Rebind<float, DD> df32;
+  KilnStoreBF16(df32, hn::DemoteTo(df32, v), p, n);
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundF16OnF64(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnRoundF16(df32, hn::DemoteTo(df32, v)));
+}
+template <class DD>
+HWY_INLINE hn::Vec<DD> KilnRoundBF16OnF64(DD dd, hn::Vec<DD> v) {
+  const hn::Rebind<float, DD> df32;
+  return hn::PromoteTo(dd, KilnRoundBF16(df32, hn::DemoteTo(df32, v)));
+}
 
 // i8 / u8 buffers in i32 lanes. Their values are already in range (every
 // op of those dtypes wraps), so the saturating DemoteTo stores them exactly.
@@ -646,6 +692,18 @@ template <class DI, class T>
 HWY_INLINE void KilnStoreInt8(DI di, hn::Vec<DI> v, T* HWY_RESTRICT p, size_t n) {
   const hn::Rebind<T, DI> d8;
   KilnStoreNarrow(hn::DemoteTo(d8, v), d8, p, n);
+}
+// f32 lanes to i8 / u8 values in i32 lanes (kiln_rt::FloatToNarrowInt):
+// clamped in f32, then truncated; NaN 0.
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> KilnF32ToI8(DI di, DF df, hn::Vec<DF> x) {
+  const auto c = hn::Min(hn::Max(x, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+  return hn::ConvertTo(di, hn::IfThenZeroElse(hn::IsNaN(x), c));
+}
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> KilnF32ToU8(DI di, DF df, hn::Vec<DF> x) {
+  const auto c = hn::Min(hn::Max(x, hn::Zero(df)), hn::Set(df, 255.0f));
+  return hn::ConvertTo(di, hn::IfThenZeroElse(hn::IsNaN(x), c));
 }
 // Two's-complement wrap of i32 lanes to i8 / u8 (kiln_rt::Wrap).
 template <class DI>

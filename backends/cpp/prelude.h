@@ -29,8 +29,9 @@ absl::string_view VectorPrelude();
 // conversion in kiln_rt (ir/graph/bf16_bits.inc, the interpreters' own);
 // after VectorPrelude in vector units, loads and stores of narrow buffers
 // into f32 / i32 lanes (KilnLoadF16, KilnStoreBF16, KilnLoadInt8, ...), the
-// rounding of a cast (KilnRoundF16, KilnRoundBF16) and the integer wraps
-// (KilnWrapI8, KilnWrapU8).
+// rounding of a cast (KilnRoundF16, KilnRoundBF16), float to i8 / u8 casts
+// that saturate (kiln_rt::FloatToNarrowInt, KilnF32ToI8, KilnF32ToU8) and
+// the integer wraps (KilnWrapI8, KilnWrapU8).
 absl::string_view LowPrecisionScalarPrelude();
 absl::string_view LowPrecisionVectorPrelude();
 

@@ -46,8 +46,8 @@ bool IsVecDType(DType t) {
 }
 
 // i8 / u8 values in i32 lanes: loads, stores, casts and selects keep them in
-// range; arithmetic would need a wrap after every op, which no vector form
-// has yet.
+// range, arithmetic is wrapped after every op (the emitter's KilnWrapI8 /
+// KilnWrapU8); reductions over them stay scalar.
 bool IsNarrowInt(DType t) { return t == DType::kI8 || t == DType::kU8; }
 
 bool IsArgReduce(ReduceKind k) {
@@ -78,9 +78,27 @@ bool IsF64Kernel(const LoopProgram& p, const Kernel& k) {
   return any_f64;
 }
 
-// Whether values of `t` have a vector form in kernels analysed as `a`.
+// Whether k may run on f64 lanes although it also has values of other
+// dtypes: it has f64 values, accesses only float buffers (f64, f32, f16,
+// bf16) and nothing indirectly. Its index, integer and bool ops must not
+// depend on the vector variable (they are computed as scalars, once per
+// vector step); CheckVectorOp checks that per variable.
+bool IsMixedF64Kernel(const LoopProgram& p, const Kernel& k) {
+  bool any_f64 = false;
+  for (const Op& op : k.body) {
+    if (op.code == OpCode::kLoadIndirect || op.code == OpCode::kStoreIndirect) return false;
+    if ((op.is_load() || op.is_store()) && !ir::IsFloat(p.buffers[op.buffer].dtype)) {
+      return false;
+    }
+    any_f64 |= op.dtype == DType::kF64;
+  }
+  return any_f64;
+}
+
+// Whether values of `t` have a vector form in kernels analysed as `a` (on
+// f64 lanes: every float dtype, f16 and bf16 values held exactly).
 bool VecDTypeIn(const VecAnalysis& a, DType t) {
-  return a.f64 ? (t == DType::kF64 || t == DType::kF32) : IsVecDType(t);
+  return a.f64 ? ir::IsFloat(t) : IsVecDType(t);
 }
 
 VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
@@ -138,6 +156,24 @@ VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
     const Op& op = k.body[i];
     a.lane_index[i] = op.code == OpCode::kLoad && ir::IsInteger(op.dtype) &&
                       uses[i] > 0 && uses[i] == index_uses[i];
+  }
+  std::vector<int> float_casts(n, 0);
+  for (const Op& op : k.body) {
+    if (op.code == OpCode::kCast && ir::IsFloat(op.dtype)) ++float_casts[op.args[0]];
+  }
+  // i64 values, or i32 ones that cannot wrap: the interpreter's value is the
+  // index expression's.
+  a.float_cast_only.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = k.body[i];
+    if (op.code != OpCode::kIndex || uses[i] == 0 || uses[i] != float_casts[i]) continue;
+    if (op.dtype == DType::kI32) {
+      const ir::loop::Interval r = ir::loop::ValueRange(a.index[i], a.extents);
+      a.float_cast_only[i] = r.lo >= std::numeric_limits<int32_t>::min() &&
+                             r.hi <= std::numeric_limits<int32_t>::max();
+    } else {
+      a.float_cast_only[i] = op.dtype == DType::kI64;
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     if (k.body[i].code != OpCode::kReduce) continue;
@@ -412,6 +448,17 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
     }
     return;
   }
+  if (a.f64 && op.code == OpCode::kIndex) {
+    if (!a.float_cast_only[i]) return fail("index op on f64 lanes not read only by casts to float");
+    if (!IotaIndexStride(a, i, var).has_value()) {
+      c->notes.push_back(absl::StrCat("index op #", i, " computed per lane"));
+    }
+    return;
+  }
+  if (a.f64 && op.code == OpCode::kCast && ir::IsFloat(op.dtype) &&
+      k.body[op.args[0]].code == OpCode::kIndex) {
+    return;  // of an iota on f64 lanes (checked above)
+  }
   if (!VecDTypeIn(a, op.dtype)) {
     return fail(absl::StrCat("dtype ", ir::DTypeName(op.dtype), " is not vectorized",
                              op.dtype == DType::kF64 ? " beside other dtypes" : ""));
@@ -422,16 +469,8 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
                                " is not vectorized"));
     }
   }
-  if (op.code != OpCode::kCast && op.code != OpCode::kSelect && op.code != OpCode::kIndex) {
-    if (IsNarrowInt(op.dtype)) {
-      return fail(absl::StrCat(ir::DTypeName(op.dtype), " arithmetic is not vectorized"));
-    }
-    for (size_t j = 0; j < op.args.size(); ++j) {
-      if (IsNarrowInt(dt(static_cast<int>(j)))) {
-        return fail(absl::StrCat(ir::DTypeName(dt(static_cast<int>(j))),
-                                 " arithmetic is not vectorized"));
-      }
-    }
+  if (op.code == OpCode::kReduce && (IsNarrowInt(op.dtype) || IsNarrowInt(dt(0)))) {
+    return fail(absl::StrCat(ir::DTypeName(dt(0)), " reduction is not vectorized"));
   }
   switch (op.code) {
     case OpCode::kReduce:
@@ -955,6 +994,25 @@ VecPlan CheckVectorization(const LoopProgram& program, int kernel_index,
   const Kernel& k = program.kernels[kernel_index];
   VecAnalysis a = Analyze(program, k);
   VecPlan plan = MakePlan(program, a, options);
+  if (plan.status.kind == VecStatus::Kind::kScalar && options.vectorize && !a.f64 &&
+      a.hazard.empty() && !a.empty && IsMixedF64Kernel(program, k)) {
+    // Scalar in f32 / i32 lanes: f64 lanes for the ops that depend on the
+    // vector variable, every other op a scalar.
+    VecAnalysis m = a;
+    m.f64 = true;
+    m.lane_index.assign(m.lane_index.size(), false);
+    m.lane_cast_src.assign(m.lane_cast_src.size(), false);
+    VecPlan mp = MakePlan(program, m, options);
+    if (mp.status.kind != VecStatus::Kind::kScalar) {
+      mp.status.reason = absl::StrCat(mp.status.reason, "; on f64 lanes beside scalar ",
+                                      "index/integer ops");
+      plan = std::move(mp);
+      a = std::move(m);
+    } else {
+      plan.status.reason =
+          absl::StrCat(plan.status.reason, "; on f64 lanes: ", mp.status.reason);
+    }
+  }
   plan.analysis = std::move(a);
   return plan;
 }

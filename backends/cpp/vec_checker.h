@@ -62,12 +62,19 @@ struct VecAnalysis {
   // casts to one that has it: in a vector context the cast converts lane by
   // lane from memory.
   std::vector<bool> lane_cast_src;
+  // Integer index ops read only by casts to float dtypes: on f64 lanes
+  // (`f64`) their iota is computed in f64 lanes, exactly.
+  std::vector<bool> float_cast_only;
   // The kernel has f64 values and every value and accessed buffer is f64 or
   // f32 (no index or indirect access): vector code runs on f64 lanes (df is
   // a tag of double, half the lanes of f32), f32 values too, rounded to f32
   // after every op that makes one (as the interpreter computes f32 in double
   // and rounds); rows whose vector form is f32-only math run lane by lane.
-  // Kernels mixing f64 with other dtypes stay scalar.
+  // A kernel that also has index, integer or bool values, or f16 / bf16
+  // ones, and is scalar in f32 lanes, runs on f64 lanes when every op that
+  // depends on the vector variable is a float op (f16 / bf16 values held
+  // exactly, rounded where the interpreter rounds): the others are scalars
+  // computed once per vector step.
   bool f64 = false;
   std::string hazard;             // non-empty: ops must keep body order
   bool empty = false;             // an iteration extent is 0

@@ -56,6 +56,14 @@ int64_t FloatToInt(double v) {
   return static_cast<int64_t>(v);
 }
 
+// Float to i8 / u8: truncates, NaN gives 0, out-of-range values saturate (as
+// the graph interpreter's Cast, QuantizeLinear and Highway's DemoteTo do).
+int64_t FloatToNarrowInt(DType dtype, double v) {
+  const int64_t lo = dtype == DType::kI8 ? -128 : 0;
+  const int64_t hi = dtype == DType::kI8 ? 127 : 255;
+  return std::min(std::max(FloatToInt(v), lo), hi);
+}
+
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 
 int64_t IntPow(int64_t base, int64_t exp) {
@@ -557,6 +565,8 @@ class Interpreter {
               dt, RoundFloat(dt, from_float ? a.f : static_cast<double>(a.i)));
         } else if (dt == DType::kBool) {
           out.i = from_float ? (a.f != 0 ? 1 : 0) : (a.i != 0 ? 1 : 0);
+        } else if (from_float && (dt == DType::kI8 || dt == DType::kU8)) {
+          out.i = FloatToNarrowInt(dt, a.f);
         } else {
           out.i = Wrap(dt, static_cast<uint64_t>(from_float ? FloatToInt(a.f)
                                                             : a.i));

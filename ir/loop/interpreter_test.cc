@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -170,6 +171,45 @@ TEST(LoopInterpreter, IotaMasksCastsAndIntegerOps) {
     const float want = v < 0 ? 0.5f : std::nearbyint(v * 0.5f);
     EXPECT_EQ(out->at("f").data<float>()[i], want) << i;
     EXPECT_EQ(out->at("b").data<bool>()[i], v < 0) << i;
+  }
+}
+
+TEST(LoopInterpreter, FloatToNarrowIntegersTruncatesAndSaturates) {
+  constexpr char kText[] = R"(
+    buffer %x: f32[12] input
+    buffer %s: i8[12] output
+    buffer %u: u8[12] output
+    buffer %w: u8[12] output
+    kernel k over (i0: 12) {
+      %0 = load %x[i0]
+      %1 = cast %0 : i8
+      store %s[i0], %1
+      %2 = cast %0 : u8
+      store %u[i0], %2
+      %3 = cast %0 : i32
+      %4 = cast %3 : u8
+      store %w[i0], %4
+    }
+  )";
+  absl::StatusOr<LoopProgram> p = ParseProgram(kText);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::FromVector<float>(
+      {12}, {127.9f, -128.9f, 128.0f, 255.5f, 256.0f, -1.5f, -0.5f, 300.7f, nan, inf, -inf, 1e20f});
+  absl::StatusOr<std::map<std::string, Tensor>> out = RunLoopProgram(*p, {{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Float to i8 / u8: truncated toward zero, NaN 0, saturated.
+  const std::vector<int> want_s = {127, -128, 127, 127, 127, -1, 0, 127, 0, 127, -128, 127};
+  const std::vector<int> want_u = {127, 0, 128, 255, 255, 0, 0, 255, 0, 255, 0, 255};
+  // i32 to u8 wraps (two's complement): 256 -> 0, -1 -> 255, 300 -> 44.
+  const std::vector<int> want_w = {127, 128, 128, 255, 0, 255, 0, 44, 0};
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(out->at("s").data<int8_t>()[i], want_s[i]) << i;
+    EXPECT_EQ(out->at("u").data<uint8_t>()[i], want_u[i]) << i;
+    if (i < 9) {
+      EXPECT_EQ(out->at("w").data<uint8_t>()[i], want_w[i]) << i;
+    }
   }
 }
 

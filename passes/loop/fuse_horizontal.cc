@@ -142,7 +142,8 @@ class HorizontalFuser {
             it->second.second < 0 ||
             ir::loop::Simplify(op.index, extents) != it->second.first ||
             ka.body[it->second.second].dtype != op.dtype ||
-            ir::IsLowPrecisionFloat(p_.buffers[rb].dtype)) {
+            (ir::IsLowPrecisionFloat(p_.buffers[rb].dtype) &&
+             ka.body[it->second.second].code != OpCode::kCast)) {
           return std::nullopt;
         }
         remap[j] = it->second.second;

@@ -263,7 +263,7 @@ class VerticalFuser {
       if (e <= 0) return Fail(pk, -1, pk);
     }
     const ir::loop::Buffer& buf = p_.buffers[b];
-    if (ir::IsLowPrecisionFloat(buf.dtype) ||
+    if ((ir::IsLowPrecisionFloat(buf.dtype) && prod.body[st.args[0]].code != OpCode::kCast) ||
         prod.body[st.args[0]].dtype != buf.dtype) {
       return Fail(pk, -1, pk);  // rule 3
     }

@@ -23,8 +23,9 @@
 //  2. P's store index is dense (a bijection of P's iteration space onto
 //     B's whole storage [0, StorageSize)), so every offset a consumer reads
 //     was written by exactly one point, recovered by the inverse.
-//  3. B is not f16 (inlining would skip the rounding to half on store), and
-//     the stored value and every replaced load have B's dtype.
+//  3. If B is f16 or bf16, the stored value is a cast to B's dtype (already
+//     rounded, so the store does not round it again: inlining keeps the
+//     rounding); the stored value and every replaced load have B's dtype.
 //  4. Every reader of B is a loop kernel after P that reads B only through
 //     plain `load` ops (not through unknown ops such as data-dependent
 //     loads), and does not write B or any buffer P reads.
