@@ -23,7 +23,7 @@ namespace {
 
 // The graph passes kiln's eager mode turns off: they fold or fuse ops.
 constexpr const char* kEagerDisabledGraphPasses[] = {
-    "fold-batch-norm", "fold-binary-into-weights", "fuse-onednn-post-ops"};
+    "fuse-qdq", "fold-batch-norm", "fold-binary-into-weights", "fuse-onednn-post-ops"};
 
 // Each pipeline's options: the passes to skip and the observer's hooks.
 struct PassOptions {
@@ -143,12 +143,31 @@ absl::Status ObserverList::AfterStage(Stage stage, absl::Duration elapsed,
   return absl::OkStatus();
 }
 
+namespace {
+
+// fuse-qdq's question, answered by lowering the integer node alone and
+// asking the library about its call (the question lowering asks for
+// QLinearMatMul); unset with no library oracle.
+passes::IntegerCallOracle IntegerCallOracleFor(const lowering::LibraryCallOracle& library_call) {
+  if (!library_call) return {};
+  return [library_call](const ir::Graph& node_graph) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(const ir::loop::LoopModule module, lowering::LowerGraph(node_graph, {}));
+    for (const ir::loop::Kernel& k : module.program.kernels) {
+      if (k.kind == ir::loop::Kernel::Kind::kExtern) return library_call(module, k);
+    }
+    return absl::UnimplementedError("the integer node is not a library call");
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
                                         const PipelineOptions& options,
                                         PipelineObserver* observer) {
   PipelineObserver no_observer;
   PipelineObserver& watch = observer != nullptr ? *observer : no_observer;
-  const passes::GraphPipeline graph_passes = passes::DefaultGraphPipeline();
+  const passes::GraphPipeline graph_passes =
+      passes::DefaultGraphPipeline(IntegerCallOracleFor(target.library_call_oracle));
   const passes::LoopPipeline loop_passes =
       passes::DefaultLoopPipeline(target.conv_layout_oracle);
   KILN_ASSIGN_OR_RETURN(const PassOptions pass_options,

@@ -128,11 +128,13 @@ absl::Status LowerDequantizeLinear(Lowerer& L, const ir::Node& n) {
   const Coords it = k->IterCoords();
   KILN_ASSIGN_OR_RETURN(int32_t v, k->Load(x, it));
   KILN_ASSIGN_OR_RETURN(int32_t s, LoadParam(*k, p.scale, p.axis, it));
-  // x - zp is exact in i64 (also for int32 inputs), then one rounding.
-  v = k->Cast(v, DType::kI64);
+  // x - zp is exact in i32 for 8-bit x (within [-255, 255]; i32 lanes
+  // vectorize) and in i64 for i32 x, then one rounding.
+  const DType exact = x.dtype == DType::kI32 ? DType::kI64 : DType::kI32;
+  v = k->Cast(v, exact);
   if (p.zero_point.has_value()) {
     KILN_ASSIGN_OR_RETURN(int32_t zp, LoadParam(*k, *p.zero_point, p.axis, it));
-    v = k->Bin(OpCode::kSub, v, k->Cast(zp, DType::kI64));
+    v = k->Bin(OpCode::kSub, v, k->Cast(zp, exact));
   }
   k->Store(buffer, x.shape, it, k->Bin(OpCode::kMul, k->Cast(v, out.dtype), s));
   return absl::OkStatus();

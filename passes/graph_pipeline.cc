@@ -15,6 +15,8 @@
 #include "passes/graph/fold_binary_into_weights.h"
 #include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
+#include "passes/graph/fold_dequantize_linear.h"
+#include "passes/graph/fuse_qdq.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 
 namespace kiln::passes {
@@ -31,7 +33,8 @@ constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
     Create<FoldCastChains>,         Create<FoldConstantTranspose>,
-    Create<FuseOneDnnPostOps>,
+    Create<FoldDequantizeLinear>,   Create<FuseOneDnnPostOps>,
+    Create<FuseQdq>,
 };
 
 }  // namespace
@@ -85,7 +88,7 @@ absl::Status GraphPipeline::Run(ir::Graph* graph,
   return absl::OkStatus();
 }
 
-GraphPipeline DefaultGraphPipeline() {
+GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call) {
   GraphPipeline p;
   // f16 to f32 first: the weight folds then fold f32 constants, and the
   // oneDNN matcher sees f32 ops (oneDNN 2.6 has no f16 primitive).
@@ -97,6 +100,14 @@ GraphPipeline DefaultGraphPipeline() {
   // Identity/Dropout removal next: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());
+  // QDQ patterns before any weight fold: they need the weights still as
+  // DequantizeLinear of 8-bit constants (and the Identity nodes exporters put
+  // between a bias and its Conv gone). The call library decides which
+  // patterns become integer calls.
+  p.Add(std::make_unique<FuseQdq>(std::move(integer_call)));
+  // Right after: what fuse-qdq left in f32 gets constant f32 weights, which
+  // the folds below and oneDNN's prepacking need.
+  p.Add(std::make_unique<FoldDequantizeLinear>());
   // Before the weight folds: MatMul(x, Transpose(W)) must read a plain
   // constant for its W to be foldable (and prepackable later).
   p.Add(std::make_unique<FoldConstantTranspose>());

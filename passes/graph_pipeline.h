@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "passes/graph/fuse_qdq.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
@@ -52,7 +53,9 @@ class GraphPipeline {
 };
 
 // kiln's graph pipeline, in order (passes/graph_pipeline.cc says why).
-GraphPipeline DefaultGraphPipeline();
+// `integer_call` is fuse-qdq's question to the call library (unset: every
+// QDQ pattern becomes an integer node).
+GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call = {});
 
 // The registry: every graph pass by name (its --pass= / --disable-pass=
 // token), sorted. `kilnc opt --pass=NAME` runs them; DefaultGraphPipeline
