@@ -118,6 +118,45 @@ graph main(%in: f32[1,3,5,5]) -> (%y) opset 13 {
   EXPECT_TRUE(r->changed);
 }
 
+TEST(FuseQdq, Relu6ClipWithinTheOutputRangeIsDroppedOtherwiseKept) {
+  // y_scale 6/255, zero point 0: Q(0) = 0 and Q(6) = 255 are the u8 range's
+  // ends, so Q(clip(v, 0, 6)) == Q(v). Clip(0, 4) is not implied.
+  const std::string graph = R"(
+graph main(%in: f32[1,3,4,4]) -> (%y) opset 13 {
+  %xs = constant f32[] 0.02
+  %xz = constant u8[] 100
+  %wq = constant i8[4,3,1,1] $0
+  %ws = constant f32[] 0.05
+  %lo = constant f32[] 0.0
+  %hi = constant f32[] $1
+  %ys = constant f32[] $2
+  %yz = constant u8[] 0
+  %x = QuantizeLinear(%in, %xs, %xz) : u8[1,3,4,4]
+  %xd = DequantizeLinear(%x, %xs, %xz) : f32[1,3,4,4]
+  %wd = DequantizeLinear(%wq, %ws) : f32[4,3,1,1]
+  %c = Conv(%xd, %wd) : f32[1,4,4,4]
+  %r = Clip(%c, %lo, %hi) : f32[1,4,4,4]
+  %y = QuantizeLinear(%r, %ys, %yz) : u8[1,4,4,4]
+}
+$3
+)";
+  FuseQdq dropped;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(
+      dropped,
+      absl::Substitute(graph, Ints(12, -64, 64, 7), "6.0", F(6.0f / 255), "// CHECK: QLinearConv(\n// CHECK-NOT: Clip"),
+      OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+  FuseQdq kept;
+  r = RunPassAndCheck(
+      kept, absl::Substitute(graph, Ints(12, -64, 64, 7), "4.0", F(6.0f / 255), "// CHECK: Clip("),
+      OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->changed);
+  ASSERT_EQ(kept.patterns().size(), 1u);
+  EXPECT_THAT(kept.patterns()[0].reason, HasSubstr("Clip bounds inside"));
+}
+
 TEST(FuseQdq, ReluNotImpliedBySaturationKeepsTheF32Pattern) {
   FuseQdq pass;
   absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, absl::Substitute(R"(
