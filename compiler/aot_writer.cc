@@ -362,6 +362,11 @@ absl::StatusOr<Described> Describe(compiler::CompiledProgram program,
     unfused.push_back({{"node", u.node}, {"op", u.op}, {"after", u.after}, {"reason", u.reason}});
   }
   desc["unfused_elementwise"] = unfused;
+  json qdq = json::array();
+  for (const auto& q : report.qdq_patterns) {
+    qdq.push_back({{"node", q.node}, {"anchor", q.anchor}, {"op", q.op}, {"reason", q.reason}});
+  }
+  desc["qdq_patterns"] = qdq;
   desc["warnings"] = report.warnings;
 
   // Weights: each constant's bytes once (shared tensors once), aligned.

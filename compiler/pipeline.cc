@@ -24,7 +24,7 @@ namespace {
 
 // The graph passes kiln's eager mode turns off: they fold or fuse ops.
 constexpr const char* kEagerDisabledGraphPasses[] = {
-    "fold-batch-norm", "fold-binary-into-weights", "fuse-onednn-post-ops"};
+    "fuse-qdq", "fold-batch-norm", "fold-binary-into-weights", "fuse-onednn-post-ops"};
 
 // Each pipeline's options: the passes to skip and the observer's hooks.
 struct PassOptions {
@@ -82,8 +82,8 @@ void GraphInterface(const ir::Graph& graph, std::vector<TensorInfo>* inputs,
   }
 }
 
-// integer-calls-in-f32's question, answered by lowering's library-call
-// oracle: the node alone in a graph (its constant inputs kept constant, the
+// fuse-qdq's and integer-calls-in-f32's question, answered by lowering's
+// library-call oracle: the node alone in a graph (its constant inputs kept constant, the
 // others graph inputs) is lowered, and the oracle asked about its extern
 // kernel. Empty when there is no library-call oracle.
 passes::IntegerCallOracle IntegerCallOracleFor(const lowering::LibraryCallOracle& library) {
@@ -186,6 +186,7 @@ absl::Status ObserverList::AfterStage(Stage stage, absl::Duration elapsed,
   }
   return absl::OkStatus();
 }
+
 
 absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
                                         const PipelineOptions& options,

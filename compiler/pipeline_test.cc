@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/loop/blocked_layout.h"
+#include "ir/graph/text.h"
 #include "ir/loop/extern_schema.h"
 #include "isa/isa.h"
 
@@ -126,8 +127,8 @@ TEST(Pipeline, DumpObserverWritesGraphLoopAndCpp) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(ReadFile(dir + "/graph/00-input.txt"), HasSubstr("= BatchNormalization("));
   // fold-batch-norm changed the graph; fold-constant-transpose had nothing.
-  EXPECT_EQ(ReadFile(dir + "/graph/04-fold-constant-transpose.txt"), "(unchanged)\n");
-  EXPECT_THAT(ReadFile(dir + "/graph/05-fold-batch-norm.txt"),
+  EXPECT_EQ(ReadFile(dir + "/graph/06-fold-constant-transpose.txt"), "(unchanged)\n");
+  EXPECT_THAT(ReadFile(dir + "/graph/07-fold-batch-norm.txt"),
               ::testing::Not(HasSubstr("= BatchNormalization(")));
   EXPECT_THAT(ReadFile(dir + "/loop/00-input.txt"), HasSubstr("kernel "));
   EXPECT_TRUE(fs::exists(dir + "/loop/06-propagate-layout.txt"));
@@ -176,6 +177,60 @@ TEST(Pipeline, EagerRunsNoFusionAndNoLoopPass) {
     EXPECT_THAT(c, ::testing::Not(HasSubstr("fold-batch-norm")));
   }
   EXPECT_THAT(seen.calls, ::testing::Contains("graph 3 eliminate-identity"));
+}
+
+// A QDQ Conv (7-bit weights, which oneDNN's int8 kernels run exactly on
+// every CPU) becomes QLinearConv when the library-call oracle takes it; a
+// refusal keeps the f32 Conv with constant weights, and the report says why.
+constexpr const char* kQdqConv = R"(
+graph main(%in: f32[1,2,4,4]) -> (%y) opset 13 {
+  %xs = constant f32[] 0.02
+  %xz = constant u8[] 128
+  %wq = constant i8[2,2,1,1] [3, -64, 7, 64]
+  %ws = constant f32[2] [0.01, 0.02]
+  %ys = constant f32[] 0.03
+  %yz = constant u8[] 128
+  %x = QuantizeLinear(%in, %xs, %xz) : u8[1,2,4,4]
+  %xd = DequantizeLinear(%x, %xs, %xz) : f32[1,2,4,4]
+  %wd = DequantizeLinear(%wq, %ws) {axis=0} : f32[2,2,1,1]
+  %c = Conv(%xd, %wd) : f32[1,2,4,4]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[1,2,4,4]
+}
+)";
+
+TEST(Pipeline, QdqPatternsAskTheLibraryAndTheReportSaysWhy) {
+  PipelineOptions o;
+  o.stop_after = Stage::kGraphPasses;
+  {
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(kQdqConv);
+    ASSERT_TRUE(g.ok()) << g.status();
+    Target t = ScalarTarget();
+    t.library_call_oracle = onednn::LibraryCallOracle();
+    CompileReport report;
+    ReportObserver observe(&report);
+    absl::StatusOr<CompiledProgram> p = Compile(*std::move(g), t, o, &observe);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_THAT(ir::PrintGraph(p->graph), HasSubstr("= QLinearConv("));
+    ASSERT_EQ(report.qdq_patterns.size(), 1u);
+    EXPECT_EQ(report.qdq_patterns[0].op, "QLinearConv");
+  }
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(kQdqConv);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Target t = ScalarTarget();
+  t.library_call_oracle = [](const ir::loop::LoopModule&, const ir::loop::Kernel& k) {
+    return absl::UnimplementedError(absl::StrCat("refused ", k.call.op));
+  };
+  CompileReport report;
+  ReportObserver observe(&report);
+  absl::StatusOr<CompiledProgram> p = Compile(*std::move(g), t, o, &observe);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string text = ir::PrintGraph(p->graph);
+  EXPECT_THAT(text, HasSubstr("= Conv(%xd, %wd)"));
+  EXPECT_THAT(text, HasSubstr("%wd = constant f32[2,2,1,1]"));
+  ASSERT_EQ(report.qdq_patterns.size(), 1u);
+  EXPECT_EQ(report.qdq_patterns[0].op, "");
+  EXPECT_THAT(report.qdq_patterns[0].reason, HasSubstr("refused"));
+  EXPECT_THAT(report.ToText(), HasSubstr("QDQ patterns: 1, 0 as integer calls; in f32: 1x Conv: refused"));
 }
 
 TEST(Pipeline, Refusals) {

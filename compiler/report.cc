@@ -4,6 +4,7 @@
 #include <string>
 
 #include "passes/graph/fuse_onednn_post_ops.h"
+#include "passes/graph/fuse_qdq.h"
 
 namespace kiln::compiler {
 
@@ -17,6 +18,11 @@ absl::Status ReportObserver::AfterGraphPass(int index, const passes::GraphPass* 
   if (const auto* fuse = dynamic_cast<const passes::FuseOneDnnPostOps*>(pass)) {
     for (const auto& u : fuse->stats().unfused_elementwise) {
       report_->unfused_elementwise.push_back({u.node, u.op, u.anchor, u.reason});
+    }
+  }
+  if (const auto* qdq = dynamic_cast<const passes::FuseQdq*>(pass)) {
+    for (const auto& p : qdq->patterns()) {
+      report_->qdq_patterns.push_back({p.node, p.anchor, p.op, p.reason});
     }
   }
   return absl::OkStatus();

@@ -737,8 +737,10 @@ absl::StatusOr<Outputs> QLinearMatMul(OpContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Tensor* as, ScalarParam(ctx, 1, "a_scale"));
   KILN_ASSIGN_OR_RETURN(const Tensor* az, ScalarParam(ctx, 2, "a_zero_point"));
   KILN_ASSIGN_OR_RETURN(const Tensor* b, ctx.Input(3));
-  KILN_ASSIGN_OR_RETURN(const Tensor* bs, ScalarParam(ctx, 4, "b_scale"));
-  KILN_ASSIGN_OR_RETURN(const Tensor* bz, ScalarParam(ctx, 5, "b_zero_point"));
+  // B's scale and zero point: one value, or one per column of a B of rank
+  // >= 2 (ONNX's per-column quantization).
+  KILN_ASSIGN_OR_RETURN(const Tensor* bs, ctx.Input(4));
+  KILN_ASSIGN_OR_RETURN(const Tensor* bz, ctx.Input(5));
   KILN_ASSIGN_OR_RETURN(const Tensor* ys, ScalarParam(ctx, 6, "y_scale"));
   KILN_ASSIGN_OR_RETURN(const Tensor* yz, ScalarParam(ctx, 7, "y_zero_point"));
   KILN_RETURN_IF_ERROR(RequireQuantized(ctx, *a, "a"));
@@ -746,9 +748,20 @@ absl::StatusOr<Outputs> QLinearMatMul(OpContext& ctx) {
   if (a->rank() == 0 || b->rank() == 0) {
     return ctx.Error("operands must have rank >= 1");
   }
+  const int64_t columns = b->rank() >= 2 ? b->shape().back() : 0;
+  for (const Tensor* p : {bs, bz}) {
+    if (p->num_elements() != 1 && (p->rank() != 1 || p->dim(0) != columns)) {
+      return ctx.Error(p == bs ? "b_scale" : "b_zero_point",
+                       " must have one value or one per column of b, got ", p->TypeString(),
+                       " for b ", b->TypeString());
+    }
+  }
+  if (bz->dtype() != b->dtype()) {
+    return ctx.Error("b_zero_point ", bz->TypeString(), " must have b's type");
+  }
   std::vector<int64_t> av = a->ToInt64Vector(), bv = b->ToInt64Vector();
   KILN_RETURN_IF_ERROR(SubtractZeroPoint(ctx, az, a->dtype(), 0, &av, "a"));
-  KILN_RETURN_IF_ERROR(SubtractZeroPoint(ctx, bz, b->dtype(), 0, &bv, "b"));
+  KILN_RETURN_IF_ERROR(SubtractMatMulZeroPoint(ctx, bz, b->shape(), false, &bv));
   // numpy matmul: 1-D operands gain a unit dim that is dropped afterwards.
   Shape ash = a->shape(), bsh = b->shape();
   if (ash.size() == 1) ash.insert(ash.begin(), 1);
@@ -785,8 +798,11 @@ absl::StatusOr<Outputs> QLinearMatMul(OpContext& ctx) {
       }
     }
   }
-  const std::vector<double> scale = {as->GetAsDouble(0) * bs->GetAsDouble(0) /
-                                     ys->GetAsDouble(0)};
+  // Per column c: a_scale * b_scale[c] / y_scale (acc is [..., m, n]).
+  std::vector<double> scale;
+  for (int64_t c = 0; c < bs->num_elements(); ++c) {
+    scale.push_back(as->GetAsDouble(0) * bs->GetAsDouble(c) / ys->GetAsDouble(0));
+  }
   KILN_ASSIGN_OR_RETURN(Tensor y, Requantize(ctx, out, acc, scale, 1, yz));
   return Outputs{std::move(y)};
 }

@@ -299,6 +299,24 @@ TEST(QLinearMatMul, RequantizesAndSaturates) {
               "QLinearMatMul", "inner dimensions");
 }
 
+TEST(QLinearMatMul, PerColumnScaleAndZeroPointOfB) {
+  Tensor a = U8({1, 2}, {3, 5});
+  Tensor as = ScalarF(0.5f), az = Tensor::Scalar<uint8_t>(1);
+  Tensor b = U8({2, 2}, {2, 4, 1, 3});
+  Tensor bs = F({2}, {1, 0.5f}), bz = U8({2}, {0, 1});
+  Tensor ys = ScalarF(0.25f), yz = Tensor::Scalar<uint8_t>(10);
+  // a - 1 = [2, 4]; b minus its column zero points = [[2, 3], [1, 2]];
+  // acc = [2*2 + 4*1, 2*3 + 4*2] = [8, 14]; scales 0.5 * [1, 0.5] / 0.25 =
+  // [2, 1]: y = [8*2 + 10, 14*1 + 10] = [26, 24].
+  ExpectValues(RunOne("QLinearMatMul", {&a, &as, &az, &b, &bs, &bz, &ys, &yz},
+                      {}, {DType::kU8}),
+               {1, 2}, {26, 24});
+  Tensor bs3 = F({3}, {1, 1, 1});
+  ExpectError(RunOp("QLinearMatMul", {&a, &as, &az, &b, &bs3, &bz, &ys, &yz},
+                    {}, {DType::kU8}),
+              "QLinearMatMul", "b_scale");
+}
+
 // ------------------------------------------------- MaxUnpool and friends
 
 TEST(MaxUnpool, OnnxExamplesWithAndWithoutOutputShape) {

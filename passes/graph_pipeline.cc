@@ -15,6 +15,8 @@
 #include "passes/graph/fold_binary_into_weights.h"
 #include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
+#include "passes/graph/fold_dequantize_linear.h"
+#include "passes/graph/fuse_qdq.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph/integer_calls_in_f32.h"
 
@@ -32,7 +34,8 @@ constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
     Create<FoldCastChains>,         Create<FoldConstantTranspose>,
-    Create<FuseOneDnnPostOps>,      Create<IntegerCallsInF32>,
+    Create<FoldDequantizeLinear>,   Create<FuseOneDnnPostOps>,
+    Create<FuseQdq>,                Create<IntegerCallsInF32>,
 };
 
 }  // namespace
@@ -98,6 +101,14 @@ GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call_oracle) {
   // Identity/Dropout removal next: later pattern matchers (BatchNorm
   // folding, oneDNN post-op fusion) then see producers next to consumers.
   p.Add(std::make_unique<EliminateIdentity>());
+  // QDQ patterns before any weight fold: they need the weights still as
+  // DequantizeLinear of 8-bit constants (and the Identity nodes exporters put
+  // between a bias and its Conv gone). The call library decides which
+  // patterns become integer calls.
+  p.Add(std::make_unique<FuseQdq>(integer_call_oracle));
+  // Right after: what fuse-qdq left in f32 gets constant f32 weights, which
+  // the folds below and oneDNN's prepacking need.
+  p.Add(std::make_unique<FoldDequantizeLinear>());
   // Before the weight folds: MatMul(x, Transpose(W)) must read a plain
   // constant for its W to be foldable (and prepackable later).
   p.Add(std::make_unique<FoldConstantTranspose>());

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "passes/graph/integer_calls_in_f32.h"
+#include "passes/graph/integer_call_oracle.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
@@ -54,7 +54,8 @@ class GraphPipeline {
 
 // kiln's graph pipeline, in order (passes/graph_pipeline.cc says why).
 // `integer_call_oracle`: the call library's answer for integer nodes
-// (integer-calls-in-f32); empty: every integer call is kept.
+// (fuse-qdq rewrites only patterns it takes; integer-calls-in-f32 rewrites the
+// calls it refuses). Unset: every integer call is taken.
 GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call_oracle = {});
 
 // The registry: every graph pass by name (its --pass= / --disable-pass=

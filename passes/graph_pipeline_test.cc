@@ -50,8 +50,8 @@ TEST(GraphPipeline, DefaultOrder) {
   EXPECT_EQ(DefaultGraphPipeline().PassNames(),
             (std::vector<std::string>{
                 "compute-f16-in-f32", "fold-cast-chains", "eliminate-identity",
-                "fold-constant-transpose", "fold-batch-norm", "fold-binary-into-weights",
-                "integer-calls-in-f32", "fuse-onednn-post-ops",
+                "fuse-qdq", "fold-dequantize-linear", "fold-constant-transpose", "fold-batch-norm",
+                "fold-binary-into-weights", "integer-calls-in-f32", "fuse-onednn-post-ops",
                 "eliminate-dead-code"}));
 }
 
@@ -88,14 +88,15 @@ TEST(GraphPipeline, RunsAllPassesAndObservesEach) {
   EXPECT_EQ(g->nodes()[0].op, "Relu");
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
-                            "3 eliminate-identity 1", "4 fold-constant-transpose 0",
-                            "5 fold-batch-norm 0", "6 fold-binary-into-weights 0",
-                            "7 integer-calls-in-f32 0", "8 fuse-onednn-post-ops 0",
-                            "9 eliminate-dead-code 1"}));
+                            "3 eliminate-identity 1", "4 fuse-qdq 0",
+                            "5 fold-dequantize-linear 0", "6 fold-constant-transpose 0",
+                            "7 fold-batch-norm 0", "8 fold-binary-into-weights 0",
+                            "9 integer-calls-in-f32 0", "10 fuse-onednn-post-ops 0",
+                            "11 eliminate-dead-code 1"}));
   EXPECT_NE(seen.texts[0].find("Identity"), std::string::npos);
   EXPECT_EQ(seen.texts[3].find("Identity"), std::string::npos);
-  EXPECT_NE(seen.texts[8].find("Exp"), std::string::npos);
-  EXPECT_EQ(seen.texts[9].find("Exp"), std::string::npos);
+  EXPECT_NE(seen.texts[10].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[11].find("Exp"), std::string::npos);
 }
 
 TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
@@ -107,9 +108,10 @@ TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
   ASSERT_TRUE(DefaultGraphPipeline().Run(&*g, opts).ok());
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
-                            "3 eliminate-identity 1", "4 fold-constant-transpose 0",
-                            "6 fold-binary-into-weights 0", "7 integer-calls-in-f32 0",
-                            "8 fuse-onednn-post-ops 0"}));
+                            "3 eliminate-identity 1", "4 fuse-qdq 0",
+                            "5 fold-dequantize-linear 0", "6 fold-constant-transpose 0",
+                            "8 fold-binary-into-weights 0", "9 integer-calls-in-f32 0",
+                            "10 fuse-onednn-post-ops 0"}));
   opts.observer = [](int index, const GraphPass*, bool, const ir::Graph&) {
     return index == 2 ? absl::InternalError("stop") : absl::OkStatus();
   };

@@ -239,6 +239,13 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
         {u.at("node").get<std::string>(), u.at("op").get<std::string>(),
          u.at("after").get<std::string>(), u.at("reason").get<std::string>()});
   }
+  if (desc.contains("qdq_patterns")) {
+    for (const json& q : desc.at("qdq_patterns")) {
+      report.qdq_patterns.push_back(
+          {q.at("node").get<std::string>(), q.at("anchor").get<std::string>(),
+           q.at("op").get<std::string>(), q.at("reason").get<std::string>()});
+    }
+  }
   return runtime::BuildExecutable(options, std::move(lowered), std::move(inputs),
                                   std::move(outputs), std::move(report), start,
                                   /*keep_alive=*/nullptr, entry_of, a.reference_steps);

@@ -172,6 +172,17 @@ struct CompileReport {
     std::string reason;  // why oneDNN did not take it
   };
   std::vector<UnfusedElementwise> unfused_elementwise;
+  // The QDQ patterns of a statically quantized model (DequantizeLinear ->
+  // Conv/Gemm/MatMul -> QuantizeLinear, passes/graph/fuse_qdq.h): each
+  // became an integer op (`op`, run as an int8 library call) or stayed f32
+  // (`op` empty, `reason` why).
+  struct QdqPattern {
+    std::string node;    // the Conv / Gemm / MatMul
+    std::string anchor;  // its op
+    std::string op;      // "QLinearConv" / "QLinearMatMul", or empty
+    std::string reason;
+  };
+  std::vector<QdqPattern> qdq_patterns;
   // The narrowest floating-point type the model's own graph holds values in:
   // f16 for an fp16 model (kiln computes it in f32, f16 only at its
   // interface: passes/graph/compute_f16_in_f32.h), else f32. kilnc check

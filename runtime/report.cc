@@ -90,6 +90,26 @@ std::string CompileReport::ToText() const {
                     }),
                     ")\n");
   }
+  if (!qdq_patterns.empty()) {
+    int integer = 0;
+    std::map<std::string, int> by_reason;
+    for (const QdqPattern& q : qdq_patterns) {
+      if (q.op.empty()) {
+        ++by_reason[absl::StrCat(q.anchor, ": ", q.reason)];
+      } else {
+        ++integer;
+      }
+    }
+    absl::StrAppendFormat(&s, "QDQ patterns: %d, %d as integer calls",
+                          static_cast<int>(qdq_patterns.size()), integer);
+    if (!by_reason.empty()) {
+      absl::StrAppend(&s, "; in f32: ",
+                      absl::StrJoin(by_reason, "; ", [](std::string* out, const auto& e) {
+                        absl::StrAppend(out, e.second, "x ", e.first);
+                      }));
+    }
+    absl::StrAppend(&s, "\n");
+  }
   if (model_float != ir::DType::kF32) {
     absl::StrAppend(&s, "precision: the model holds ", ir::DTypeName(model_float),
                     " values; kiln computes them in f32 (", ir::DTypeName(model_float),
@@ -152,6 +172,11 @@ std::string CompileReport::ToJson(int indent) const {
         {{"node", u.node}, {"op", u.op}, {"after", u.after}, {"reason", u.reason}});
   }
   j["unfused_elementwise"] = unfused;
+  json qdq = json::array();
+  for (const QdqPattern& q : qdq_patterns) {
+    qdq.push_back({{"node", q.node}, {"anchor", q.anchor}, {"op", q.op}, {"reason", q.reason}});
+  }
+  j["qdq_patterns"] = qdq;
   j["warnings"] = warnings;
   json ks = json::array();
   json xs = json::array();

@@ -780,6 +780,15 @@ int RunExplain(const Command& cmd) {
             << FormatBytes(r.intermediate_bytes) << "), weights " << FormatBytes(r.constant_bytes)
             << ", prepacked " << FormatBytes(r.prepacked_bytes)
             << "; activation reorders per run: " << r.reorders << "\n";
+  if (!r.qdq_patterns.empty()) {
+    int integer = 0;
+    for (const CompileReport::QdqPattern& q : r.qdq_patterns) integer += !q.op.empty();
+    std::cout << "QDQ patterns: " << r.qdq_patterns.size() << ", " << integer
+              << " as integer calls\n";
+    for (const CompileReport::QdqPattern& q : r.qdq_patterns) {
+      if (q.op.empty()) std::cout << "  " << q.node << " (" << q.anchor << ") stays f32: " << q.reason << "\n";
+    }
+  }
   return kExitOk;
 }
 

@@ -28,11 +28,13 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 
-// Random, stateful or non-tensor ops, and Constant (read as a source, left
-// for the importer to fold).
+// Random, stateful or non-tensor ops, Constant (read as a source, left for
+// the importer to fold), and DequantizeLinear: a quantized model's weights,
+// which the graph passes read as such (fuse-qdq turns QDQ patterns into
+// integer calls, fold-dequantize-linear folds the rest).
 const absl::flat_hash_set<std::string>& NeverFold() {
   static const auto* ops = new absl::flat_hash_set<std::string>{
-      "Constant", "RandomNormal", "RandomUniform", "RandomNormalLike",
+      "Constant", "DequantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike",
       "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout", "If", "Loop",
       "Scan", "SequenceConstruct", "SequenceEmpty", "SequenceInsert",
       "SequenceErase", "SequenceAt", "SequenceLength", "SequenceMap",
@@ -575,15 +577,7 @@ class Folder {
       out_elements += *n;
       out_bytes += *n * eb;
     }
-    // DequantizeLinear of constants is a quantized model's weights: its
-    // output has exactly its input's element count (f32 instead of 8 bits),
-    // so it folds at any size within the input limit, and the Conv or MatMul
-    // reading it gets constant weights to prepack. The output caps guard the
-    // ops that expand (Expand, Tile, ConstantOfShape, ...).
-    const bool same_count = node.op_type() == "DequantizeLinear" && all_sized &&
-                            out_elements <= in_elements;
-    if (!same_count && (out_elements > options_.max_output_elements ||
-                        out_bytes > max_out_bytes)) {
+    if (out_elements > options_.max_output_elements || out_bytes > max_out_bytes) {
       return std::nullopt;
     }
     if (!all_sized && in_elements > options_.max_output_elements) {
@@ -631,8 +625,7 @@ class Folder {
       out_bytes += static_cast<int64_t>(t.byte_size());
       outs.push_back(std::make_shared<const ir::Tensor>(std::move(t)));
     }
-    if (!(same_count && out_elements <= in_elements) &&
-        (out_elements > options_.max_output_elements || out_bytes > max_out_bytes)) {
+    if (out_elements > options_.max_output_elements || out_bytes > max_out_bytes) {
       return std::nullopt;
     }
     return outs;

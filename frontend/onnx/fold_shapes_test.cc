@@ -300,42 +300,27 @@ TEST(FoldShapesTest, SmallConstantsFoldBigOnesStayNodes) {
   EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("ConstantOfShape", "Add"));
 }
 
-TEST(FoldShapesTest, DequantizedWeightsFoldAtAnySizeExpandingOpsDoNot) {
-  // A quantized model's weights: DequantizeLinear of a 1200x1000 s8
-  // constant (per-axis scales) -> 4.8 MB of f32, over the output element
-  // limit and 4x its input's bytes, but the same element count: folded, so
-  // the MatMul reads constant weights.
-  const int64_t rows = 1200, cols = 1000;
+TEST(FoldShapesTest, DequantizeLinearOfConstantsIsLeftForTheGraphPasses) {
+  // A quantized model's weights: DequantizeLinear of a small s8 constant.
+  // It stays a node: fuse-qdq reads the QDQ pattern it belongs to, and
+  // fold-dequantize-linear folds what stays f32 (passes/graph).
   ModelBuilder m(13);
-  m.Input("x", TP::FLOAT, {2, rows});
+  m.Input("x", TP::FLOAT, {2, 3});
   onnx::TensorProto* w = m.graph()->add_initializer();
   w->set_name("wq");
   w->set_data_type(TP::INT8);
-  w->add_dims(rows);
-  w->add_dims(cols);
-  std::string bytes(static_cast<size_t>(rows * cols), '\0');
-  for (int64_t i = 0; i < rows * cols; ++i) bytes[i] = static_cast<char>(i % 251 - 125);
-  w->set_raw_data(bytes);
+  w->add_dims(3);
+  w->add_dims(4);
+  w->set_raw_data(std::string("\x01\x02\x03\x04\xff\xfe\xfd\xfc\x05\x06\x07\x08", 12));
   onnx::TensorProto* scale = m.graph()->add_initializer();
   scale->set_name("scale");
   scale->set_data_type(TP::FLOAT);
-  scale->add_dims(cols);
-  for (int64_t c = 0; c < cols; ++c) scale->add_float_data(0.01f * (1 + c % 7));
-  AttrInt(m.Node("DequantizeLinear", {"wq", "scale"}, {"w"}, "dq"), "axis", 1);
+  scale->add_float_data(0.5f);
+  m.Node("DequantizeLinear", {"wq", "scale"}, {"w"}, "dq");
   m.Node("MatMul", {"x", "w"}, {"y"}, "mm");
-  m.Output("y", TP::FLOAT, {2, cols});
+  m.Output("y", TP::FLOAT, {2, 4});
   ImportResult r = MustImport(m, true);
-  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("MatMul"));
-  const ir::Tensor* folded = r.graph.constant(*r.graph.FindValue("w"));
-  ASSERT_NE(folded, nullptr);
-  ASSERT_EQ(folded->dtype(), ir::DType::kF32);
-  // Element (i, c) = q * scale[c], as DequantizeLinear defines it.
-  for (int64_t i : {int64_t{0}, int64_t{1}, rows * cols - 1}) {
-    const int64_t c = i % cols;
-    EXPECT_EQ(folded->data<float>()[i],
-              static_cast<float>(static_cast<int8_t>(i % 251 - 125)) * (0.01f * (1 + c % 7)))
-        << i;
-  }
+  EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("DequantizeLinear", "MatMul"));
 }
 
 TEST(FoldShapesTest, RandomOpsAndGraphOutputsAreNotFolded) {

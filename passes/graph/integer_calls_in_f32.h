@@ -10,16 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "passes/graph/integer_call_oracle.h"
 #include "passes/graph_pass.h"
 
 namespace kiln::passes {
-
-// Asks the call library whether it runs `node` of `graph` as an integer
-// library call: OK, or why not (Unimplemented). compiler/pipeline.cc answers
-// by lowering the one node and asking lowering's LibraryCallOracle (oneDNN on
-// the compiling CPU).
-using IntegerCallOracle =
-    std::function<absl::Status(const ir::Graph& graph, const ir::Node& node)>;
 
 // A node the oracle refuses (Unimplemented) is rewritten, when the rules
 // below allow, into

@@ -47,7 +47,8 @@ def corpus_models(corpus_dir, converted_dir):
                             "domain": m.get("domain", "")})
     idx = os.path.join(converted_dir, "converted.json")
     if os.path.exists(idx):
-        kind_prec = {"fp16": "fp16", "qdq": "int8-qdq", "dynu8": "int8-dynamic"}
+        kind_prec = {"fp16": "fp16", "qdq": "int8-qdq", "qdq7": "int8-qdq",
+                     "dynu8": "int8-dynamic"}
         for m in json.load(open(idx))["models"]:
             if m.get("status") == "ok":
                 out.append({"name": m["name"], "dir": os.path.join(converted_dir, m["name"]),
@@ -142,6 +143,14 @@ def summarize_explain(rep):
     return {"kernels": len(ker), "loop_kernels": len(loops), "scalar_kernels": len(scalar),
             "library_calls": len(ext), "reference_calls": len(ref),
             "onednn_calls": sum(1 for c in ext if c.get("backend") == "onednn"),
+            # oneDNN calls on 8-bit integers ("conv[...] u8s8->u8").
+            "int8_calls": sum(1 for c in ext if c.get("backend") == "onednn"
+                              and re.search(r"\b[us]8s8->", c.get("op", ""))),
+            "qdq_patterns": len(rep.get("qdq_patterns", [])),
+            "qdq_f32_reasons": dict(collections.Counter(
+                generic(re.sub(r"^extern kernel '[^']*' \([^)]*\): |,? ?\(here [^)]*\)", "",
+                               q["reason"]))
+                for q in rep.get("qdq_patterns", []) if not q.get("op")).most_common(4)),
             "reference_reasons": dict(ref_reasons.most_common(6)),
             "scalar_reasons": dict(scalar_reasons.most_common(6)),
             "compile_ms": rep.get("compile_ms", {}).get("total")}
@@ -211,8 +220,8 @@ def fmt_reasons(d):
 def write_md(results, path):
     L = ["| model | origin | precision | check | max rel err (tol) | int8: vs ORT without "
          "its fusions | kernels | scalar loop kernels | library calls | on reference | "
-         "compile s |",
-         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+         "int8 calls (QDQ patterns) | compile s |",
+         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         e = r.get("explain", {})
         rel = r.get("max_rel_err")
@@ -225,7 +234,8 @@ def write_md(results, path):
                  f"{rel_s} ({r['max_rel_tolerance']:g}) | {noopt} | "
                  f"{e.get('kernels', '—')} | "
                  f"{e.get('scalar_kernels', '—')} | {e.get('library_calls', '—')} | "
-                 f"{e.get('reference_calls', '—')} | {comp} |")
+                 f"{e.get('reference_calls', '—')} | "
+                 f"{e.get('int8_calls', '—')} ({e.get('qdq_patterns', '—')}) | {comp} |")
     L += ["", "Why (reference calls; scalar kernels; check failures):", ""]
     for r in results:
         e = r.get("explain", {})
@@ -234,6 +244,8 @@ def write_md(results, path):
             parts.append("reference: " + fmt_reasons(e["reference_reasons"]))
         if e.get("scalar_reasons"):
             parts.append("scalar: " + fmt_reasons(e["scalar_reasons"]))
+        if e.get("qdq_f32_reasons"):
+            parts.append("QDQ patterns left f32: " + fmt_reasons(e["qdq_f32_reasons"]))
         if r.get("explain_error"):
             parts.append("explain failed: " + r["explain_error"])
         if r.get("check_note"):

@@ -14,6 +14,8 @@
 #          (bert_base, distilbert, swin_t), the Casts to float go to node_block_list.
 #   qdq    onnxruntime.quantization.quantize_static, QuantFormat.QDQ, u8
 #          activations, s8 per-channel weights, MinMax calibration on seeded data.
+#   qdq7   the same with reduce_range=True: 7-bit weights ([-64, 64]), which
+#          oneDNN's int8 kernels run exactly on CPUs without VNNI.
 #   dynu8  onnxruntime.quantization.quantize_dynamic, u8 weights (ConvInteger,
 #          MatMulInteger + DynamicQuantizeLinear).
 # The reference: ONNX Runtime's outputs for the zoo's own inputs
@@ -38,7 +40,7 @@ from peer_bench import load_test_data  # noqa: E402  (one reader of test_data_se
 
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME")
                      or os.path.join(os.path.expanduser("~"), ".cache"), "kiln")
-KINDS = ("fp16", "qdq", "dynu8")
+KINDS = ("fp16", "qdq", "qdq7", "dynu8")
 CALIB_SAMPLES = 8
 CALIB_SEED = 20261202
 
@@ -115,7 +117,7 @@ def convert_fp16(src, dst, log):
     raise RuntimeError(f"still failing after blocking {blocked}")
 
 
-def convert_qdq(src, dst, inputs, log):
+def convert_qdq(src, dst, inputs, log, reduce_range=False):
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,
                                           QuantFormat, QuantType, quantize_static)
 
@@ -128,9 +130,11 @@ def convert_qdq(src, dst, inputs, log):
 
     quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    per_channel=True, calibrate_method=CalibrationMethod.MinMax)
+                    per_channel=True, reduce_range=reduce_range,
+                    calibrate_method=CalibrationMethod.MinMax)
     return {"calibration": f"{CALIB_SAMPLES} seeded feeds (seed {CALIB_SEED}), MinMax",
-            "activation": "u8", "weight": "s8 per-channel"}
+            "activation": "u8",
+            "weight": "s8 per-channel" + (", 7-bit (reduce_range)" if reduce_range else "")}
 
 
 def convert_dynu8(src, dst, log):
@@ -199,8 +203,9 @@ def main():
             try:
                 if kind == "fp16":
                     rec.update(convert_fp16(src, dst, log))
-                elif kind == "qdq":
-                    rec.update(convert_qdq(src, dst, inputs, log))
+                elif kind in ("qdq", "qdq7"):
+                    rec.update(convert_qdq(src, dst, inputs, log,
+                                           reduce_range=kind == "qdq7"))
                 else:
                     rec.update(convert_dynu8(src, dst, log))
                 outs = ort_session(dst).run(None, dict(inputs))
