@@ -1019,7 +1019,9 @@ TEST(KilncEndToEnd, SigtermDuringTheJitBuildLeavesNoTemporaries) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(building) << "no JIT build folder appeared in " << cache << "/tmp";
   // A build that finished in the last moment exits 0; otherwise SIGTERM.
-  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  if (WIFSIGNALED(status)) {
+    EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  }
   EXPECT_THAT(JitLeftovers(cache), ::testing::IsEmpty());
 }
 

@@ -311,8 +311,8 @@ TEST(FuseQdq, ConvResultWithAnotherReaderStaysF32) {
 
 TEST(FuseQdq, OracleRefusalKeepsTheF32PatternWithItsReason) {
   std::vector<std::string> asked;
-  FuseQdq pass([&](const ir::Graph& call) {
-    asked.push_back(call.nodes().at(0).op);
+  FuseQdq pass([&](const ir::Graph&, const ir::Node& node) {
+    asked.push_back(node.op);
     return absl::UnimplementedError("weights outside [-64, 64] and no VNNI");
   });
   absl::StatusOr<PassCheckResult> r =
