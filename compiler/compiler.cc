@@ -327,6 +327,9 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
     p.report.jit_ms = jit_ms / batch.size();
     if (library != nullptr) {
       p.report.jit_cache_hit = library->stats().cache_hit;
+      if (!library->stats().cache_note.empty()) {
+        p.report.warnings.push_back(library->stats().cache_note);
+      }
       p.report.translation_units = library->stats().translation_units;
     }
     std::map<int, const backends::cpp::EmittedKernel*> mine;

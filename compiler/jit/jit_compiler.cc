@@ -189,6 +189,7 @@ std::string TempRoot() {
   return (t != nullptr && t[0] == '/') ? t : "/tmp";
 }
 
+
 // The paths of live RemovedOnSignal objects: fixed slots, so the signal
 // handler reads them without allocating. A slot is claimed with a
 // compare-and-swap and published once its path is written.
@@ -301,6 +302,32 @@ int SweepStaleBuildDirs(const std::string& temp_root, const std::string& cache_d
 }
 
 namespace {
+
+// This process's private cache for when the configured one is not writable:
+// made once (mkdtemp, 0700, under $TMPDIR) and removed at exit and on the
+// signals kilnc handles (RemoveBuildsInProgress). A loaded library stays
+// mapped after its file is removed.
+std::string* g_fallback_cache = nullptr;
+
+void RemoveFallbackCache() {
+  if (g_fallback_cache != nullptr) RemoveTreeRaw(g_fallback_cache->c_str());
+}
+
+absl::StatusOr<std::string> PrivateFallbackCache() {
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  if (g_fallback_cache == nullptr) {
+    std::string made = absl::StrCat(TempRoot(), "/kiln-cache-", getuid(), "-XXXXXX");
+    if (mkdtemp(made.data()) == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the JIT cache is not writable and no private cache could be made in ", TempRoot()));
+    }
+    g_fallback_cache = new std::string(made);
+    new RemovedOnSignal(made, /*is_dir=*/true);  // for the life of the process
+    std::atexit(RemoveFallbackCache);
+  }
+  return *g_fallback_cache;
+}
 
 // `cxx --version`'s first line, once per compiler per process.
 absl::StatusOr<std::string> CompilerVersion(const std::string& compiler_path) {
@@ -599,11 +626,27 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   stats.hash = key.HexDigest();
   stats.translation_units = static_cast<int>(
       std::count_if(sources.begin(), sources.end(), [](const ir::loop::SourceFile& f) { return !IsHeader(f); }));
-  const std::string base = absl::StrCat(cache_dir_, "/", stats.hash);
+  // A cache this process cannot write (read-only, another user's) still
+  // serves its intact entries; a miss builds into a private temporary cache
+  // instead, and says so, rather than failing in the C++ compiler.
+  std::string cache = cache_dir_;
+  if (!MakeDirs(cache_dir_, 0700).ok() || access(cache_dir_.c_str(), W_OK) != 0) {
+    const std::string why = ErrnoText();
+    const std::string primary = absl::StrCat(cache_dir_, "/", stats.hash);
+    bool primary_absent = false;
+    if (!CheckEntry(absl::StrCat(primary, shared ? ".so" : ".exe"), primary + ".meta", stats.hash,
+                    kind_name, &primary_absent)
+             .empty()) {
+      KILN_ASSIGN_OR_RETURN(cache, PrivateFallbackCache());
+      stats.cache_note = absl::StrCat("JIT cache '", cache_dir_, "' is not writable (", why,
+                                      "); built in the private temporary cache '", cache, "'");
+    }
+  }
+  const std::string base = absl::StrCat(cache, "/", stats.hash);
   entry.path = stats.path = absl::StrCat(base, shared ? ".so" : ".exe");
   const std::string meta = base + ".meta";
 
-  KILN_RETURN_IF_ERROR(MakeDirs(cache_dir_, 0700));
+  KILN_RETURN_IF_ERROR(MakeDirs(cache, 0700));
   EntryLock lock(base + ".lock");
 
   bool absent = false;
@@ -630,10 +673,10 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   // Build in a private directory; compile with it as the working directory
   // and relative file names, so the objects do not depend on where it was.
   const std::string temp_root =
-      options_.temp_dir.empty() ? absl::StrCat(cache_dir_, "/tmp") : options_.temp_dir;
+      options_.temp_dir.empty() ? absl::StrCat(cache, "/tmp") : options_.temp_dir;
   KILN_RETURN_IF_ERROR(MakeDirs(temp_root, 0700));
   static std::once_flag swept;  // once per process: leftovers of killed runs
-  std::call_once(swept, [&] { SweepStaleBuildDirs(temp_root, cache_dir_, absl::Hours(24)); });
+  std::call_once(swept, [&] { SweepStaleBuildDirs(temp_root, cache, absl::Hours(24)); });
   std::string build_dir = absl::StrCat(temp_root, "/kiln_jit_XXXXXX");
   if (mkdtemp(build_dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp in ", temp_root, ": ", ErrnoText()));
@@ -692,7 +735,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     }
     add_pch(kPchText);
     const std::string pch_hash = pch_key.HexDigest();
-    pch_dir = absl::StrCat(cache_dir_, "/pch-", pch_hash);
+    pch_dir = absl::StrCat(cache, "/pch-", pch_hash);
     pch_ready = PchReady(pch_dir, pch_hash);
     build_pch = !pch_ready && highway_units >= options_.precompiled_header_min_units;
     if (build_pch) {

@@ -39,6 +39,9 @@ struct CompileStats {
   int precompiled_header_units = 0;
   // Non-empty when a corrupt cache entry was found, deleted and rebuilt.
   std::string evicted_reason;
+  // Non-empty when JitOptions::cache_dir could not be written and the build
+  // went to a private temporary cache: says which and why.
+  std::string cache_note;
 };
 
 struct JitOptions {

@@ -29,6 +29,7 @@ namespace kiln::jit {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kAddKernel[] = R"cc(
 #include <stdint.h>
@@ -308,6 +309,23 @@ TEST(JitCompiler, CompileErrorReportsTheCompilerAndKeepsSources) {
     EXPECT_EQ(ReadAll(kept + "/broken.cc"), text);
     EXPECT_THAT(ReadAll(kept + "/failed_command.txt"), HasSubstr("broken.cc"));
   }
+}
+
+// A cache that cannot be written makes a miss build into a private
+// temporary cache, saying so, instead of failing in the C++ compiler.
+TEST(JitCompiler, UnwritableCacheFallsBackToAPrivateOne) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  JitOptions o = Options(t);
+  o.cache_dir = "/proc/self/kiln-cache";  // procfs: no directory can be made there
+  o.temp_dir.clear();
+  JitCompiler jit(o);
+  CompileStats stats;
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, AnswerSources(5), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 5);
+  EXPECT_THAT(stats.cache_note, HasSubstr("'/proc/self/kiln-cache' is not writable"));
+  EXPECT_THAT(stats.cache_note, HasSubstr("private temporary cache"));
+  EXPECT_THAT(stats.path, Not(HasSubstr("/proc/")));
 }
 
 // Without JitOptions::temp_dir, a build's private directory is under the
