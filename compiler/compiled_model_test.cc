@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
@@ -92,6 +93,23 @@ graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
   %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
 }
 )";
+
+// The report's QDQ line counts patterns left f32 by rule: the value that
+// broke the rule in each ("here N") stays in the per-pattern list only.
+TEST(CompileReport, QdqSummaryGroupsReasonsByRule) {
+  CompileReport r;
+  for (int v : {71, -100, 126}) {
+    r.qdq_patterns.push_back({"mm", "MatMul", "",
+                              absl::StrCat("weights outside [-64, 64] (here ", v,
+                                           ") would overflow")});
+  }
+  r.qdq_patterns.push_back({"c", "Conv", "QLinearConv", ""});
+  const std::string text = r.ToText();
+  EXPECT_NE(text.find("QDQ patterns: 4, 1 as integer calls; in f32: 3x MatMul: weights "
+                      "outside [-64, 64] would overflow\n"),
+            std::string::npos)
+      << text;
+}
 
 TEST(CompiledModel, PointwiseReductionsAndViewsMatchReference) {
   ExpectMatchesReference(kPointwiseAndReductions, {Random({3, 17}, 1), Random({17}, 2)});

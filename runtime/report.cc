@@ -15,7 +15,25 @@
 #include "nlohmann/json.hpp"
 
 namespace kiln {
+
 namespace {
+
+// A reason without its "(here ...)" parts (the value that broke a rule in one
+// instance), so the summary counts instances of one rule together; the
+// per-pattern list keeps them.
+std::string WithoutInstanceDetail(absl::string_view reason) {
+  std::string out;
+  for (;;) {
+    const size_t at = reason.find(" (here ");
+    if (at == absl::string_view::npos) break;
+    const size_t end = reason.find(')', at);
+    if (end == absl::string_view::npos) break;
+    absl::StrAppend(&out, reason.substr(0, at));
+    reason.remove_prefix(end + 1);
+  }
+  absl::StrAppend(&out, reason);
+  return out;
+}
 
 std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); }
 
@@ -95,7 +113,7 @@ std::string CompileReport::ToText() const {
     std::map<std::string, int> by_reason;
     for (const QdqPattern& q : qdq_patterns) {
       if (q.op.empty()) {
-        ++by_reason[absl::StrCat(q.anchor, ": ", q.reason)];
+        ++by_reason[absl::StrCat(q.anchor, ": ", WithoutInstanceDetail(q.reason))];
       } else {
         ++integer;
       }
