@@ -55,6 +55,7 @@ class VerticalFuser {
     kernel_stamp_.assign(n, 0);
     buffer_stamp_.assign(p_.buffers.size(), 0);
     failed_.assign(n, Failure{});
+    recomputed_.assign(n, 0);
     bool changed = false;
     for (bool progress = true; progress;) {
       progress = false;
@@ -294,6 +295,17 @@ class VerticalFuser {
     }
     if (has_reduce && readers.size() > 1) return fail();
     if (readers.size() > 1 && cone_ops > options_.max_recompute_ops) return fail();
+    // Copies compound: with the last producer inlined first, a chain of
+    // small multi-reader producers (a quantized residual stream: Add, Q, DQ,
+    // Add, ...) would otherwise be recomputed whole in every later kernel.
+    // A kernel carries at most max_recompute_ops duplicated ops.
+    if (readers.size() > 1) {
+      for (int ck : readers) {
+        if (recomputed_[ck] + recomputed_[pk] + cone_ops > options_.max_recompute_ops) {
+          return fail();
+        }
+      }
+    }
     const double points = static_cast<double>(dense->size);
 
     std::vector<Kernel> fused;
@@ -334,6 +346,7 @@ class VerticalFuser {
     for (size_t i = 0; i < readers.size(); ++i) {
       Unregister(readers[i]);
       p_.kernels[readers[i]] = std::move(fused[i]);
+      recomputed_[readers[i]] += recomputed_[pk] + (readers.size() > 1 ? cone_ops : 0);
       Register(readers[i]);
     }
     return true;
@@ -431,6 +444,9 @@ class VerticalFuser {
   std::vector<uint64_t> kernel_stamp_;  // when a kernel last changed
   std::vector<uint64_t> buffer_stamp_;  // when a buffer's uses last changed
   std::vector<Failure> failed_;         // last failed attempt per producer
+  // Ops each kernel computes again that another kernel also computes (from
+  // multi-reader producers inlined into it, transitively).
+  std::vector<int> recomputed_;
 };
 
 }  // namespace

@@ -54,7 +54,9 @@
 // pointwise P is inlined
 // into any number of consumers when amplification <= 1 or its op count x
 // amplification <= max_amplified_ops, and, with several consumers, when it
-// has at most max_recompute_ops ops. The consumer gets P's `ops`.
+// has at most max_recompute_ops ops, and no consumer would then carry more
+// than max_recompute_ops duplicated ops in all (copies compound along a
+// chain). The consumer gets P's `ops`.
 #ifndef KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 #define KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 
