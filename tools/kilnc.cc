@@ -446,6 +446,10 @@ int RunCheck(const Command& cmd) {
     absl::StatusOr<std::vector<ir::Tensor>> got = exe->Run(*inputs);
     const double run_ms = MsSince(t0);
     if (!got.ok()) {
+      // The model (or the data set) is at fault, as when loading finds it.
+      if (ExitCodeFor(got.status()) == kExitBadInput) {
+        return BadInput("check", absl::StrCat(ds, ": run: ", got.status().ToString()));
+      }
       std::cout << ds << ": FAIL run error after " << FormatMs(run_ms) << ": "
                 << got.status().ToString() << "\n";
       ++runs_failed;
@@ -552,10 +556,7 @@ int RunRun(const Command& cmd) {
   const absl::Time t0 = absl::Now();
   absl::StatusOr<std::vector<ir::Tensor>> outputs = exe->Run(*inputs);
   const double run_ms = MsSince(t0);
-  if (!outputs.ok()) {
-    std::cerr << "kilnc run: " << outputs.status().ToString() << "\n";
-    return kExitWrongResult;
-  }
+  if (!outputs.ok()) return Failed("run", outputs.status());
   for (size_t k = 0; k < outputs->size(); ++k) {
     std::cout << "output " << k << " "
               << SummarizeTensor(exe->outputs()[k].name, (*outputs)[k], opts.num_values)

@@ -54,8 +54,8 @@ Commands:
 Run 'kilnc <command> --help' for the flags of a command.
 Models run compiled by default; check and run take --engine=reference for
 kiln's reference interpreter (the correctness oracle).
-Exit codes: 0 success, 1 wrong result or failed run/compile, 2 bad input
-(flags, missing files, unreadable model).
+Exit codes: 0 success, 1 wrong result or a kiln failure, 2 bad input (flags,
+missing files, an unreadable or invalid model), whichever engine finds it.
 )";
 
 constexpr absl::string_view kCompileFlagsUsage =
@@ -130,8 +130,8 @@ Flags:
 constexpr absl::string_view kCheckExit =
     R"(
 Exit codes: 0 all outputs pass, 1 a wrong result (or a run or compile that
-failed), 2 bad input (missing folder or files, unreadable model or data, bad
-flags).
+failed in kiln), 2 bad input (missing folder or files, an unreadable or
+invalid model or data, bad flags), whichever engine finds it.
 )";
 
 constexpr absl::string_view kRunUsage =
@@ -158,8 +158,8 @@ Flags:
 
 constexpr absl::string_view kRunExit =
     R"(
-Exit codes: 0 success, 1 the run or compile failed, 2 bad input (flags,
-files, model).
+Exit codes: 0 success, 1 the run or compile failed in kiln, 2 bad input
+(flags, files, an invalid model), whichever engine finds it.
 )";
 
 constexpr absl::string_view kCompileUsage =

@@ -1060,6 +1060,89 @@ std::string WriteDynamicReluModel(const std::string& dir) {
   return path;
 }
 
+// A model of one node, `op`, with the given inputs (f32 with static
+// shapes, or int64 initializers) and one f32 output y of rank `out_rank`,
+// its dims unknown.
+struct OneNodeModel {
+  std::string op;
+  int out_rank;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> f32_inputs;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> i64_initializers;
+};
+
+std::string WriteOneNodeModel(const std::string& dir, const OneNodeModel& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  onnx::OperatorSetIdProto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("one_node");
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type(spec.op);
+  node->set_name("the_node");
+  for (const auto& [name, dims] : spec.f32_inputs) {
+    node->add_input(name);
+    onnx::ValueInfoProto* v = g->add_input();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  for (const auto& [name, values] : spec.i64_initializers) {
+    node->add_input(name);
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  node->add_output("y");
+  onnx::ValueInfoProto* y = g->add_output();
+  y->set_name("y");
+  auto* ytt = y->mutable_type()->mutable_tensor_type();
+  ytt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int d = 0; d < spec.out_rank; ++d) {
+    ytt->mutable_shape()->add_dim()->set_dim_param(absl::StrCat("d", d));
+  }
+  fs::create_directories(dir);
+  const std::string path = dir + "/model.onnx";
+  WriteFile(path, m.SerializeAsString());
+  return path;
+}
+
+// An invalid model is the user's fault on every engine: exit 2 with an
+// error naming the node, whether kiln finds it compiling or the reference
+// interpreter finds it running.
+TEST(KilncEndToEnd, InvalidModelExitsTwoOnEveryEngine) {
+  const std::vector<std::pair<std::string, OneNodeModel>> models = {
+      {"add_mismatch", {"Add", 1, {{"a", {2}}, {"b", {3}}}, {}}},
+      {"negative_dim", {"ConstantOfShape", 2, {}, {{"shape", {2, -3}}}}},
+  };
+  for (const auto& [name, spec] : models) {
+    const std::string model = WriteOneNodeModel(TmpDir(name), spec);
+    for (const char* engine : {"compiled", "eager", "reference"}) {
+      const Result r = Kilnc({"run", model, absl::StrCat("--engine=", engine)});
+      EXPECT_EQ(r.exit_code, kExitBadInput) << name << " on " << engine << ": " << r.output;
+      EXPECT_THAT(r.err, HasSubstr("'the_node'")) << name << " on " << engine;
+    }
+  }
+  // check, on a folder with a data set for the model without inputs.
+  const std::string dir = TmpDir("negative_dim_check");
+  WriteOneNodeModel(dir, models[1].second);
+  fs::create_directories(dir + "/test_data_set_0");
+  absl::StatusOr<std::string> expected =
+      frontend::SerializeTensor(ir::Tensor::Scalar<float>(0.0f), "y");
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  WriteFile(dir + "/test_data_set_0/output_0.pb", *expected);
+  for (const char* engine : {"compiled", "eager", "reference"}) {
+    const Result r = Kilnc({"check", dir, absl::StrCat("--engine=", engine)});
+    EXPECT_EQ(r.exit_code, kExitBadInput) << "check on " << engine << ": " << r.output;
+    EXPECT_THAT(r.err, HasSubstr("'the_node' (ConstantOfShape)")) << engine;
+    EXPECT_THAT(r.err, HasSubstr("negative dimension -3")) << engine;
+  }
+}
+
 TEST(KilncEndToEnd, RunBindsDynamicDims) {
   const std::string model = WriteDynamicReluModel(TmpDir("dyn_run"));
   Result r = Kilnc({"run", model, "--shape", "x=3x4"});

@@ -3,6 +3,7 @@
 #include "frontend/onnx/graph_importer.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -593,11 +594,240 @@ absl::Status SortGraph(onnx::GraphProto* g,
   return absl::OkStatus();
 }
 
+// Types a graph declares: inputs, outputs, value_info and initializers.
+class TypeScope {
+ public:
+  TypeScope(const onnx::GraphProto& g, const TypeScope* parent)
+      : parent_(parent) {
+    for (const auto* list : {&g.input(), &g.output(), &g.value_info()}) {
+      for (const onnx::ValueInfoProto& v : *list) Add(v.name(), v.type());
+    }
+    for (const onnx::TensorProto& t : g.initializer()) {
+      onnx::TypeProto& type = owned_.emplace_back();
+      onnx::TypeProto::Tensor* tt = type.mutable_tensor_type();
+      tt->set_elem_type(t.data_type());
+      onnx::TensorShapeProto* shape = tt->mutable_shape();
+      for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      Add(t.name(), type);
+    }
+  }
+
+  // The declared type of `name`, innermost scope first; null if none.
+  const onnx::TypeProto* Find(const std::string& name) const {
+    for (const TypeScope* s = this; s != nullptr; s = s->parent_) {
+      auto it = s->types_.find(name);
+      if (it != s->types_.end()) return it->second;
+    }
+    return nullptr;
+  }
+
+ private:
+  void Add(const std::string& name, const onnx::TypeProto& type) {
+    if (name.empty() || type.value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+      return;
+    }
+    types_.emplace(name, &type);
+  }
+
+  const TypeScope* parent_;
+  std::deque<onnx::TypeProto> owned_;
+  absl::flat_hash_map<std::string, const onnx::TypeProto*> types_;
+};
+
+std::string ElemTypeName(int32_t elem) {
+  if (!onnx::TensorProto::DataType_IsValid(elem)) {
+    return absl::StrCat("type ", elem);
+  }
+  return onnx::TensorProto::DataType_Name(
+      static_cast<onnx::TensorProto::DataType>(elem));
+}
+
+// "tensor(FLOAT, rank 2)", "sequence(tensor(INT64))", ...
+std::string TypeText(const onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      const onnx::TypeProto::Tensor& tt = t.tensor_type();
+      return absl::StrCat(
+          "tensor(", ElemTypeName(tt.elem_type()),
+          tt.has_shape() ? absl::StrCat(", rank ", tt.shape().dim_size()) : "",
+          ")");
+    }
+    case onnx::TypeProto::kSequenceType:
+      return absl::StrCat("sequence(", TypeText(t.sequence_type().elem_type()),
+                          ")");
+    case onnx::TypeProto::kOptionalType:
+      return absl::StrCat("optional(", TypeText(t.optional_type().elem_type()),
+                          ")");
+    case onnx::TypeProto::kSparseTensorType:
+      return absl::StrCat("sparse_tensor(",
+                          ElemTypeName(t.sparse_tensor_type().elem_type()), ")");
+    case onnx::TypeProto::kMapType:
+      return "map";
+    default:
+      return "undeclared";
+  }
+}
+
+// Whether `a` and `b` contradict each other: different kinds, element types
+// or, with `ranks`, (both known) ranks. An unknown part agrees with anything.
+bool TypesConflict(const onnx::TypeProto& a, const onnx::TypeProto& b,
+                   bool ranks) {
+  if (a.value_case() == onnx::TypeProto::VALUE_NOT_SET ||
+      b.value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+    return false;
+  }
+  if (a.value_case() != b.value_case()) return true;
+  switch (a.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      const onnx::TypeProto::Tensor& x = a.tensor_type();
+      const onnx::TypeProto::Tensor& y = b.tensor_type();
+      if (x.elem_type() != onnx::TensorProto::UNDEFINED &&
+          y.elem_type() != onnx::TensorProto::UNDEFINED &&
+          x.elem_type() != y.elem_type()) {
+        return true;
+      }
+      return ranks && x.has_shape() && y.has_shape() &&
+             x.shape().dim_size() != y.shape().dim_size();
+    }
+    case onnx::TypeProto::kSequenceType:
+      return TypesConflict(a.sequence_type().elem_type(),
+                           b.sequence_type().elem_type(), ranks);
+    case onnx::TypeProto::kOptionalType:
+      return TypesConflict(a.optional_type().elem_type(),
+                           b.optional_type().elem_type(), ranks);
+    case onnx::TypeProto::kSparseTensorType: {
+      const int32_t x = a.sparse_tensor_type().elem_type();
+      const int32_t y = b.sparse_tensor_type().elem_type();
+      return x != onnx::TensorProto::UNDEFINED &&
+             y != onnx::TensorProto::UNDEFINED && x != y;
+    }
+    default:
+      return false;
+  }
+}
+
+// The type a branch declares for its output `o`: on the output itself, else
+// on the value (value_info, or an input), else in an enclosing graph (an
+// output that passes an outer value through). Null if undeclared.
+const onnx::TypeProto* BranchOutputType(const onnx::GraphProto& branch, int o,
+                                        const TypeScope& outer) {
+  const onnx::ValueInfoProto& out = branch.output(o);
+  if (out.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+    return &out.type();
+  }
+  for (const auto* list : {&branch.value_info(), &branch.input()}) {
+    for (const onnx::ValueInfoProto& v : *list) {
+      if (v.name() == out.name() &&
+          v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+        return &v.type();
+      }
+    }
+  }
+  for (const onnx::TensorProto& t : branch.initializer()) {
+    if (t.name() == out.name()) return nullptr;
+  }
+  for (const onnx::NodeProto& n : branch.node()) {
+    for (const std::string& name : n.output()) {
+      if (name == out.name()) return nullptr;
+    }
+  }
+  return outer.Find(out.name());
+}
+
+// The rank of a tensor type with a shape; nullopt for anything else.
+std::optional<int> TensorRank(const onnx::TypeProto* t) {
+  if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) {
+    return std::nullopt;
+  }
+  return t->tensor_type().shape().dim_size();
+}
+
+absl::Status VerifyIfs(const onnx::GraphProto& g, const TypeScope* parent,
+                       const std::string& where,
+                       const NodeIndexMap* file_index) {
+  const TypeScope scope(g, parent);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    int index = i;
+    if (file_index != nullptr) {
+      auto it = file_index->find(&node);
+      if (it != file_index->end()) index = it->second;
+    }
+    const std::string desc = absl::StrCat(DescribeNode(node, index), where);
+    const bool is_if = (node.domain().empty() || node.domain() == "ai.onnx") &&
+                       node.op_type() == "If";
+    const onnx::GraphProto* branches[2] = {nullptr, nullptr};
+    for (const AP& a : node.attribute()) {
+      const std::string sub_where =
+          absl::StrCat(" in subgraph '", EscapeForMessage(a.name()), "' of ", desc);
+      if (a.has_g()) {
+        KILN_RETURN_IF_ERROR(VerifyIfs(a.g(), &scope, sub_where, file_index));
+        if (is_if && a.name() == "then_branch") branches[0] = &a.g();
+        if (is_if && a.name() == "else_branch") branches[1] = &a.g();
+      }
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        KILN_RETURN_IF_ERROR(VerifyIfs(sub, &scope, sub_where, file_index));
+      }
+    }
+    if (!is_if) continue;
+    static constexpr const char* kNames[2] = {"then_branch", "else_branch"};
+    for (int b = 0; b < 2; ++b) {
+      if (branches[b] == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(desc, ": has no ", kNames[b], " graph"));
+      }
+      if (branches[b]->output_size() != node.output_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            desc, ": ", kNames[b], " has ", branches[b]->output_size(),
+            " output(s), the If has ", node.output_size()));
+      }
+    }
+    for (int o = 0; o < node.output_size(); ++o) {
+      const onnx::TypeProto* types[2] = {nullptr, nullptr};
+      for (int b = 0; b < 2; ++b) {
+        types[b] = BranchOutputType(*branches[b], o, scope);
+      }
+      auto branch_out = [&](int b) {
+        return absl::StrCat("output ", o, " of ", kNames[b], " ('",
+                            EscapeForMessage(branches[b]->output(o).name()),
+                            "', ", TypeText(*types[b]), ")");
+      };
+      // The branches may differ in shape, rank included (the If's output
+      // then has their union: no shape); not in element type.
+      if (types[0] != nullptr && types[1] != nullptr &&
+          TypesConflict(*types[0], *types[1], /*ranks=*/false)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            desc, ": ", branch_out(1), " does not match ", branch_out(0)));
+      }
+      const std::string& name = node.output(o);
+      const onnx::TypeProto* declared = name.empty() ? nullptr : scope.Find(name);
+      if (declared == nullptr) continue;
+      // The If's output has a rank only where both branches have that one.
+      const std::optional<int> rank0 = TensorRank(types[0]);
+      const bool ranked = rank0.has_value() && rank0 == TensorRank(types[1]);
+      for (int b = 0; b < 2; ++b) {
+        if (types[b] != nullptr &&
+            TypesConflict(*types[b], *declared, /*ranks=*/ranked)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              desc, ": ", branch_out(b), " does not match the If's output '",
+              EscapeForMessage(name), "' (", TypeText(*declared), ")"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SortGraphsTopologically(onnx::GraphProto* graph,
                                      NodeIndexMap* file_index) {
   return SortGraph(graph, {}, "", file_index);
+}
+
+absl::Status VerifyIfBranches(const onnx::GraphProto& graph,
+                              const NodeIndexMap* file_index) {
+  return VerifyIfs(graph, nullptr, "", file_index);
 }
 
 std::string DescribeNode(const onnx::NodeProto& node, int index) {

@@ -70,6 +70,17 @@ absl::StatusOr<ir::Graph> ImportGraph(const onnx::GraphProto& graph,
 // outputs, nested subgraphs' outer names) but not defined in it.
 std::vector<std::string> OuterScopeNames(const onnx::GraphProto& graph);
 
+// Checks every If in `graph` and in its subgraphs, as ONNX Runtime does at
+// load: each branch has as many outputs as the If, and a branch output's
+// kind and element type agree with the other branch's and with the If's
+// declared output. The branches' shapes, ranks included, may differ (the
+// If's output is their union, as ONNX's If allows); where both branches
+// have one rank, the If's declared rank must be it. A value's type is the one
+// its graph (or an enclosing graph) declares; an undeclared type is not
+// checked. A violation is InvalidArgument naming the If and the branch.
+absl::Status VerifyIfBranches(const onnx::GraphProto& graph,
+                              const NodeIndexMap* file_index);
+
 // "node #3 'conv1' (Conv)", or "(com.foo.Op)" for a non-default domain.
 std::string DescribeNode(const onnx::NodeProto& node, int index);
 

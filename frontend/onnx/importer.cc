@@ -703,6 +703,9 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   onnx_internal::NodeIndexMap file_index;
   KILN_RETURN_IF_ERROR(onnx_internal::SortGraphsTopologically(
       model.mutable_graph(), &file_index));
+  // Before constant Ifs fold away the branch they do not take.
+  KILN_RETURN_IF_ERROR(
+      onnx_internal::VerifyIfBranches(model.graph(), &file_index));
   KILN_RETURN_IF_ERROR(
       BindInputShapes(model.mutable_graph(), options, &warnings));
   // Big weights leave the proto before libonnx walks it.
@@ -722,6 +725,9 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   KILN_RETURN_IF_ERROR(
       onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
           .status());
+  // Again with the types shape inference gave the branches' values.
+  KILN_RETURN_IF_ERROR(
+      onnx_internal::VerifyIfBranches(model.graph(), &file_index));
 
   onnx_internal::GraphImportOptions graph_options;
   graph_options.opset = opset;

@@ -506,6 +506,145 @@ TEST(ImporterTest, IfBranchesCaptureOuterValues) {
   EXPECT_EQ(Ops(e), (std::vector<std::string>{"Neg"}));
 }
 
+// An If whose branches disagree is refused at import, whichever branch the
+// condition would take (ONNX Runtime refuses such a model at load).
+onnx::GraphProto* Branch(ModelBuilder& m, const char* name) {
+  for (onnx::NodeProto& n : *m.graph()->mutable_node()) {
+    if (n.op_type() != "If") continue;
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      if (a.name() == name) return a.mutable_g();
+    }
+  }
+  return nullptr;
+}
+
+void ExpectInvalidIf(const ModelBuilder& m, const std::string& what) {
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok()) << "an invalid If imported (" << what << ")";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("'branch' (If)")) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr(what)) << r.status();
+}
+
+TEST(ImporterTest, IfBranchWithTooManyOutputsIsRefused) {
+  ModelBuilder m = IfModel();
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  testing::AddNode(e, "Abs", {"x"}, {"e_abs"}, "else_abs");
+  testing::AddValueInfo(e->mutable_output(), "e_abs", TP::FLOAT, {int64_t{2}});
+  ExpectInvalidIf(m, "else_branch has 2 output(s), the If has 1");
+}
+
+TEST(ImporterTest, IfBranchWithTooFewOutputsIsRefused) {
+  ModelBuilder m = IfModel();
+  Branch(m, "then_branch")->clear_output();
+  ExpectInvalidIf(m, "then_branch has 0 output(s), the If has 1");
+}
+
+TEST(ImporterTest, IfBranchWithAnotherDTypeIsRefused) {
+  ModelBuilder m = IfModel();
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  e->clear_output();
+  onnx::NodeProto* cast = testing::AddNode(e, "Cast", {"e_out"}, {"e_int"}, "else_cast");
+  onnx::AttributeProto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(TP::INT64);
+  testing::AddValueInfo(e->mutable_output(), "e_int", TP::INT64, {int64_t{2}});
+  ExpectInvalidIf(m, "output 0 of else_branch ('e_int', tensor(INT64, rank 1))");
+}
+
+// The branch declares no type for its output: the one inference gives it
+// (INT64, from the Cast) contradicts the If's declared FLOAT output.
+TEST(ImporterTest, IfBranchWithAnInferredOtherDTypeIsRefused) {
+  ModelBuilder m = IfModel();
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  e->clear_output();
+  onnx::NodeProto* cast = testing::AddNode(e, "Cast", {"e_out"}, {"e_int"}, "else_cast");
+  onnx::AttributeProto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(TP::INT64);
+  e->add_output()->set_name("e_int");
+  ExpectInvalidIf(m, "else_branch ('e_int', tensor(INT64");
+}
+
+// The If declares y of rank 1: branches both of rank 2 contradict it.
+TEST(ImporterTest, IfBranchesOfAnotherRankThanTheIfAreRefused) {
+  ModelBuilder m = IfModel();
+  for (const char* name : {"then_branch", "else_branch"}) {
+    onnx::GraphProto* b = Branch(m, name);
+    const std::string out = b->output(0).name();
+    b->clear_output();
+    testing::AddValueInfo(b->mutable_output(), out, TP::FLOAT,
+                          {int64_t{1}, int64_t{2}});
+  }
+  ExpectInvalidIf(m, "then_branch ('t_out', tensor(FLOAT, rank 2)) does not "
+                     "match the If's output 'y' (tensor(FLOAT, rank 1))");
+}
+
+// A constant condition folds the If to the branch it takes; the other one
+// is still checked.
+TEST(ImporterTest, UntakenInvalidBranchOfAConstantIfIsRefused) {
+  ModelBuilder m = IfModel();
+  m.graph()->mutable_input()->erase(m.graph()->mutable_input()->begin());
+  onnx::TensorProto* cond = m.graph()->add_initializer();
+  cond->set_name("cond");
+  cond->set_data_type(TP::BOOL);
+  cond->add_int32_data(1);
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  testing::AddNode(e, "Abs", {"x"}, {"e_abs"}, "else_abs");
+  testing::AddValueInfo(e->mutable_output(), "e_abs", TP::FLOAT, {int64_t{2}});
+  ExpectInvalidIf(m, "else_branch has 2 output(s), the If has 1");
+}
+
+// Branch outputs may differ in shape (an If's output may be data-dependent)
+// as long as their element types agree.
+TEST(ImporterTest, IfBranchesMayDifferInShape) {
+  ModelBuilder m = IfModel();
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  e->clear_output();
+  testing::AddNode(e, "Concat", {"e_out", "x"}, {"e_cat"}, "else_cat")
+      ->add_attribute()
+      ->CopyFrom([] {
+        onnx::AttributeProto a;
+        a.set_name("axis");
+        a.set_type(onnx::AttributeProto::INT);
+        a.set_i(0);
+        return a;
+      }());
+  testing::AddValueInfo(e->mutable_output(), "e_cat", TP::FLOAT, {int64_t{4}});
+  m.graph()->clear_output();
+  m.Output("y", TP::FLOAT, {"M"});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Ops(r->graph), (std::vector<std::string>{"Relu", "If"}));
+}
+
+// ... and in rank, when the If declares no rank for the output (ONNX's If:
+// the output's shape is then the union of the branches', none).
+TEST(ImporterTest, IfBranchesMayDifferInRankUnderAnUnrankedOutput) {
+  ModelBuilder m = IfModel();
+  onnx::GraphProto* e = Branch(m, "else_branch");
+  e->clear_output();
+  testing::AddNode(e, "Unsqueeze", {"e_out", "axes"}, {"e_2d"}, "else_unsqueeze");
+  onnx::TensorProto* axes = e->add_initializer();
+  axes->set_name("axes");
+  axes->set_data_type(TP::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(0);
+  testing::AddValueInfo(e->mutable_output(), "e_2d", TP::FLOAT,
+                        {int64_t{1}, int64_t{2}});
+  // y, of no known rank, is not a graph output (those need a shape): its
+  // size is.
+  m.graph()->mutable_node(1)->set_output(0, "y_any");
+  m.graph()->clear_output();
+  m.Node("Size", {"y_any"}, {"y"}, "size");
+  m.Output("y", TP::INT64, {});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Ops(r->graph), (std::vector<std::string>{"Relu", "If", "Size"}));
+}
+
 TEST(ImporterTest, SubgraphDependencyOrdersTheOuterGraph) {
   // The If comes first in the file but its branch reads 'rx', produced by
   // the Relu after it: the sort must put Relu first.
