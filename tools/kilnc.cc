@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -72,10 +73,18 @@ int BadInput(absl::string_view command, absl::string_view message) {
   return kExitBadInput;
 }
 
-// Reports a failed step: exit 2 when the user's input is at fault, else 1.
+// Reports a failed step: exit 2 when the user's input is at fault, 3 when
+// memory ran out, else 1.
 int Failed(absl::string_view command, const absl::Status& status) {
   std::cerr << "kilnc " << command << ": " << status.ToString() << "\n";
   return ExitCodeFor(status);
+}
+
+// Inputs that could not be made: bad input (exit 2), or random data too
+// big for memory (ResourceExhausted, exit 3).
+int InputsFailed(absl::string_view command, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kResourceExhausted) return Failed(command, status);
+  return BadInput(command, status.message());
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {
@@ -339,8 +348,8 @@ absl::StatusOr<std::vector<ir::Tensor>> MakeInputs(const std::vector<TensorInfo>
     absl::StatusOr<ir::Tensor> t = RandomTensor(
         v.dtype, v.shape, in.seed + 0x9E3779B97F4A7C15ull * k, in.int_low, in.int_high);
     if (!t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", v.name, "': ", t.status().message()));
+      return absl::Status(t.status().code(),
+                          absl::StrCat("input '", v.name, "': ", t.status().message()));
     }
     inputs.push_back(*std::move(t));
     if (sources) sources->push_back(absl::StrCat("random, seed ", in.seed));
@@ -539,7 +548,7 @@ int RunRun(const Command& cmd) {
   std::vector<std::string> sources;
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(exe->inputs(), *given, cmd.inputs, flags, &sources);
-  if (!inputs.ok()) return BadInput("run", inputs.status().message());
+  if (!inputs.ok()) return InputsFailed("run", inputs.status());
 
   std::cout << "kilnc run " << model_path << "\n"
             << "model: " << exe->ModelLine() << "\n"
@@ -554,7 +563,9 @@ int RunRun(const Command& cmd) {
   const double run_ms = MsSince(t0);
   if (!outputs.ok()) {
     std::cerr << "kilnc run: " << outputs.status().ToString() << "\n";
-    return kExitWrongResult;
+    return outputs.status().code() == absl::StatusCode::kResourceExhausted
+               ? kExitResourceExhausted
+               : kExitWrongResult;
   }
   for (size_t k = 0; k < outputs->size(); ++k) {
     std::cout << "output " << k << " "
@@ -881,7 +892,7 @@ int RunBench(const Command& cmd) {
 
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
-  if (!inputs.ok()) return BadInput("bench", inputs.status().message());
+  if (!inputs.ok()) return InputsFailed("bench", inputs.status());
   std::vector<ir::Tensor> outputs = NewOutputTensors(*model);
   std::vector<ir::Tensor*> output_ptrs;
   for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
@@ -1037,7 +1048,7 @@ int RunProfile(const Command& cmd) {
   PrintWarnings(r.warnings);
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
-  if (!inputs.ok()) return BadInput("profile", inputs.status().message());
+  if (!inputs.ok()) return InputsFailed("profile", inputs.status());
 
   std::string trace_path;
   if (!opts.trace.empty()) {
@@ -1101,7 +1112,7 @@ void RemoveTemporariesAndDie(int sig) {
   std::raise(sig);
 }
 
-int Main(int argc, char** argv) {
+int MainImpl(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, RemoveTemporariesAndDie);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "opt") return OptMain(args, WorkingDir(), std::cout, std::cerr);
@@ -1134,6 +1145,17 @@ int Main(int argc, char** argv) {
       return RunAot(*cmd);
   }
   return kExitBadInput;
+}
+
+// MainImpl, with the last resort for an allocation nobody checked: a
+// clear message and kExitResourceExhausted instead of an abort.
+int Main(int argc, char** argv) {
+  try {
+    return MainImpl(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kilnc: out of memory\n";
+    return kExitResourceExhausted;
+  }
 }
 
 }  // namespace

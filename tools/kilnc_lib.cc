@@ -131,7 +131,7 @@ constexpr absl::string_view kCheckExit =
     R"(
 Exit codes: 0 all outputs pass, 1 a wrong result (or a run or compile that
 failed), 2 bad input (missing folder or files, unreadable model or data, bad
-flags).
+flags), 3 out of memory (a tensor, the arena or the weights do not fit).
 )";
 
 constexpr absl::string_view kRunUsage =
@@ -159,7 +159,8 @@ Flags:
 constexpr absl::string_view kRunExit =
     R"(
 Exit codes: 0 success, 1 the run or compile failed, 2 bad input (flags,
-files, model).
+files, model), 3 out of memory (a tensor, the arena or the weights do not
+fit).
 )";
 
 constexpr absl::string_view kCompileUsage =
@@ -274,7 +275,8 @@ Flags:
 constexpr absl::string_view kToolExit =
     R"(
 Exit codes: 0 success, 1 the compile or a run failed, 2 bad input (flags,
-files, model).
+files, model), 3 out of memory (a tensor, the arena or the weights do not
+fit).
 )";
 
 absl::Status UsageError(absl::string_view subcommand, absl::string_view what) {
@@ -797,6 +799,8 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kOutOfRange:
       return kExitBadInput;
+    case absl::StatusCode::kResourceExhausted:
+      return kExitResourceExhausted;
     default:
       return kExitWrongResult;
   }
@@ -1074,7 +1078,9 @@ absl::StatusOr<ir::Tensor> RandomTensor(ir::DType dtype, const ir::Shape& shape,
         ir::DTypeName(dtype)));
   }
 
-  ir::Tensor t(dtype, shape);
+  absl::StatusOr<ir::Tensor> allocated = ir::Tensor::Create(dtype, shape, "random data");
+  if (!allocated.ok()) return allocated.status();
+  ir::Tensor t = *std::move(allocated);
   std::mt19937_64 gen(seed);
   auto uniform01 = [&gen] {  // [0, 1) with 53 random bits
     return static_cast<double>(gen() >> 11) * 0x1.0p-53;

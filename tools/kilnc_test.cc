@@ -310,6 +310,7 @@ TEST(ExitCodeFor, UserErrorsAreTwoOthersOne) {
   EXPECT_EQ(ExitCodeFor(absl::NotFoundError("x")), kExitBadInput);
   EXPECT_EQ(ExitCodeFor(absl::UnimplementedError("x")), kExitWrongResult);
   EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), kExitWrongResult);
+  EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("x")), kExitResourceExhausted);
 }
 
 TEST(ParseCommandLine, ArgumentErrors) {
@@ -759,14 +760,16 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Runs the kilnc binary; `env` is prepended to the command ("VAR=value").
-// Compiled code goes to a JIT cache in the test's temporary folder.
-Result Kilnc(const std::vector<std::string>& args, const std::string& env = "") {
+// Runs the kilnc binary; `env` is prepended to the command ("VAR=value"),
+// `shell` to the whole shell line ("ulimit -v N && "). Compiled code goes to
+// a JIT cache in the test's temporary folder.
+Result Kilnc(const std::vector<std::string>& args, const std::string& env = "",
+             const std::string& shell = "") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string base = tmp ? tmp : "/tmp";
   static int calls = 0;
   const std::string err_file = absl::StrCat(base, "/kilnc_stderr_", calls++, ".txt");
-  std::string cmd = "XDG_CACHE_HOME=" + Quote(base + "/xdg_cache") + " ";
+  std::string cmd = shell + "XDG_CACHE_HOME=" + Quote(base + "/xdg_cache") + " ";
   if (!env.empty()) cmd += env + " ";
   cmd += Quote(Runfile("tools/kilnc"));
   for (const std::string& a : args) cmd += " " + Quote(a);
@@ -1069,6 +1072,41 @@ TEST(KilncEndToEnd, RunBindsDynamicDims) {
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
   EXPECT_THAT(r.output, HasSubstr("warning: "));  // N bound to 1
   EXPECT_THAT(r.output, HasSubstr("output 0 'y' f32[1,4]"));
+}
+
+// Tensors under the per-tensor cap that do not fit in the address space
+// kilnc may use (ulimit -v, 4 GB) end with ResourceExhausted naming the
+// tensor and exit 3, never std::bad_alloc's abort, on every engine.
+TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
+  const std::string model = WriteDynamicReluModel(TmpDir("oom"));
+  const std::string limit = "ulimit -v 4000000 && ";
+  // 12 GiB: kilnc's random input data does not fit.
+  for (const char* engine : {"--engine=compiled", "--engine=reference"}) {
+    const Result r = Kilnc({"run", model, "--shape", "x=805306368x4", engine}, "", limit);
+    EXPECT_EQ(r.exit_code, kExitResourceExhausted) << engine << "\n" << r.output;
+    EXPECT_THAT(r.err, HasSubstr("RESOURCE_EXHAUSTED: input 'x': out of memory: random data "
+                                 "f32[805306368,4] needs 12884901888 bytes"))
+        << engine;
+  }
+  // 2.4 GB: the input fits, the output (or the reference interpreter's
+  // copy of the input) does not. The JIT build runs first without the
+  // limit so that only the run is under it.
+  const std::vector<std::string> shape = {"--shape", "x=150000000x4"};
+  std::vector<std::string> compile = {"compile", model};
+  compile.insert(compile.end(), shape.begin(), shape.end());
+  const Result built = Kilnc(compile);
+  ASSERT_EQ(built.exit_code, kExitOk) << built.output;
+  std::vector<std::string> run = {"run", model};
+  run.insert(run.end(), shape.begin(), shape.end());
+  Result r = Kilnc(run, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("out of memory: output 'y' f32[150000000,4] needs 2400000000 "
+                               "bytes (2.24 GiB)"));
+  run.push_back("--engine=reference");
+  r = Kilnc(run, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("out of memory: "));
+  EXPECT_THAT(r.err, HasSubstr("f32[150000000,4] needs 2400000000 bytes"));
 }
 
 TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
