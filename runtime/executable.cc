@@ -575,6 +575,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
                            kArenaAlignment * kArenaAlignment;
     }
   }
+  MemoryFootprint footprint;
+  footprint.arena_bytes = exe->arena_bytes_;
+  footprint.constant_bytes = report.constant_bytes;
+  footprint.prepacked_bytes = report.prepacked_bytes;
+  KILN_RETURN_IF_ERROR(CheckMemoryBudget(report.model, footprint, options.memory_limit_bytes));
   exe->inputs_ = std::move(inputs);
   exe->outputs_ = std::move(outputs);
   exe->program_ = std::move(lowered.program);

@@ -55,7 +55,8 @@ Run 'kilnc <command> --help' for the flags of a command.
 Models run compiled by default; check and run take --engine=reference for
 kiln's reference interpreter (the correctness oracle).
 Exit codes: 0 success, 1 wrong result or failed run/compile, 2 bad input
-(flags, missing files, unreadable model).
+(flags, missing files, unreadable model), 3 out of memory (or over
+--memory-limit).
 )";
 
 constexpr absl::string_view kCompileFlagsUsage =
@@ -82,6 +83,9 @@ Compile flags:
                          what Conv/MatMul/Gemm compute in: f32 (default),
                          bf16 with f32 accumulation and bf16 weights, or
                          auto: bf16 where the CPU has AVX512-BF16 or AMX
+  --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
+                         weights and prepacked weights together need more
+                         than BYTES (compiled and eager engines)
 )";
 
 constexpr absl::string_view kInputFlagsUsage =
@@ -131,7 +135,8 @@ constexpr absl::string_view kCheckExit =
     R"(
 Exit codes: 0 all outputs pass, 1 a wrong result (or a run or compile that
 failed), 2 bad input (missing folder or files, unreadable model or data, bad
-flags), 3 out of memory (a tensor, the arena or the weights do not fit).
+flags), 3 out of memory (a tensor, the arena or the weights do not fit, or
+--memory-limit is exceeded).
 )";
 
 constexpr absl::string_view kRunUsage =
@@ -160,7 +165,7 @@ constexpr absl::string_view kRunExit =
     R"(
 Exit codes: 0 success, 1 the run or compile failed, 2 bad input (flags,
 files, model), 3 out of memory (a tensor, the arena or the weights do not
-fit).
+fit, or --memory-limit is exceeded).
 )";
 
 constexpr absl::string_view kCompileUsage =
@@ -276,7 +281,7 @@ constexpr absl::string_view kToolExit =
     R"(
 Exit codes: 0 success, 1 the compile or a run failed, 2 bad input (flags,
 files, model), 3 out of memory (a tensor, the arena or the weights do not
-fit).
+fit, or --memory-limit is exceeded).
 )";
 
 absl::Status UsageError(absl::string_view subcommand, absl::string_view what) {
@@ -383,7 +388,7 @@ struct FlagSpec {
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
       name == "disable-pass" || name == "shape" || name == "cache-dir" ||
-      name == "precision") {
+      name == "precision" || name == "memory-limit") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback") return false;
@@ -414,6 +419,13 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     absl::StatusOr<int> t = ParseIntInRange(sub, "threads", value, 1, 1024);
     if (!t.ok()) return t.status();
     c.threads = *t;
+  } else if (name == "memory-limit") {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(value, &bytes) || bytes <= 0) {
+      return UsageError(sub, absl::StrCat("--memory-limit must be a positive number of bytes, "
+                                          "got '", value, "'"));
+    }
+    c.memory_limit_bytes = bytes;
   } else if (name == "mode") {
     if (value == "compiled") {
       state->from_mode = Engine::kCompiled;
@@ -887,6 +899,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
                                           : CompileOptions::Mode::kCompiled;
   o.disabled_passes = flags.disabled_passes;
   o.precision = flags.precision;
+  o.memory_limit_bytes = flags.memory_limit_bytes;
   return o;
 }
 

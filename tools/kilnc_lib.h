@@ -61,6 +61,8 @@ struct CompileFlags {
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
   // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
   CompileOptions::Precision precision = CompileOptions::Precision::kF32;
+  // --memory-limit: CompileOptions::memory_limit_bytes; 0: none.
+  int64_t memory_limit_bytes = 0;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).
