@@ -1075,11 +1075,11 @@ TEST(KilncEndToEnd, RunBindsDynamicDims) {
 }
 
 // Tensors under the per-tensor cap that do not fit in the address space
-// kilnc may use (ulimit -v, 4 GB) end with ResourceExhausted naming the
+// kilnc may use (ulimit -v, 1 GB) end with ResourceExhausted naming the
 // tensor and exit 3, never std::bad_alloc's abort, on every engine.
 TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
   const std::string model = WriteDynamicReluModel(TmpDir("oom"));
-  const std::string limit = "ulimit -v 4000000 && ";
+  const std::string limit = "ulimit -v 1000000 && ";
   // 12 GiB: kilnc's random input data does not fit.
   for (const char* engine : {"--engine=compiled", "--engine=reference"}) {
     const Result r = Kilnc({"run", model, "--shape", "x=805306368x4", engine}, "", limit);
@@ -1088,10 +1088,10 @@ TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
                                  "f32[805306368,4] needs 12884901888 bytes"))
         << engine;
   }
-  // 2.4 GB: the input fits, the output (or the reference interpreter's
+  // 512 MB: the input fits, the output (or the reference interpreter's
   // copy of the input) does not. The JIT build runs first without the
   // limit so that only the run is under it.
-  const std::vector<std::string> shape = {"--shape", "x=150000000x4"};
+  const std::vector<std::string> shape = {"--shape", "x=32000000x4"};
   std::vector<std::string> compile = {"compile", model};
   compile.insert(compile.end(), shape.begin(), shape.end());
   const Result built = Kilnc(compile);
@@ -1100,13 +1100,13 @@ TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
   run.insert(run.end(), shape.begin(), shape.end());
   Result r = Kilnc(run, "", limit);
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
-  EXPECT_THAT(r.err, HasSubstr("out of memory: output 'y' f32[150000000,4] needs 2400000000 "
-                               "bytes (2.24 GiB)"));
+  EXPECT_THAT(r.err, HasSubstr("out of memory: output 'y' f32[32000000,4] needs 512000000 "
+                               "bytes (0.48 GiB)"));
   run.push_back("--engine=reference");
   r = Kilnc(run, "", limit);
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
   EXPECT_THAT(r.err, HasSubstr("out of memory: "));
-  EXPECT_THAT(r.err, HasSubstr("f32[150000000,4] needs 2400000000 bytes"));
+  EXPECT_THAT(r.err, HasSubstr("f32[32000000,4] needs 512000000 bytes"));
 }
 
 TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
