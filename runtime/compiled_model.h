@@ -224,6 +224,9 @@ class CompiledModel;
 // (zero-filled) with their shapes, outputs of data-dependent shape empty
 // (their dynamic dims 0, or shape [0] when even the rank is unknown).
 std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model);
+// NewOutputTensors with the allocations checked: ResourceExhausted naming
+// the output that does not fit in memory (ir::Tensor::Create).
+absl::StatusOr<std::vector<ir::Tensor>> TryNewOutputTensors(const CompiledModel& model);
 
 class CompiledModel {
  public:

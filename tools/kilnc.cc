@@ -893,7 +893,9 @@ int RunBench(const Command& cmd) {
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
   if (!inputs.ok()) return InputsFailed("bench", inputs.status());
-  std::vector<ir::Tensor> outputs = NewOutputTensors(*model);
+  absl::StatusOr<std::vector<ir::Tensor>> allocated = TryNewOutputTensors(*model);
+  if (!allocated.ok()) return Failed("bench", allocated.status());
+  std::vector<ir::Tensor> outputs = *std::move(allocated);
   std::vector<ir::Tensor*> output_ptrs;
   for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
 
@@ -952,7 +954,9 @@ int RunBench(const Command& cmd) {
         "bench", opts.model, eager_options, &exit_code, &eager_compile_ms);
     if (eager == nullptr) return exit_code;
     res.eager_arena_bytes = eager->report().arena_bytes;
-    std::vector<ir::Tensor> eager_outputs = NewOutputTensors(*eager);
+    absl::StatusOr<std::vector<ir::Tensor>> eager_allocated = TryNewOutputTensors(*eager);
+    if (!eager_allocated.ok()) return Failed("bench", eager_allocated.status());
+    std::vector<ir::Tensor> eager_outputs = *std::move(eager_allocated);
     std::vector<ir::Tensor*> eager_ptrs;
     for (ir::Tensor& t : eager_outputs) eager_ptrs.push_back(&t);
     for (int i = 0; i < opts.warmup; ++i) {

@@ -1119,6 +1119,12 @@ TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
   EXPECT_THAT(r.err, HasSubstr("out of memory: output 'y' f32[32000000,4] needs 512000000 "
                                "bytes (0.48 GiB)"));
+  std::vector<std::string> bench = {"bench", model, "--warmup=1", "--min-iterations=1"};
+  bench.insert(bench.end(), shape.begin(), shape.end());
+  r = Kilnc(bench, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("kilnc bench: RESOURCE_EXHAUSTED: out of memory: output 'y' "
+                               "f32[32000000,4] needs 512000000 bytes"));
   run.push_back("--engine=reference");
   r = Kilnc(run, "", limit);
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
