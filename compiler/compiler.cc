@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -364,11 +365,30 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Safe(
   return SanitizedStatus(r.status(), /*keep_line_breaks=*/true);
 }
 
+// The last resort of the public entry points: an allocation nobody checked
+// (std::bad_alloc: the constants, a folded value) becomes
+// ResourceExhausted naming the model, never an abort.
+template <typename Fn>
+auto CatchOutOfMemory(absl::string_view model, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return SanitizedStatus(
+        absl::ResourceExhaustedError(absl::StrCat("out of memory compiling '", model, "'")),
+        /*keep_line_breaks=*/false);
+  }
+}
+
 }  // namespace
 
 Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
+    const std::string& path) const {
+  return CatchOutOfMemory(path, [&] { return CompileFileImpl(path); });
+}
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
     const std::string& path) const {
   CompileReport report;
   report.model = path;
@@ -382,12 +402,29 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileGraph(ir::Graph graph) const {
-  CompileReport report;
-  report.model = graph.name();
-  return Safe(CompileOne(options_, std::move(graph), std::move(report)));
+  const std::string name = graph.name();
+  return CatchOutOfMemory(name, [&] {
+    CompileReport report;
+    report.model = name;
+    return Safe(CompileOne(options_, std::move(graph), std::move(report)));
+  });
 }
 
 std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGraphs(
+    std::vector<ir::Graph> graphs) const {
+  const size_t n = graphs.size();
+  try {
+    return CompileGraphsImpl(std::move(graphs));
+  } catch (const std::bad_alloc&) {
+    std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> results;
+    for (size_t g = 0; g < n; ++g) {
+      results.push_back(absl::ResourceExhaustedError("out of memory compiling a batch of models"));
+    }
+    return results;
+  }
+}
+
+std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> Compiler::CompileGraphsImpl(
     std::vector<ir::Graph> graphs) const {
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> results(graphs.size());
   std::vector<Prepared> batch;

@@ -45,6 +45,11 @@ class Compiler {
   const CompileOptions& options() const { return options_; }
 
  private:
+  // The entry points above without their std::bad_alloc catch.
+  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFileImpl(const std::string& path) const;
+  std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> CompileGraphsImpl(
+      std::vector<ir::Graph> graphs) const;
+
   CompileOptions options_;
 };
 

@@ -3,6 +3,7 @@
 #include "interp/interpreter.h"
 
 #include <algorithm>
+#include <new>
 #include <optional>
 #include <set>
 
@@ -76,6 +77,28 @@ absl::Status CheckDeclaredType(const Graph& graph, const Node& node,
   return absl::OkStatus();
 }
 
+// The node's kernel; an allocation that fails inside it (std::bad_alloc
+// from a Tensor) becomes ResourceExhausted naming the node's outputs.
+absl::StatusOr<std::vector<Tensor>> RunKernelChecked(const OpKernel& kernel,
+                                                     OpContext& ctx) {
+  try {
+    return kernel(ctx);
+  } catch (const std::bad_alloc&) {
+    std::vector<std::string> outs;
+    int64_t bytes = 0;
+    for (ValueId out : ctx.node.outputs) {
+      if (out == ir::kNoValue) continue;
+      const ir::Value& v = ctx.graph.value(out);
+      outs.push_back(absl::StrCat("'", v.name, "' ", ir::TypeString(v.dtype, v.shape)));
+      const int64_t n = ir::NumElements(v.shape);
+      if (n > 0) bytes += n * static_cast<int64_t>(ir::DTypeSize(v.dtype));
+    }
+    return ir::OutOfMemoryError(
+        absl::StrCat(ctx.node.Describe(), ", computing ", absl::StrJoin(outs, ", "), ","),
+        bytes);
+  }
+}
+
 absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
                                                absl::Span<const Tensor> inputs,
                                                const Scope* parent) {
@@ -86,7 +109,14 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
   }
   Scope scope(graph, parent);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    scope.Set(graph.inputs()[i], inputs[i]);
+    try {
+      scope.Set(graph.inputs()[i], inputs[i]);
+    } catch (const std::bad_alloc&) {
+      return ir::OutOfMemoryError(
+          absl::StrCat("the copy of input '", graph.value(graph.inputs()[i]).name, "' ",
+                       inputs[i].TypeString()),
+          static_cast<int64_t>(inputs[i].byte_size()));
+    }
   }
   for (const Graph::Capture& c : graph.captures()) {
     const Tensor* outer = parent ? parent->Lookup(c.outer_name) : nullptr;
@@ -148,7 +178,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
                                 absl::Span<const Tensor> sub_inputs) {
       return RunInScope(sub, sub_inputs, &scope);
     };
-    absl::StatusOr<std::vector<Tensor>> outs = (*kernel)(ctx);
+    absl::StatusOr<std::vector<Tensor>> outs = RunKernelChecked(*kernel, ctx);
     if (!outs.ok()) {
       absl::Status s = outs.status();
       // Kernels name the node already (OpContext::Error); add the index.
@@ -246,7 +276,13 @@ const OpRegistry& OpRegistry::Default() {
 absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
                                         absl::Span<const Tensor> inputs) {
   KILN_RETURN_IF_ERROR(OpRegistry::Default().status());
-  return RunInScope(graph, inputs, nullptr);
+  try {
+    return RunInScope(graph, inputs, nullptr);
+  } catch (const std::bad_alloc&) {
+    // Kernels are covered node by node; this is the values' copies.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory running graph '", graph.name(), "' on the reference interpreter"));
+  }
 }
 
 std::vector<std::string> UnsupportedOps(const Graph& graph) {

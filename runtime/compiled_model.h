@@ -90,6 +90,14 @@ struct CompileOptions {
   // normalization statistics compute in f32 either way.
   enum class Precision { kF32, kBF16, kAuto };
   Precision precision = Precision::kF32;
+  // The model's memory budget in bytes: the arena of one Run, the constant
+  // weights and oneDNN's prepacked copies together (CompileReport's
+  // arena_bytes + constant_bytes + prepacked_bytes, the arena also holding
+  // outputs copied out). A model over it is refused at compile time with
+  // ResourceExhausted stating the planned bytes and the budget. 0: none.
+  // Values of data-dependent shape (allocated per run) are not planned and
+  // do not count.
+  int64_t memory_limit_bytes = 0;
   // Tests only: let oneDNN run its reference kernels (slow, correct), e.g.
   // bf16 calls on a CPU without bf16 kernels.
   bool allow_onednn_reference_impl = false;
@@ -216,6 +224,9 @@ class CompiledModel;
 // (zero-filled) with their shapes, outputs of data-dependent shape empty
 // (their dynamic dims 0, or shape [0] when even the rank is unknown).
 std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model);
+// NewOutputTensors with the allocations checked: ResourceExhausted naming
+// the output that does not fit in memory (ir::Tensor::Create).
+absl::StatusOr<std::vector<ir::Tensor>> TryNewOutputTensors(const CompiledModel& model);
 
 class CompiledModel {
  public:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,15 +87,22 @@ class Executable final : public CompiledModel {
  public:
   absl::StatusOr<std::vector<ir::Tensor>> Run(
       absl::Span<const ir::Tensor> inputs) const override {
-    std::vector<ir::Tensor> outs = NewOutputs();
-    std::vector<ir::Tensor*> ptrs;
-    for (ir::Tensor& t : outs) ptrs.push_back(&t);
-    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, nullptr, /*take_dynamic=*/true));
-    return outs;
+    return CatchOutOfMemory([&]() -> absl::StatusOr<std::vector<ir::Tensor>> {
+      KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, NewOutputs());
+      std::vector<ir::Tensor*> ptrs;
+      for (ir::Tensor& t : outs) ptrs.push_back(&t);
+      KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, nullptr, /*take_dynamic=*/true));
+      return outs;
+    });
   }
 
   absl::StatusOr<std::vector<ir::Tensor>> RunNamed(
       const std::map<std::string, ir::Tensor>& inputs) const override {
+    return CatchOutOfMemory([&] { return RunNamedImpl(inputs); });
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> RunNamedImpl(
+      const std::map<std::string, ir::Tensor>& inputs) const {
     std::vector<ir::Tensor> ordered;
     for (const TensorInfo& in : inputs_) {
       auto it = inputs.find(in.name);
@@ -117,18 +125,33 @@ class Executable final : public CompiledModel {
 
   absl::Status RunInto(absl::Span<const ir::Tensor> inputs,
                        absl::Span<ir::Tensor* const> outputs) const override {
-    return RunImpl(inputs, outputs, nullptr, /*take_dynamic=*/false);
+    return CatchOutOfMemory(
+        [&] { return RunImpl(inputs, outputs, nullptr, /*take_dynamic=*/false); });
   }
 
   absl::StatusOr<std::vector<ir::Tensor>> Profile(
       absl::Span<const ir::Tensor> inputs, std::vector<KernelTiming>* timings) const override {
-    std::vector<ir::Tensor> outs = NewOutputs();
-    std::vector<ir::Tensor*> ptrs;
-    for (ir::Tensor& t : outs) ptrs.push_back(&t);
-    timings->clear();
-    timings->reserve(steps_.size());
-    KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, timings, /*take_dynamic=*/true));
-    return outs;
+    return CatchOutOfMemory([&]() -> absl::StatusOr<std::vector<ir::Tensor>> {
+      KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, NewOutputs());
+      std::vector<ir::Tensor*> ptrs;
+      for (ir::Tensor& t : outs) ptrs.push_back(&t);
+      timings->clear();
+      timings->reserve(steps_.size());
+      KILN_RETURN_IF_ERROR(RunImpl(inputs, ptrs, timings, /*take_dynamic=*/true));
+      return outs;
+    });
+  }
+
+  // The last resort of the public entry points: an allocation nobody
+  // checked (std::bad_alloc) becomes ResourceExhausted, never an abort.
+  template <typename Fn>
+  auto CatchOutOfMemory(Fn fn) const -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory running model '", report_.model, "'"));
+    }
   }
 
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
@@ -137,14 +160,18 @@ class Executable final : public CompiledModel {
 
   // Output tensors for Run: static outputs allocated, outputs of
   // data-dependent shape empty (Execute hands them over).
-  std::vector<ir::Tensor> NewOutputs() const {
+  absl::StatusOr<std::vector<ir::Tensor>> NewOutputs() const {
     std::vector<ir::Tensor> outs;
     outs.reserve(outputs_.size());
     for (size_t o = 0; o < outputs_.size(); ++o) {
       if (output_dynamic_[o]) {
         outs.emplace_back(outputs_[o].dtype, ir::Shape{0});
       } else {
-        outs.emplace_back(outputs_[o].dtype, outputs_[o].shape);
+        KILN_ASSIGN_OR_RETURN(
+            ir::Tensor t,
+            ir::Tensor::Create(outputs_[o].dtype, outputs_[o].shape,
+                               absl::StrCat("output '", outputs_[o].name, "'")));
+        outs.push_back(std::move(t));
       }
     }
     return outs;
@@ -157,7 +184,7 @@ class Executable final : public CompiledModel {
                        absl::Span<ir::Tensor* const> outputs,
                        std::vector<KernelTiming>* timings, bool take_dynamic) const {
     KILN_RETURN_IF_ERROR(CheckInterface(inputs, outputs));
-    std::unique_ptr<Context> ctx = AcquireContext();
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, AcquireContext());
     absl::Status status = Execute(*ctx, inputs, outputs, timings, take_dynamic);
     for (ir::Tensor& t : ctx->dynamic) t = ir::Tensor();
     ReleaseContext(std::move(ctx));
@@ -193,7 +220,9 @@ class Executable final : public CompiledModel {
     return absl::OkStatus();
   }
 
-  std::unique_ptr<Context> AcquireContext() const {
+  // A pooled context, else a new one; ResourceExhausted when its arena
+  // cannot be allocated.
+  absl::StatusOr<std::unique_ptr<Context>> AcquireContext() const {
     {
       absl::MutexLock lock(&pool_mu_);
       if (!pool_.empty()) {
@@ -203,7 +232,12 @@ class Executable final : public CompiledModel {
       }
     }
     auto ctx = std::make_unique<Context>();
-    ctx->arena_storage.reset(new char[arena_bytes_ + kArenaAlignment]);
+    ctx->arena_storage.reset(new (std::nothrow) char[arena_bytes_ + kArenaAlignment]);
+    if (ctx->arena_storage == nullptr) {
+      return ir::OutOfMemoryError(
+          absl::StrCat("the arena of model '", report_.model, "'"),
+          arena_bytes_ + kArenaAlignment);
+    }
     const uintptr_t base = reinterpret_cast<uintptr_t>(ctx->arena_storage.get());
     ctx->arena = reinterpret_cast<char*>((base + kArenaAlignment - 1) /
                                          kArenaAlignment * kArenaAlignment);
@@ -274,7 +308,7 @@ class Executable final : public CompiledModel {
         const int rc = step.fn(ctx.args.data());
         if (rc != 0) return KernelError(step, rc);
       } else {
-        KILN_RETURN_IF_ERROR(step.library->Run(ctx.ptrs));
+        KILN_RETURN_IF_ERROR(RunLibraryChecked(step, ctx));
       }
       if (timings != nullptr) {
         const absl::Time t1 = absl::Now();
@@ -295,7 +329,7 @@ class Executable final : public CompiledModel {
                            " outputs for a model of ", inputs_.size(), " and ",
                            outputs_.size());
     }
-    std::unique_ptr<Context> ctx = AcquireContext();
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, AcquireContext());
     absl::Status status = [&]() -> absl::Status {
       if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -308,7 +342,9 @@ class Executable final : public CompiledModel {
         if (!output_shapes[o].has_value() && !output_dynamic_[o]) {
           ir::Tensor& target = *static_cast<ir::Tensor*>(outputs[o]);
           if (target.dtype() != outputs_[o].dtype || target.shape() != outputs_[o].shape) {
-            target = ir::Tensor(outputs_[o].dtype, outputs_[o].shape);
+            KILN_ASSIGN_OR_RETURN(
+                target, ir::Tensor::Create(outputs_[o].dtype, outputs_[o].shape,
+                                           absl::StrCat("output '", outputs_[o].name, "'")));
           }
           storage[o] = target.raw_data();
         }
@@ -341,6 +377,19 @@ class Executable final : public CompiledModel {
     for (ir::Tensor& t : ctx->dynamic) t = ir::Tensor();
     ReleaseContext(std::move(ctx));
     return status;
+  }
+
+  // A library call; an allocation failing inside it (the reference
+  // interpreter's tensors, a value of data-dependent shape) becomes
+  // ResourceExhausted naming the kernel and its ops.
+  absl::Status RunLibraryChecked(const Step& step, Context& ctx) const {
+    try {
+      return step.library->Run(ctx.ptrs);
+    } catch (const std::bad_alloc&) {
+      const Kernel& k = program_.kernels[step.kernel];
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "out of memory in kernel '", k.name, "' (", absl::StrJoin(k.ops, ", "), ")"));
+    }
   }
 
   absl::Status KernelError(const Step& step, int rc) const {
@@ -526,6 +575,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
                            kArenaAlignment * kArenaAlignment;
     }
   }
+  MemoryFootprint footprint;
+  footprint.arena_bytes = exe->arena_bytes_;
+  footprint.constant_bytes = report.constant_bytes;
+  footprint.prepacked_bytes = report.prepacked_bytes;
+  KILN_RETURN_IF_ERROR(CheckMemoryBudget(report.model, footprint, options.memory_limit_bytes));
   exe->inputs_ = std::move(inputs);
   exe->outputs_ = std::move(outputs);
   exe->program_ = std::move(lowered.program);
@@ -541,7 +595,8 @@ absl::Status RunOnBuffers(const CompiledModel& model, absl::Span<const void* con
                           absl::Span<const std::optional<ir::Shape>> output_shapes) {
   const auto* exe = dynamic_cast<const Executable*>(&model);
   if (exe == nullptr) return InternalError("RunOnBuffers: not a runtime executable");
-  return exe->RunBuffers(inputs, outputs, output_shapes);
+  return exe->CatchOutOfMemory(
+      [&] { return exe->RunBuffers(inputs, outputs, output_shapes); });
 }
 
 }  // namespace kiln::runtime

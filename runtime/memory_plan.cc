@@ -108,4 +108,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
   return plan;
 }
 
+absl::Status CheckMemoryBudget(absl::string_view model, const MemoryFootprint& planned,
+                               int64_t limit_bytes) {
+  if (limit_bytes <= 0 || planned.total() <= limit_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "model '", model, "' needs ", planned.total(), " bytes (arena ", planned.arena_bytes,
+      " + constants ", planned.constant_bytes, " + prepacked weights ",
+      planned.prepacked_bytes, "), over its memory limit of ", limit_bytes, " bytes"));
+}
+
 }  // namespace kiln::runtime

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/loop/loop_ir.h"
 
 namespace kiln::runtime {
@@ -49,6 +51,21 @@ KernelAccess AccessesOf(const ir::loop::Kernel& kernel);
 // buffer's storage size is unknown or the arena would overflow int64.
 absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
                                       const MemoryPlanOptions& options = {});
+
+// What one model holds in memory at run time: the arena of one execution
+// context, the constant weights and oneDNN's prepacked copies.
+struct MemoryFootprint {
+  int64_t arena_bytes = 0;
+  int64_t constant_bytes = 0;
+  int64_t prepacked_bytes = 0;
+  int64_t total() const { return arena_bytes + constant_bytes + prepacked_bytes; }
+};
+
+// OK when `limit_bytes` is 0 (no budget) or the footprint fits in it; else
+// ResourceExhausted naming `model`, the planned bytes (each part and their
+// sum) and the budget (CompileOptions::memory_limit_bytes).
+absl::Status CheckMemoryBudget(absl::string_view model, const MemoryFootprint& planned,
+                               int64_t limit_bytes);
 
 }  // namespace kiln::runtime
 

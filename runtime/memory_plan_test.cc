@@ -102,5 +102,21 @@ TEST(PlanMemory, RejectsKernelsUsingUnknownBuffers) {
   EXPECT_NE(plan.status().message().find("bad"), std::string::npos);
 }
 
+TEST(CheckMemoryBudget, RefusesAFootprintOverTheLimit) {
+  MemoryFootprint planned;
+  planned.arena_bytes = 1000;
+  planned.constant_bytes = 200;
+  planned.prepacked_bytes = 30;
+  EXPECT_EQ(planned.total(), 1230);
+  EXPECT_TRUE(CheckMemoryBudget("m", planned, 0).ok());  // no budget
+  EXPECT_TRUE(CheckMemoryBudget("m", planned, 1230).ok());
+  EXPECT_TRUE(CheckMemoryBudget("m", planned, 1 << 30).ok());
+  const absl::Status over = CheckMemoryBudget("m", planned, 1229);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.message(),
+            "model 'm' needs 1230 bytes (arena 1000 + constants 200 + prepacked weights 30), "
+            "over its memory limit of 1229 bytes");
+}
+
 }  // namespace
 }  // namespace kiln::runtime

@@ -50,6 +50,20 @@ std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model) {
   return outs;
 }
 
+absl::StatusOr<std::vector<ir::Tensor>> TryNewOutputTensors(const CompiledModel& model) {
+  std::vector<ir::Tensor> outs;
+  outs.reserve(model.outputs().size());
+  for (const TensorInfo& o : model.outputs()) {
+    ir::Shape shape = o.shape_known ? o.shape : ir::Shape{0};
+    for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
+    absl::StatusOr<ir::Tensor> t =
+        ir::Tensor::Create(o.dtype, std::move(shape), absl::StrCat("output '", o.name, "'"));
+    if (!t.ok()) return t.status();
+    outs.push_back(*std::move(t));
+  }
+  return outs;
+}
+
 const char* ModeName(CompileOptions::Mode mode) {
   return mode == CompileOptions::Mode::kEager ? "eager" : "compiled";
 }

@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -72,10 +73,18 @@ int BadInput(absl::string_view command, absl::string_view message) {
   return kExitBadInput;
 }
 
-// Reports a failed step: exit 2 when the user's input is at fault, else 1.
+// Reports a failed step: exit 2 when the user's input is at fault, 3 when
+// memory ran out, else 1.
 int Failed(absl::string_view command, const absl::Status& status) {
   std::cerr << "kilnc " << command << ": " << status.ToString() << "\n";
   return ExitCodeFor(status);
+}
+
+// Inputs that could not be made: bad input (exit 2), or random data too
+// big for memory (ResourceExhausted, exit 3).
+int InputsFailed(absl::string_view command, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kResourceExhausted) return Failed(command, status);
+  return BadInput(command, status.message());
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {
@@ -339,8 +348,8 @@ absl::StatusOr<std::vector<ir::Tensor>> MakeInputs(const std::vector<TensorInfo>
     absl::StatusOr<ir::Tensor> t = RandomTensor(
         v.dtype, v.shape, in.seed + 0x9E3779B97F4A7C15ull * k, in.int_low, in.int_high);
     if (!t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", v.name, "': ", t.status().message()));
+      return absl::Status(t.status().code(),
+                          absl::StrCat("input '", v.name, "': ", t.status().message()));
     }
     inputs.push_back(*std::move(t));
     if (sources) sources->push_back(absl::StrCat("random, seed ", in.seed));
@@ -543,7 +552,7 @@ int RunRun(const Command& cmd) {
   std::vector<std::string> sources;
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(exe->inputs(), *given, cmd.inputs, flags, &sources);
-  if (!inputs.ok()) return BadInput("run", inputs.status().message());
+  if (!inputs.ok()) return InputsFailed("run", inputs.status());
 
   std::cout << "kilnc run " << model_path << "\n"
             << "model: " << exe->ModelLine() << "\n"
@@ -882,8 +891,10 @@ int RunBench(const Command& cmd) {
 
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
-  if (!inputs.ok()) return BadInput("bench", inputs.status().message());
-  std::vector<ir::Tensor> outputs = NewOutputTensors(*model);
+  if (!inputs.ok()) return InputsFailed("bench", inputs.status());
+  absl::StatusOr<std::vector<ir::Tensor>> allocated = TryNewOutputTensors(*model);
+  if (!allocated.ok()) return Failed("bench", allocated.status());
+  std::vector<ir::Tensor> outputs = *std::move(allocated);
   std::vector<ir::Tensor*> output_ptrs;
   for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
 
@@ -942,7 +953,9 @@ int RunBench(const Command& cmd) {
         "bench", opts.model, eager_options, &exit_code, &eager_compile_ms);
     if (eager == nullptr) return exit_code;
     res.eager_arena_bytes = eager->report().arena_bytes;
-    std::vector<ir::Tensor> eager_outputs = NewOutputTensors(*eager);
+    absl::StatusOr<std::vector<ir::Tensor>> eager_allocated = TryNewOutputTensors(*eager);
+    if (!eager_allocated.ok()) return Failed("bench", eager_allocated.status());
+    std::vector<ir::Tensor> eager_outputs = *std::move(eager_allocated);
     std::vector<ir::Tensor*> eager_ptrs;
     for (ir::Tensor& t : eager_outputs) eager_ptrs.push_back(&t);
     for (int i = 0; i < opts.warmup; ++i) {
@@ -1038,7 +1051,7 @@ int RunProfile(const Command& cmd) {
   PrintWarnings(r.warnings);
   absl::StatusOr<std::vector<ir::Tensor>> inputs =
       MakeInputs(model->inputs(), *given, cmd.inputs, flags, nullptr);
-  if (!inputs.ok()) return BadInput("profile", inputs.status().message());
+  if (!inputs.ok()) return InputsFailed("profile", inputs.status());
 
   std::string trace_path;
   if (!opts.trace.empty()) {
@@ -1102,7 +1115,7 @@ void RemoveTemporariesAndDie(int sig) {
   std::raise(sig);
 }
 
-int Main(int argc, char** argv) {
+int MainImpl(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, RemoveTemporariesAndDie);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "opt") return OptMain(args, WorkingDir(), std::cout, std::cerr);
@@ -1135,6 +1148,17 @@ int Main(int argc, char** argv) {
       return RunAot(*cmd);
   }
   return kExitBadInput;
+}
+
+// MainImpl, with the last resort for an allocation nobody checked: a
+// clear message and kExitResourceExhausted instead of an abort.
+int Main(int argc, char** argv) {
+  try {
+    return MainImpl(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kilnc: out of memory\n";
+    return kExitResourceExhausted;
+  }
 }
 
 }  // namespace

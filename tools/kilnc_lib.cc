@@ -55,7 +55,8 @@ Run 'kilnc <command> --help' for the flags of a command.
 Models run compiled by default; check and run take --engine=reference for
 kiln's reference interpreter (the correctness oracle).
 Exit codes: 0 success, 1 wrong result or a kiln failure, 2 bad input (flags,
-missing files, an unreadable or invalid model), whichever engine finds it.
+missing files, an unreadable or invalid model), 3 out of memory (or over
+--memory-limit), whichever engine finds it.
 )";
 
 constexpr absl::string_view kCompileFlagsUsage =
@@ -82,6 +83,9 @@ Compile flags:
                          what Conv/MatMul/Gemm compute in: f32 (default),
                          bf16 with f32 accumulation and bf16 weights, or
                          auto: bf16 where the CPU has AVX512-BF16 or AMX
+  --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
+                         weights and prepacked weights together need more
+                         than BYTES (compiled and eager engines)
 )";
 
 constexpr absl::string_view kInputFlagsUsage =
@@ -131,7 +135,8 @@ constexpr absl::string_view kCheckExit =
     R"(
 Exit codes: 0 all outputs pass, 1 a wrong result (or a run or compile that
 failed in kiln), 2 bad input (missing folder or files, an unreadable or
-invalid model or data, bad flags), whichever engine finds it.
+invalid model or data, bad flags), 3 out of memory (a tensor, the arena or the
+weights do not fit, or --memory-limit is exceeded), whichever engine finds it.
 )";
 
 constexpr absl::string_view kRunUsage =
@@ -159,7 +164,8 @@ Flags:
 constexpr absl::string_view kRunExit =
     R"(
 Exit codes: 0 success, 1 the run or compile failed in kiln, 2 bad input
-(flags, files, an invalid model), whichever engine finds it.
+(flags, files, an invalid model), 3 out of memory (a tensor, the arena or the
+weights do not fit, or --memory-limit is exceeded), whichever engine finds it.
 )";
 
 constexpr absl::string_view kCompileUsage =
@@ -274,7 +280,8 @@ Flags:
 constexpr absl::string_view kToolExit =
     R"(
 Exit codes: 0 success, 1 the compile or a run failed, 2 bad input (flags,
-files, model).
+files, model), 3 out of memory (a tensor, the arena or the weights do not
+fit, or --memory-limit is exceeded).
 )";
 
 absl::Status UsageError(absl::string_view subcommand, absl::string_view what) {
@@ -381,7 +388,7 @@ struct FlagSpec {
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
       name == "disable-pass" || name == "shape" || name == "cache-dir" ||
-      name == "precision") {
+      name == "precision" || name == "memory-limit") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback") return false;
@@ -412,6 +419,13 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     absl::StatusOr<int> t = ParseIntInRange(sub, "threads", value, 1, 1024);
     if (!t.ok()) return t.status();
     c.threads = *t;
+  } else if (name == "memory-limit") {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(value, &bytes) || bytes <= 0) {
+      return UsageError(sub, absl::StrCat("--memory-limit must be a positive number of bytes, "
+                                          "got '", value, "'"));
+    }
+    c.memory_limit_bytes = bytes;
   } else if (name == "mode") {
     if (value == "compiled") {
       state->from_mode = Engine::kCompiled;
@@ -797,6 +811,8 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kOutOfRange:
       return kExitBadInput;
+    case absl::StatusCode::kResourceExhausted:
+      return kExitResourceExhausted;
     default:
       return kExitWrongResult;
   }
@@ -883,6 +899,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
                                           : CompileOptions::Mode::kCompiled;
   o.disabled_passes = flags.disabled_passes;
   o.precision = flags.precision;
+  o.memory_limit_bytes = flags.memory_limit_bytes;
   return o;
 }
 
@@ -1074,7 +1091,9 @@ absl::StatusOr<ir::Tensor> RandomTensor(ir::DType dtype, const ir::Shape& shape,
         ir::DTypeName(dtype)));
   }
 
-  ir::Tensor t(dtype, shape);
+  absl::StatusOr<ir::Tensor> allocated = ir::Tensor::Create(dtype, shape, "random data");
+  if (!allocated.ok()) return allocated.status();
+  ir::Tensor t = *std::move(allocated);
   std::mt19937_64 gen(seed);
   auto uniform01 = [&gen] {  // [0, 1) with 53 random bits
     return static_cast<double>(gen() >> 11) * 0x1.0p-53;

@@ -30,10 +30,15 @@ namespace kiln::tools {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitWrongResult = 1;
 inline constexpr int kExitBadInput = 2;
+// A valid model and input that do not fit in the memory this process may
+// use (ResourceExhausted): neither the model's fault nor a wrong result;
+// the same command can pass with more memory or smaller shapes.
+inline constexpr int kExitResourceExhausted = 3;
 
 // The exit code for a failed operation: kExitBadInput when the user's input
-// is at fault (InvalidArgument, NotFound, OutOfRange), kExitWrongResult for
-// everything else (Unimplemented, Internal, ...).
+// is at fault (InvalidArgument, NotFound, OutOfRange),
+// kExitResourceExhausted when memory ran out (ResourceExhausted),
+// kExitWrongResult for everything else (Unimplemented, Internal, ...).
 int ExitCodeFor(const absl::Status& status);
 
 // ---------------------------------------------------------------- arguments
@@ -56,6 +61,8 @@ struct CompileFlags {
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
   // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
   CompileOptions::Precision precision = CompileOptions::Precision::kF32;
+  // --memory-limit: CompileOptions::memory_limit_bytes; 0: none.
+  int64_t memory_limit_bytes = 0;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).

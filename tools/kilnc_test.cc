@@ -310,6 +310,7 @@ TEST(ExitCodeFor, UserErrorsAreTwoOthersOne) {
   EXPECT_EQ(ExitCodeFor(absl::NotFoundError("x")), kExitBadInput);
   EXPECT_EQ(ExitCodeFor(absl::UnimplementedError("x")), kExitWrongResult);
   EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), kExitWrongResult);
+  EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("x")), kExitResourceExhausted);
 }
 
 TEST(ParseCommandLine, ArgumentErrors) {
@@ -759,14 +760,16 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Runs the kilnc binary; `env` is prepended to the command ("VAR=value").
-// Compiled code goes to a JIT cache in the test's temporary folder.
-Result Kilnc(const std::vector<std::string>& args, const std::string& env = "") {
+// Runs the kilnc binary; `env` is prepended to the command ("VAR=value"),
+// `shell` to the whole shell line ("ulimit -v N && "). Compiled code goes to
+// a JIT cache in the test's temporary folder.
+Result Kilnc(const std::vector<std::string>& args, const std::string& env = "",
+             const std::string& shell = "") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string base = tmp ? tmp : "/tmp";
   static int calls = 0;
   const std::string err_file = absl::StrCat(base, "/kilnc_stderr_", calls++, ".txt");
-  std::string cmd = "XDG_CACHE_HOME=" + Quote(base + "/xdg_cache") + " ";
+  std::string cmd = shell + "XDG_CACHE_HOME=" + Quote(base + "/xdg_cache") + " ";
   if (!env.empty()) cmd += env + " ";
   cmd += Quote(Runfile("tools/kilnc"));
   for (const std::string& a : args) cmd += " " + Quote(a);
@@ -1154,6 +1157,64 @@ TEST(KilncEndToEnd, RunBindsDynamicDims) {
   EXPECT_THAT(r.output, HasSubstr("output 0 'y' f32[1,4]"));
 }
 
+// Sanitizer runtimes map shadow memory far beyond any ulimit -v.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+
+// Tensors under the per-tensor cap that do not fit in the address space
+// kilnc may use (ulimit -v, 1 GB) end with ResourceExhausted naming the
+// tensor and exit 3, never std::bad_alloc's abort, on every engine.
+TEST(KilncEndToEnd, MemoryExhaustionIsAnErrorNotACrash) {
+  if (kUnderSanitizer) {
+    GTEST_SKIP() << "ASan/TSan/MSan reserve terabytes of address space: ulimit -v cannot run";
+  }
+  const std::string model = WriteDynamicReluModel(TmpDir("oom"));
+  const std::string limit = "ulimit -v 1000000 && ";
+  // 12 GiB: kilnc's random input data does not fit.
+  for (const char* engine : {"--engine=compiled", "--engine=reference"}) {
+    const Result r = Kilnc({"run", model, "--shape", "x=805306368x4", engine}, "", limit);
+    EXPECT_EQ(r.exit_code, kExitResourceExhausted) << engine << "\n" << r.output;
+    EXPECT_THAT(r.err, HasSubstr("RESOURCE_EXHAUSTED: input 'x': out of memory: random data "
+                                 "f32[805306368,4] needs 12884901888 bytes"))
+        << engine;
+  }
+  // 512 MB: the input fits, the output (or the reference interpreter's
+  // copy of the input) does not. The JIT build runs first without the
+  // limit so that only the run is under it.
+  const std::vector<std::string> shape = {"--shape", "x=32000000x4"};
+  std::vector<std::string> compile = {"compile", model};
+  compile.insert(compile.end(), shape.begin(), shape.end());
+  const Result built = Kilnc(compile);
+  ASSERT_EQ(built.exit_code, kExitOk) << built.output;
+  std::vector<std::string> run = {"run", model};
+  run.insert(run.end(), shape.begin(), shape.end());
+  Result r = Kilnc(run, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("out of memory: output 'y' f32[32000000,4] needs 512000000 "
+                               "bytes (0.48 GiB)"));
+  std::vector<std::string> bench = {"bench", model, "--warmup=1", "--min-iterations=1"};
+  bench.insert(bench.end(), shape.begin(), shape.end());
+  r = Kilnc(bench, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("kilnc bench: RESOURCE_EXHAUSTED: out of memory: output 'y' "
+                               "f32[32000000,4] needs 512000000 bytes"));
+  run.push_back("--engine=reference");
+  r = Kilnc(run, "", limit);
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("out of memory: "));
+  EXPECT_THAT(r.err, HasSubstr("f32[32000000,4] needs 512000000 bytes"));
+}
+
 TEST(KilncEndToEnd, CheckBindsDynamicDimsFromEachDataSet) {
   const std::string dir = TmpDir("dyn_check");
   WriteDynamicReluModel(dir);
@@ -1331,6 +1392,51 @@ TEST(KilncEndToEnd, DataDependentShapesProfile) {
   EXPECT_THAT(r.out, HasSubstr("2 profiled"));
   const nlohmann::json t = nlohmann::json::parse(ReadFile(trace), nullptr, false);
   ASSERT_TRUE(t.is_object()) << ReadFile(trace);
+}
+
+// --memory-limit: the budget counts the arena, the constants and the
+// prepacked weights the compile report lists; a model over it is refused at
+// compile time (exit 3) with the planned bytes and the budget, one at it
+// compiles.
+TEST(KilncEndToEnd, MemoryLimitIsCheckedAtCompileTime) {
+  const std::string model = TinyCnn() + "/model.onnx";
+  const Result explained = Kilnc({"explain", model, "--json"});
+  ASSERT_EQ(explained.exit_code, kExitOk) << explained.output;
+  const nlohmann::json j = nlohmann::json::parse(explained.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << explained.out;
+  const int64_t constants = j["constant_bytes"].get<int64_t>();
+  const int64_t prepacked = j["prepacked_bytes"].get<int64_t>();
+  const int64_t arena = j["arena_bytes"].get<int64_t>();
+  ASSERT_GT(constants, 0);
+
+  Result r = Kilnc({"compile", model, "--memory-limit=1000"});
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr("RESOURCE_EXHAUSTED: model '"));
+  EXPECT_THAT(r.err, HasSubstr("over its memory limit of 1000 bytes"));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat(" + constants ", constants,
+                                            " + prepacked weights ", prepacked, ")")));
+  // The planned total, as the message states it: the report's parts (the
+  // arena also holds outputs copied out of it, so it is at least the
+  // report's).
+  const size_t at = r.err.find(" needs ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const int64_t total = std::stoll(r.err.substr(at + 7));
+  const size_t arena_at = r.err.find("(arena ");
+  ASSERT_NE(arena_at, std::string::npos) << r.err;
+  const int64_t planned_arena = std::stoll(r.err.substr(arena_at + 7));
+  EXPECT_GE(planned_arena, arena);
+  EXPECT_EQ(total, planned_arena + constants + prepacked);
+
+  r = Kilnc({"compile", model, absl::StrCat("--memory-limit=", total - 1)});
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  r = Kilnc({"compile", model, absl::StrCat("--memory-limit=", total)});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  r = Kilnc({"run", model, absl::StrCat("--memory-limit=", total)});
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  r = Kilnc({"run", model, "--memory-limit=1000"});
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=-5"}).exit_code, kExitBadInput);
+  EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=1G"}).exit_code, kExitBadInput);
 }
 
 TEST(KilncEndToEnd, ExplainJsonListsKernels) {

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace kiln::ir {
@@ -100,6 +102,31 @@ Tensor::Tensor(DType dtype, Shape shape, Uninitialized)
   num_elements_ = NumElements(shape_);
   if (num_elements_ < 0) num_elements_ = 0;
   buffer_.reset(AllocateAligned(byte_size(), byte_size()), FreeDeleter());
+}
+
+absl::Status OutOfMemoryError(absl::string_view what, int64_t bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory: ", what, " needs ", bytes, " bytes (",
+      absl::StrFormat("%.2f", static_cast<double>(bytes) / (int64_t{1} << 30)), " GiB)"));
+}
+
+absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape, absl::string_view what) {
+  const int64_t n = NumElements(shape);
+  if (n < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": cannot allocate ", kiln::ir::TypeString(dtype, shape),
+        " (a dynamic dim or a size past int64)"));
+  }
+  const int64_t esize = static_cast<int64_t>(DTypeSize(dtype));
+  const std::string type = kiln::ir::TypeString(dtype, shape);
+  if (esize > 0 && n > std::numeric_limits<int64_t>::max() / esize) {
+    return OutOfMemoryError(absl::StrCat(what, " ", type), std::numeric_limits<int64_t>::max());
+  }
+  try {
+    return Tensor(dtype, std::move(shape));
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryError(absl::StrCat(what, " ", type), n * esize);
+  }
 }
 
 Tensor Tensor::FromBytes(DType dtype, Shape shape, const void* data) {

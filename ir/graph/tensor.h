@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "ir/graph/dtype.h"
 
@@ -42,6 +44,10 @@ std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> shape);
 absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
                                       absl::Span<const int64_t> b);
 
+// ResourceExhausted: "out of memory: <what> needs <bytes> bytes (<GiB>)",
+// the one wording of a failed allocation (tensors, arenas, constants).
+absl::Status OutOfMemoryError(absl::string_view what, int64_t bytes);
+
 class Tensor {
  public:
   // An empty f32 tensor of shape [0].
@@ -67,6 +73,12 @@ class Tensor {
       t.data<T>()[i] = values[i];
     return t;
   }
+
+  // Tensor(dtype, shape) with the allocation checked: ResourceExhausted
+  // naming `what` ("input 'X'", "output 'Y'") with the type and bytes when
+  // memory runs out, where the constructor throws std::bad_alloc. Use it
+  // wherever the size comes from a model or a user (run-time shapes).
+  static absl::StatusOr<Tensor> Create(DType dtype, Shape shape, absl::string_view what);
 
   // A tensor holding a copy of byte_size() bytes at `data` (no zero-fill
   // first: cheaper than Tensor(dtype, shape) + memcpy for big weights).
