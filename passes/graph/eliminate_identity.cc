@@ -67,11 +67,7 @@ absl::StatusOr<bool> EliminateIdentity::Run(ir::Graph* graph) {
     changed = true;
   }
   if (!changed) return false;
-  std::vector<ir::Node> kept;
-  for (size_t i = 0; i < graph->nodes().size(); ++i) {
-    if (!remove[i]) kept.push_back(std::move(graph->mutable_nodes()[i]));
-  }
-  graph->mutable_nodes() = std::move(kept);
+  EraseNodes(graph, remove);
   return true;
 }
 

@@ -303,11 +303,7 @@ absl::StatusOr<bool> FoldBatchNorm::Run(ir::Graph* graph) {
     changed = true;
   }
   if (!changed) return false;
-  std::vector<ir::Node> kept;
-  for (size_t i = 0; i < graph->nodes().size(); ++i) {
-    if (!remove[i]) kept.push_back(std::move(graph->mutable_nodes()[i]));
-  }
-  graph->mutable_nodes() = std::move(kept);
+  EraseNodes(graph, remove);
   return true;
 }
 

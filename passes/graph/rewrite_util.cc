@@ -35,6 +35,14 @@ void ReplaceAllUses(ir::Graph* graph, ir::ValueId from, ir::ValueId to) {
                from, to);
 }
 
+void EraseNodes(ir::Graph* graph, const std::vector<bool>& remove) {
+  std::vector<ir::Node> kept;
+  for (size_t i = 0; i < graph->nodes().size(); ++i) {
+    if (!remove[i]) kept.push_back(std::move(graph->mutable_nodes()[i]));
+  }
+  graph->mutable_nodes() = std::move(kept);
+}
+
 std::string UniqueName(const ir::Graph& graph, const std::string& base) {
   std::string name = base;
   for (int k = 1; graph.FindValue(name).has_value(); ++k) {

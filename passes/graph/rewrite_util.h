@@ -17,6 +17,8 @@ bool IsGraphOutput(const ir::Graph& graph, ir::ValueId id);
 bool IsGraphInput(const ir::Graph& graph, ir::ValueId id);
 // Every node input and graph output reading `from` reads `to` instead.
 void ReplaceAllUses(ir::Graph* graph, ir::ValueId from, ir::ValueId to);
+// Removes the nodes whose `remove` flag is set, keeping the others' order.
+void EraseNodes(ir::Graph* graph, const std::vector<bool>& remove);
 // `base`, or `base.1`, `base.2`, ...: the first name no value of `graph` has.
 std::string UniqueName(const ir::Graph& graph, const std::string& base);
 // Outer-scope names that subgraphs (at any depth) of `graph` capture. Values
