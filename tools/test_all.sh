@@ -3,6 +3,9 @@
 # and runs every kiln test, then prints one summary line "N passed, N failed".
 #   tools/test_all.sh                 # all tests
 #   tools/test_all.sh --config=asan   # all tests under address+UB sanitizers
+# After Bazel's tests it runs examples/consumer/check.sh (a separate
+# workspace that uses kiln as a dependency; its build and reproducibility
+# check), counted as one more test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/bootstrap.sh || exit 1
@@ -30,6 +33,19 @@ while read -r target; do
 done < <(grep -E '^//[^ ]+ +(\(cached\) )?PASSED' "$log" | awk '{print $1}')
 rm -f "$log"
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then failed=1; fi  # build or setup error
+# A plain shell step, not Bazel inside a Bazel test.
+consumer_log=$(mktemp)
+if examples/consumer/check.sh >"$consumer_log" 2>&1; then
+  grep '^consumer: ' "$consumer_log"
+  echo "examples/consumer/check.sh PASSED"
+  passed=$((passed + 1))
+else
+  tail -40 "$consumer_log"
+  echo "examples/consumer/check.sh FAILED"
+  failed=$((failed + 1))
+  rc=1
+fi
+rm -f "$consumer_log"
 printf '%s' "$skip_list"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $rc
