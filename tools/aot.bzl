@@ -176,5 +176,9 @@ def kiln_aot_library(
                 ":" + name,
                 str(Label("//tools:aot_test_deps")),
             ],
+            # kiln's libraries are linked in statically, as in a cc_binary,
+            # whatever --dynamic_mode the workspace builds with:
+            # @system//:absl's --as-needed needs them before it.
+            linkstatic = True,
             tags = tags,
         )

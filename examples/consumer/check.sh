@@ -47,7 +47,7 @@ bin1=$(bazel info "${flags[@]}" bazel-bin)
 base2=$(mktemp -d "${TMPDIR:-/tmp}/kiln-consumer-base2.XXXXXX")
 trap '[[ $keep -eq 1 ]] || rm -rf "$base2"' EXIT
 start=$(date +%s)
-bazel --output_base="$base2" build "${flags[@]}" $gen
+bazel --output_base="$base2" build "${flags[@]}" --symlink_prefix=/ $gen
 bin2=$(bazel --output_base="$base2" info "${flags[@]}" bazel-bin)
 echo "consumer: second build (fresh output base) $(( $(date +%s) - start )) s"
 files=$(cd "$bin1" && ls ${lib}.h ${lib}_*.cc ${lib}_*.S ${lib}_*.inc)
