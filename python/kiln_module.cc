@@ -19,9 +19,11 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,6 +124,13 @@ std::string TypeName(const py::handle& h) {
 std::string ShapeText(const py::array& a) {
   std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
   return ir::ShapeToString(dims);
+}
+
+// CLOCK_MONOTONIC in nanoseconds, the clock of Python's time.perf_counter_ns.
+int64_t SteadyNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 // ORT's NodeArg: one model input or output.
@@ -280,7 +289,11 @@ class InferenceSession {
     absl::StatusOr<std::vector<ir::Tensor>> result;
     {
       py::gil_scoped_release release;
+      const int64_t t0 = SteadyNs();
       result = RunTensors(inputs);
+      const int64_t t1 = SteadyNs();
+      last_run_start_ns_.store(t0, std::memory_order_relaxed);
+      last_run_end_ns_.store(t1, std::memory_order_relaxed);
     }
     if (!result.ok()) RaiseRunError(result.status());
     std::vector<std::shared_ptr<ir::Tensor>> outs;
@@ -330,6 +343,13 @@ class InferenceSession {
     return model_->report().ToText();
   }
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // When the C++ Run of the latest run() call (of any thread) started and
+  // ended, in nanoseconds of CLOCK_MONOTONIC (Python's time.perf_counter_ns):
+  // what run() spends before and after it is the module's own cost.
+  std::pair<int64_t, int64_t> last_run_bounds_ns() const {
+    return {last_run_start_ns_.load(std::memory_order_relaxed),
+            last_run_end_ns_.load(std::memory_order_relaxed)};
+  }
 
  private:
   static void CheckProviders(const py::object& providers) {
@@ -505,6 +525,7 @@ class InferenceSession {
   std::vector<TensorInfo> inputs_, outputs_;
   std::vector<py::dtype> input_dtypes_;
   std::vector<std::string> warnings_;
+  mutable std::atomic<int64_t> last_run_start_ns_{0}, last_run_end_ns_{0};
 };
 
 }  // namespace
@@ -559,6 +580,9 @@ PYBIND11_MODULE(kiln, m) {
       .def("explain", &InferenceSession::Explain,
            "The compile report as text: one line per kernel.")
       .def_property_readonly("warnings", &InferenceSession::warnings)
+      .def_property_readonly("_last_run_bounds_ns", &InferenceSession::last_run_bounds_ns,
+                             "Benchmarks only: (start, end) of the latest run()'s C++ Run\n"
+                             "in time.perf_counter_ns() units.")
       .def("_time_cpp_run", &InferenceSession::TimeCppRun, py::arg("input_feed"),
            py::arg("iterations"),
            "Benchmarks only: seconds per call of the C++ API's Run on these feeds.");
