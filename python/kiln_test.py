@@ -189,9 +189,13 @@ def test_unaligned_and_readonly_inputs(tiny, tiny_data):
     unaligned = unaligned.view(np.float32).reshape(x.shape)
     unaligned[...] = x
     assert not unaligned.flags.aligned
+    # Aligned for float32 but not to 64 bytes: borrowed as it is.
+    offset = np.empty(x.size + 1, np.float32)[1:].reshape(x.shape)
+    offset[...] = x
+    assert offset.flags.aligned and offset.ctypes.data % 64 != 0
     readonly = x.copy()
     readonly.flags.writeable = False
-    for feed in (unaligned, readonly):
+    for feed in (unaligned, offset, readonly):
         (got,) = tiny.run(None, {"input": feed})
         assert_close(got, probs, "tiny_cnn on an unaligned/read-only input")
 
