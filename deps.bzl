@@ -12,7 +12,11 @@ Bazel 4 appends its own declarations of rules_cc, platforms, rules_java and
 remote_coverage_tools to every WORKSPACE, which would download them; the
 first declaration of a name wins, so calling this first keeps the build
 offline. A name the caller declared before the call is left alone.
+@system_python (Python's and pybind11's headers, for //python:kiln.so) is
+looked up only when a target that needs it is built.
 """
+
+load("//third_party:python.bzl", "system_python")
 
 def _third_party_repository_impl(rctx):
     # kiln's third_party/<dir>, found through a file of kiln's so that the
@@ -31,7 +35,7 @@ _third_party_repository = repository_rule(
 )
 
 def kiln_dependencies():
-    """Declares @system, @rules_cc, @platforms, @rules_java, @remote_coverage_tools."""
+    """Declares @system, @system_python, @rules_cc, @platforms, @rules_java, @remote_coverage_tools."""
     existing = native.existing_rules()
     if "rules_cc" not in existing:
         _third_party_repository(name = "rules_cc", dir = "rules_cc")
@@ -49,3 +53,7 @@ def kiln_dependencies():
             path = "/usr",
             build_file = str(Label("//third_party:system.BUILD")),
         )
+
+    # Debian's Python and pybind11 headers, for the Python module (python/).
+    if "system_python" not in existing:
+        system_python(name = "system_python")

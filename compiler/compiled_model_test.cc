@@ -382,6 +382,41 @@ TEST(CompiledModel, NamedInputsAndCallerOwnedOutputs) {
   EXPECT_EQ((*model)->outputs()[1].shape, (ir::Shape{3}));
 }
 
+TEST(CompiledModel, CompileBytesMatchesCompileFileAndRunsOnBorrowedInputs) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  const std::string path = absl::StrCat(srcdir ? srcdir : ".", "/", ws ? ws : "kiln",
+                                        "/models/tiny_cnn/model.onnx");
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Compiler compiler(Options());
+  absl::StatusOr<std::unique_ptr<CompiledModel>> from_file = compiler.CompileFile(path);
+  absl::StatusOr<std::unique_ptr<CompiledModel>> from_bytes =
+      compiler.CompileBytes(bytes, "tiny_cnn bytes");
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status();
+  EXPECT_EQ((*from_bytes)->report().model, "tiny_cnn bytes");
+  ASSERT_EQ((*from_bytes)->inputs().size(), 1u);
+  const ir::Tensor x = Random((*from_bytes)->inputs()[0].shape, 11);
+  // The same bytes as a caller's buffer at an address that is not 64-byte
+  // aligned, borrowed rather than copied.
+  std::vector<float> storage(x.num_elements() + 1);
+  std::copy_n(x.data<float>(), x.num_elements(), storage.data() + 1);
+  const ir::Tensor borrowed = ir::Tensor::Borrow(x.dtype(), x.shape(), storage.data() + 1);
+  absl::StatusOr<std::vector<ir::Tensor>> a = (*from_file)->Run(std::vector<ir::Tensor>{x});
+  absl::StatusOr<std::vector<ir::Tensor>> b =
+      (*from_bytes)->Run(std::vector<ir::Tensor>{borrowed});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(interp::CompareTensors((*b)[0], (*a)[0], {0, 0, {}}).ok);
+  EXPECT_TRUE(std::equal(storage.begin() + 1, storage.end(), x.data<float>()));
+
+  absl::Status bad = compiler.CompileBytes("not a model", "junk").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("junk")) << bad;
+}
+
 TEST(CompiledModel, BadInputsAreClearErrors) {
   absl::StatusOr<std::unique_ptr<CompiledModel>> model =
       Compiler(Options()).CompileGraph(Parse(kPointwiseAndReductions));

@@ -401,6 +401,25 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
   return Safe(CompileOne(options_, std::move(imported.graph), std::move(report)));
 }
 
+absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytes(
+    absl::string_view bytes, const std::string& name) const {
+  return CatchOutOfMemory(name, [&] { return CompileBytesImpl(bytes, name); });
+}
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytesImpl(
+    absl::string_view bytes, const std::string& name) const {
+  CompileReport report;
+  report.model = name;
+  const absl::Time start = absl::Now();
+  frontend::ImportOptions io;
+  for (const auto& [input, shape] : options_.input_shapes) io.input_shapes[input] = shape;
+  KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
+                        frontend::ImportModelBytes(bytes, io, name));
+  report.import_ms = Ms(start);
+  report.warnings = std::move(imported.warnings);
+  return Safe(CompileOne(options_, std::move(imported.graph), std::move(report)));
+}
+
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileGraph(ir::Graph graph) const {
   const std::string name = graph.name();
   return CatchOutOfMemory(name, [&] {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/graph/graph.h"
 #include "runtime/compiled_model.h"
 
@@ -34,6 +35,10 @@ class Compiler {
   // NotFound / InvalidArgument for an unreadable or invalid model,
   // Unimplemented naming the node for what kiln cannot compile yet.
   absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFile(const std::string& path) const;
+  // A serialized ModelProto in memory (a model without external data);
+  // `name` stands for it in the report and in error messages.
+  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileBytes(
+      absl::string_view bytes, const std::string& name = "<memory>") const;
   // A graph already imported (tests, tools). Shapes must be static.
   absl::StatusOr<std::unique_ptr<CompiledModel>> CompileGraph(ir::Graph graph) const;
   // Several graphs with one JIT build (their kernels share translation
@@ -47,6 +52,8 @@ class Compiler {
  private:
   // The entry points above without their std::bad_alloc catch.
   absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFileImpl(const std::string& path) const;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> CompileBytesImpl(
+      absl::string_view bytes, const std::string& name) const;
   std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> CompileGraphsImpl(
       std::vector<ir::Graph> graphs) const;
 

@@ -12,9 +12,11 @@ PKGS=(
   libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The Python module (python/, tools/install_python.sh) and its tests.
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-onnx
 )
 if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then
-  PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
+  PKGS+=(python3-torch python3-torchvision)
 fi
 
 # NEON: generated code is cross-built for aarch64 and its tests run under

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -120,6 +121,22 @@ TEST(Tensor, StorageAndCopy) {
   Tensor empty(DType::kI64, {0, 4});
   EXPECT_EQ(empty.num_elements(), 0);
   EXPECT_NE(empty.raw_data(), nullptr);
+}
+
+TEST(Tensor, BorrowAliasesTheCallersBytes) {
+  std::vector<float> storage = {1, 2, 3, 4, 5, 6};
+  Tensor b = Tensor::Borrow(DType::kF32, {2, 3}, storage.data());
+  EXPECT_EQ(b.raw_data(), storage.data());
+  EXPECT_EQ(b.num_elements(), 6);
+  EXPECT_EQ(b.TypeString(), "f32[2,3]");
+  storage[4] = 9;
+  EXPECT_EQ(b.data<float>()[4], 9.0f);
+  // Copies are deep: the copy owns its bytes.
+  Tensor c = b;
+  EXPECT_NE(c.raw_data(), storage.data());
+  EXPECT_EQ(c.data<float>()[4], 9.0f);
+  storage[0] = 7;
+  EXPECT_EQ(c.data<float>()[0], 1.0f);
 }
 
 TEST(Graph, BuildAndFind) {

@@ -147,6 +147,17 @@ Tensor& Tensor::operator=(const Tensor& other) {
   return *this;
 }
 
+Tensor Tensor::Borrow(DType dtype, Shape shape, const void* data) {
+  Tensor t(DType::kF32, Shape{0}, Uninitialized{});
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.num_elements_ = std::max<int64_t>(NumElements(t.shape_), 0);
+  // Aliasing constructor over an empty owner: the bytes are not freed here.
+  t.buffer_ = std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(),
+                                       static_cast<uint8_t*>(const_cast<void*>(data)));
+  return t;
+}
+
 Tensor Tensor::Share() const {
   Tensor t(DType::kF32, Shape{0}, Uninitialized{});
   t.dtype_ = dtype_;

@@ -84,6 +84,13 @@ class Tensor {
   // first: cheaper than Tensor(dtype, shape) + memcpy for big weights).
   static Tensor FromBytes(DType dtype, Shape shape, const void* data);
 
+  // A tensor over byte_size() bytes at `data` that the caller owns and keeps
+  // alive while any tensor uses them (nothing copied; copies of the result
+  // are deep as usual). Row-major; `data` need only be aligned for the
+  // element type. For handing a caller's array (a numpy array) to
+  // CompiledModel::Run without a copy.
+  static Tensor Borrow(DType dtype, Shape shape, const void* data);
+
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
