@@ -237,6 +237,63 @@ TEST(CompiledLoop, IterationLimitIsAClearError) {
       << r.status();
 }
 
+// A Loop inside a Loop body, each with carried state and a scan output,
+// the inner one reading a value captured through both bodies. The inner
+// scan output is declared with its extent (a constant trip count), so the
+// reduction over it compiles.
+constexpr char kNestedLoops[] = R"(
+graph g(%m: i64[], %x: f32[2,3]) -> (%h, %z) opset 13 {
+  %n = constant i64[] 3
+  %h, %z = Loop(%m, _, %x) {
+    body=graph b(%i: i64[], %c: bool[], %hi: f32[2,3]) captures(%n: i64[] = %n, %x: f32[2,3] = %x) -> (%c, %ho, %so) {
+      %inner, %rows = Loop(%n, _, %hi) {
+        body=graph ib(%j: i64[], %ic: bool[], %gi: f32[2,3]) captures(%x: f32[2,3] = %x) -> (%ic, %go, %ro) {
+          %p = Mul(%gi, %x) : f32[2,3]
+          %go = Sin(%p) : f32[2,3]
+          %ro = ReduceMax(%go) {axes=[0], keepdims=0} : f32[3]
+        }
+      } name="inner" : f32[2,3], f32[3,3]
+      %ho = Add(%inner, %hi) : f32[2,3]
+      %so = ReduceMin(%rows) {axes=[0], keepdims=0} : f32[3]
+    }
+  } name="outer" : f32[2,3], f32[?,3]
+}
+)";
+
+TEST(CompiledLoop, LoopInsideALoopBody) {
+  std::unique_ptr<CompiledModel> model = Compile(kNestedLoops);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CompiledCalls(*model), std::vector<std::string>{"Loop"})
+      << model->report().ToText();
+  EXPECT_EQ(model->report().reference_calls, 0) << model->report().ToText();
+  for (int64_t m : {int64_t{0}, int64_t{1}, int64_t{3}}) {
+    SCOPED_TRACE(absl::StrCat("M=", m));
+    ExpectSameAsReference(*model, kNestedLoops, {Scalar<int64_t>(m), Random({2, 3}, 60)});
+  }
+}
+
+// The Loop's node names fewer outputs than the body yields: the absent
+// scan output is computed into scratch and dropped.
+constexpr char kAbsentOutputs[] = R"(
+graph g(%x: f32[5]) -> (%h) opset 13 {
+  %m = constant i64[] 4
+  %h = Loop(%m, _, %x) {
+    body=graph b(%i: i64[], %c: bool[], %hi: f32[5]) -> (%c, %ho, %so) {
+      %ho = Cos(%hi) : f32[5]
+      %so = Neg(%ho) : f32[5]
+    }
+  } name="loop" : f32[5]
+}
+)";
+
+TEST(CompiledLoop, AbsentScanOutput) {
+  std::unique_ptr<CompiledModel> model = Compile(kAbsentOutputs);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CompiledCalls(*model), std::vector<std::string>{"Loop"})
+      << model->report().ToText();
+  ExpectSameAsReference(*model, kAbsentOutputs, {Random({5}, 70)});
+}
+
 // A carried value that grows every iteration has no static form: the Loop
 // stays a reference call, still right, and the report says why.
 constexpr char kGrowingState[] = R"(
