@@ -294,6 +294,47 @@ TEST(CompiledLoop, AbsentScanOutput) {
   ExpectSameAsReference(*model, kAbsentOutputs, {Random({5}, 70)});
 }
 
+// Slices and a condition the body computes on the reference, of
+// data-dependent shape: each arrives as a tensor, all slices must agree.
+constexpr char kDynamicSlices[] = R"(
+graph g(%m: i64[], %x: f32[4]) -> (%h, %s) opset 13 {
+  %t = constant bool[] true
+  %h, %s = Loop(%m, %t, %x) {
+    body=graph b(%i: i64[], %c: bool[], %hi: f32[4]) -> (%co, %ho, %so) {
+      %zero = constant f32[] 0.0
+      %lim = constant i64[] 100
+      %ho = Neg(%hi) : f32[4]
+      %mask = Greater(%ho, %zero) : bool[4]
+      %so = Compress(%ho, %mask) : f32[?]
+      %co = Less(%i, %lim) : bool[*]
+    }
+  } name="loop" : f32[4], f32[?,?]
+}
+)";
+
+TEST(CompiledLoop, SlicesAndConditionOfDataDependentShape) {
+  std::unique_ptr<CompiledModel> model = Compile(kDynamicSlices);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CompiledCalls(*model), std::vector<std::string>{"Loop"})
+      << model->report().ToText();
+  // Compress and the Less typed bool[*] run on the reference in the body.
+  EXPECT_EQ(model->report().reference_calls, 2) << model->report().ToText();
+  const ir::Tensor steady = ir::Tensor::FromVector<float>({4}, {1, -2, 3, -4});
+  for (int64_t m : {int64_t{0}, int64_t{1}, int64_t{4}}) {
+    SCOPED_TRACE(absl::StrCat("M=", m));
+    ExpectSameAsReference(*model, kDynamicSlices, {Scalar<int64_t>(m), steady});
+  }
+  // One positive, then three: the slices change shape, an error on both.
+  const std::vector<ir::Tensor> changing = {Scalar<int64_t>(3),
+                                            ir::Tensor::FromVector<float>({4}, {1, 2, 3, -4})};
+  EXPECT_FALSE(interp::Run(Parse(kDynamicSlices), changing).ok());
+  absl::StatusOr<std::vector<ir::Tensor>> r = model->Run(changing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "Loop 'loop' scan output 0 changes from f32[1] to f32[3] across iterations");
+}
+
 // A carried value that grows every iteration has no static form: the Loop
 // stays a reference call, still right, and the report says why.
 constexpr char kGrowingState[] = R"(

@@ -188,6 +188,13 @@ class GrowingStack {
       : dtype_(dtype), slice_(std::move(slice)), what_(std::move(what)),
         slice_bytes_(ByteSize(dtype_, slice_)) {}
 
+  // The slice shape, where only the first iteration tells it (before any
+  // row is stored).
+  void SetSlice(ir::Shape slice) {
+    slice_ = std::move(slice);
+    slice_bytes_ = ByteSize(dtype_, slice_);
+  }
+
   // Storage for row `row` (rows are appended in order).
   absl::StatusOr<char*> Row(int64_t row, int64_t hint) {
     if (row >= capacity_) {
@@ -244,6 +251,10 @@ class LoopStep final : public ExternStep {
     ir::Shape slice;
     int64_t slice_bytes = 0;
     int64_t rows = 0;  // a static output's leading extent
+    // The body's slice has a data-dependent shape: it arrives as an
+    // ir::Tensor each iteration, is checked against the first one's shape
+    // and copied into its row.
+    bool slice_dynamic = false;
   };
 
   LoopStep(std::string node, LoopCall call, std::shared_ptr<const CompiledModel> body,
@@ -252,7 +263,10 @@ class LoopStep final : public ExternStep {
       : node_(std::move(node)), call_(std::move(call)), body_(std::move(body)),
         max_iterations_(max_iterations), trip_dtype_(trip_dtype),
         carried_(std::move(carried)), scans_(std::move(scans)) {
-    for (const TensorInfo& o : body_->outputs()) output_shapes_.push_back(o.shape);
+    for (const TensorInfo& o : body_->outputs()) {
+      output_shapes_.push_back(StaticInfo(o) ? std::optional<ir::Shape>(o.shape) : std::nullopt);
+    }
+    cond_dynamic_ = !output_shapes_[0].has_value();
   }
 
   absl::Status Run(absl::Span<void* const> buffers) const override {
@@ -304,12 +318,16 @@ class LoopStep final : public ExternStep {
     bool cond_in = cond, cond_out = cond;
     std::vector<const void*> in(body_->inputs().size());
     std::vector<void*> out(body_->outputs().size());
+    // What the body yields of data-dependent shape: the condition, slices.
+    ir::Tensor cond_tensor;
+    std::vector<ir::Tensor> produced(ns);
+    std::vector<ir::Shape> first_slice(ns);
     in[0] = &iteration;
     in[1] = &cond_in;
     for (size_t i = 0; i < call_.captures.size(); ++i) {
       in[2 + nc + i] = buffers[call_.captures[i]];
     }
-    out[0] = &cond_out;
+    out[0] = cond_dynamic_ ? static_cast<void*>(&cond_tensor) : &cond_out;
     for (size_t c = 0; c < nc; ++c) in[2 + c] = buffers[carried_[c].init];
     for (; cond && (trips < 0 || iteration < trips); ++iteration) {
       if (iteration >= max_iterations_) return LimitError(trips);
@@ -317,6 +335,10 @@ class LoopStep final : public ExternStep {
       for (size_t c = 0; c < nc; ++c) out[1 + c] = slots[2 * c + (iteration & 1)];
       for (size_t k = 0; k < ns; ++k) {
         const ScanOut& so = scans_[k];
+        if (so.slice_dynamic) {
+          out[1 + nc + k] = &produced[k];
+          continue;
+        }
         char* row = discard[k];
         if (so.out >= 0 && !so.out_dynamic) {
           if (iteration >= so.rows) return RowsError(k, iteration + 1);
@@ -335,6 +357,20 @@ class LoopStep final : public ExternStep {
       if (!s.ok()) {
         return absl::Status(s.code(), absl::StrCat("Loop '", node_, "', iteration ", iteration,
                                                    ": ", s.message()));
+      }
+      if (cond_dynamic_) {
+        if (cond_tensor.dtype() != ir::DType::kBool || cond_tensor.num_elements() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Loop '", node_, "', iteration ", iteration, ": the body's condition is ",
+              cond_tensor.TypeString(), ", not one bool"));
+        }
+        cond_out = cond_tensor.data<bool>()[0];
+      }
+      for (size_t k = 0; k < ns; ++k) {
+        if (scans_[k].slice_dynamic) {
+          KILN_RETURN_IF_ERROR(
+              StoreSlice(k, iteration, trips, produced[k], buffers, &first_slice[k], &stacks[k]));
+        }
       }
       cond = cond_out;
       for (size_t c = 0; c < nc; ++c) in[2 + c] = out[1 + c];
@@ -368,6 +404,41 @@ class LoopStep final : public ExternStep {
   }
 
  private:
+  // Slice `t` of data-dependent shape, yielded by iteration `iteration`,
+  // into its row: every iteration's slice has the first one's type.
+  absl::Status StoreSlice(size_t k, int64_t iteration, int64_t trips, const ir::Tensor& t,
+                          absl::Span<void* const> buffers, ir::Shape* first,
+                          GrowingStack* stack) const {
+    const ScanOut& so = scans_[k];
+    if (iteration == 0) {
+      *first = t.shape();
+      stack->SetSlice(t.shape());
+    }
+    if (t.dtype() != so.dtype || t.shape() != *first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Loop '", node_, "' scan output ", k, " changes from ",
+          ir::TypeString(so.dtype, *first), " to ", t.TypeString(), " across iterations"));
+    }
+    if (so.out < 0) return absl::OkStatus();
+    char* row = nullptr;
+    if (!so.out_dynamic) {
+      if (t.shape() != so.slice) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Loop '", node_, "' scan output ", k, " has slices of ", t.TypeString(),
+            ", its declared rows are ", ir::TypeString(so.dtype, so.slice)));
+      }
+      if (iteration >= so.rows) return RowsError(k, iteration + 1);
+      row = static_cast<char*>(buffers[so.out]) + iteration * so.slice_bytes;
+    } else {
+      const int64_t bytes = std::max<int64_t>(static_cast<int64_t>(t.byte_size()), 1);
+      const int64_t hint =
+          trips < 0 ? 16 : std::min(trips, std::max<int64_t>(16, kInitialStackBytes / bytes));
+      KILN_ASSIGN_OR_RETURN(row, stack->Row(iteration, hint));
+    }
+    if (t.byte_size() > 0) std::memcpy(row, t.raw_data(), t.byte_size());
+    return absl::OkStatus();
+  }
+
   absl::Status LimitError(int64_t trips) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "Loop '", node_, "' would run more than ", max_iterations_, " iterations (",
@@ -388,6 +459,7 @@ class LoopStep final : public ExternStep {
   std::vector<Carried> carried_;
   std::vector<ScanOut> scans_;
   std::vector<std::optional<ir::Shape>> output_shapes_;
+  bool cond_dynamic_ = false;
 };
 
 
@@ -568,8 +640,10 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
   auto one = [](const TensorInfo& t, ir::DType dtype) {
     return StaticInfo(t) && t.dtype == dtype && NumElements(t.shape) == 1;
   };
-  if (!one(ins[0], ir::DType::kI64) || !one(ins[1], ir::DType::kBool) ||
-      !one(outs[0], ir::DType::kBool)) {
+  // A condition of data-dependent shape is checked to be one bool per run.
+  const bool cond_out_ok =
+      one(outs[0], ir::DType::kBool) || (!StaticInfo(outs[0]) && outs[0].dtype == ir::DType::kBool);
+  if (!one(ins[0], ir::DType::kI64) || !one(ins[1], ir::DType::kBool) || !cond_out_ok) {
     return refuse("the body's iteration number or condition is not one i64 / bool");
   }
   ir::DType trip_dtype = ir::DType::kI64;
@@ -635,27 +709,35 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
   std::vector<LoopStep::ScanOut> scans(call.scan_outputs.size());
   for (size_t k = 0; k < scans.size(); ++k) {
     const TensorInfo& o = outs[1 + nc + k];
-    if (!StaticInfo(o)) {
-      return refuse(absl::StrCat("scan output ", k, " ('", o.name,
-                                 "') has a data-dependent shape in the body"));
-    }
     LoopStep::ScanOut& so = scans[k];
     so.out = call.scan_outputs[k];
     so.dtype = o.dtype;
-    so.slice = o.shape;
-    so.slice_bytes = ByteSize(o.dtype, o.shape);
+    so.slice_dynamic = !StaticInfo(o);
+    if (!so.slice_dynamic) {
+      so.slice = o.shape;
+      so.slice_bytes = ByteSize(o.dtype, o.shape);
+    }
     if (so.out < 0) continue;
     const Buffer* b = BufferAt(program, so.out);
     so.out_dynamic = is_dynamic(so.out);
-    bool fits = b != nullptr && b->dtype == so.dtype;
-    if (fits && !so.out_dynamic) {
+    bool fits = b != nullptr && b->dtype == so.dtype && so.dtype != ir::DType::kInvalid;
+    if (fits && !so.out_dynamic && so.slice_dynamic) {
+      // Checked against the body's slices on each run.
+      fits = PlainStatic(*b) && !b->shape.empty();
+      if (fits) {
+        so.slice.assign(b->shape.begin() + 1, b->shape.end());
+        so.slice_bytes = ByteSize(so.dtype, so.slice);
+        so.rows = b->shape[0];
+      }
+    } else if (fits && !so.out_dynamic) {
       fits = PlainStatic(*b) && b->shape.size() == so.slice.size() + 1 &&
              std::equal(so.slice.begin(), so.slice.end(), b->shape.begin() + 1);
       if (fits) so.rows = b->shape[0];
     }
     if (!fits) {
       return refuse(absl::StrCat("scan output ", k, " (slices ",
-                                 ir::TypeString(so.dtype, so.slice),
+                                 so.slice_dynamic ? std::string("of data-dependent shape")
+                                                  : ir::TypeString(so.dtype, so.slice),
                                  ") does not fit the Loop's output"));
     }
   }

@@ -57,13 +57,14 @@ struct LoopCall {
 // double-buffered (iteration 0 reads the initial values in place; the
 // final value's buffer is one of the two slots), each scan slice written
 // straight into the stacked output (an output of data-dependent shape: the
-// ir::Tensor holding it, grown geometrically). No allocation per
-// iteration. A run that would start iteration `max_iterations` is
-// InvalidArgument naming the Loop and the limit
-// (CompileOptions::max_loop_iterations). Unimplemented (the caller
-// keeps the reference call) unless every input buffer is row-major of
-// static shape, each carried value keeps its static shape and type through
-// the body, and each scan slice has a static shape.
+// ir::Tensor holding it, grown geometrically; a slice of data-dependent
+// shape in the body is copied there, and must keep the first iteration's
+// shape). No allocation per iteration of a static body. A run that would
+// start iteration `max_iterations` is InvalidArgument naming the Loop and
+// the limit (CompileOptions::max_loop_iterations). Unimplemented (the
+// caller keeps the reference call) unless every input buffer is row-major
+// of static shape and each carried value keeps its static shape and type
+// through the body.
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel, LoopCall call,
     std::shared_ptr<const CompiledModel> body, int64_t max_iterations);
