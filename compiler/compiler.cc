@@ -45,14 +45,20 @@ struct Prepared {
   CompileReport report;
   const isa::VecIsa* isa = nullptr;
   absl::Time start;
-  // Ifs of this program whose branches are prepared models of the same
-  // batch (earlier entries): their steps replace the reference calls.
-  struct IfSite {
+  // Ifs, Loops and Scans of this program whose subgraphs are prepared
+  // models of the same batch (earlier entries): their steps replace the
+  // reference calls.
+  struct ControlFlowSite {
+    enum class Op { kIf, kLoop, kScan };
+    Op op = Op::kIf;
     int kernel = -1;
-    int then_model = -1, else_model = -1;  // indices into the batch
-    std::vector<int32_t> then_buffers, else_buffers;
+    // Indices into the batch: If: then, else; Loop, Scan: the body.
+    std::vector<int> models;
+    std::vector<int32_t> then_buffers, else_buffers;  // If
+    runtime::LoopCall loop;
+    runtime::ScanCall scan;
   };
-  std::vector<IfSite> ifs;
+  std::vector<ControlFlowSite> sites;
 };
 
 // The JIT's target: an ISA this CPU executes (the best one when
@@ -96,56 +102,110 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   return p;
 }
 
-// Branches of Ifs nest at most this deep; deeper ones stay reference calls.
+// Subgraphs of Ifs, Loops and Scans nest at most this deep; deeper ones
+// stay reference calls.
 constexpr int kMaxIfDepth = 8;
 
-// `graph` prepared, preceded in `batch` by the branches of its Ifs that
-// prepare (recursively); returns its index in `batch`. A branch that does
-// not prepare leaves its If a reference call.
+absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph graph,
+                                        CompileReport report, int depth,
+                                        std::vector<Prepared>* batch);
+
+// `graph`, the subgraph `what` ("then", "body") of kernel `kernel`,
+// prepared into `batch`; its index there.
+absl::StatusOr<int> PrepareSubgraph(const CompileOptions& options, const std::string& model,
+                                    const Kernel& kernel, const char* what, ir::Graph graph,
+                                    int depth, std::vector<Prepared>* batch) {
+  CompileReport r;
+  r.model = absl::StrCat(model, "/", kernel.name, "/", what);
+  // A subgraph's dumps go to a folder of their own under the model's.
+  CompileOptions sub_options = options;
+  if (!options.dump_dir.empty()) {
+    sub_options.dump_dir = absl::StrCat(options.dump_dir, "/", kernel.name, "_", what);
+  }
+  return PrepareWithBranches(sub_options, std::move(graph), std::move(r), depth + 1, batch);
+}
+
+// `graph` prepared, preceded in `batch` by the subgraphs of its Ifs, Loops
+// and Scans that prepare (recursively); returns its index in `batch`. A
+// subgraph that does not prepare leaves its node a reference call.
 absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph graph,
                                         CompileReport report, int depth,
                                         std::vector<Prepared>* batch) {
+  using Site = Prepared::ControlFlowSite;
   const std::string model = report.model;
   KILN_ASSIGN_OR_RETURN(Prepared p, Prepare(options, std::move(graph), std::move(report)));
-  const std::vector<Kernel>& kernels = p.program.module.program.kernels;
+  const LoopProgram& program = p.program.module.program;
+  const std::vector<Kernel>& kernels = program.kernels;
   for (size_t k = 0; depth < kMaxIfDepth && k < kernels.size(); ++k) {
-    absl::StatusOr<compiler::IfBranches> branches =
-        compiler::ExtractIfBranches(p.program.module.program, kernels[k]);
+    const Kernel& kernel = kernels[k];
+    const std::string op = compiler::ReferenceCallOp(kernel);
+    if (op == "Loop" || op == "Scan") {
+      Site site;
+      site.op = op == "Loop" ? Site::Op::kLoop : Site::Op::kScan;
+      site.kernel = static_cast<int>(k);
+      absl::StatusOr<ir::Graph> body = absl::UnknownError("");
+      if (op == "Loop") {
+        absl::StatusOr<compiler::LoopBody> loop = compiler::ExtractLoopBody(program, kernel);
+        if (loop.ok()) {
+          body = std::move(loop->graph);
+          site.loop = std::move(loop->call);
+        } else {
+          body = loop.status();
+        }
+      } else {
+        absl::StatusOr<compiler::ScanBody> scan = compiler::ExtractScanBody(program, kernel);
+        if (scan.ok()) {
+          body = std::move(scan->graph);
+          site.scan = std::move(scan->call);
+        } else {
+          body = scan.status();
+        }
+      }
+      absl::StatusOr<int> index =
+          body.ok() ? PrepareSubgraph(options, model, kernel, "body", *std::move(body), depth,
+                                      batch)
+                    : absl::StatusOr<int>(body.status());
+      if (!index.ok()) {
+        p.report.warnings.push_back(absl::StrCat(op, " '", kernel.name,
+                                                 "' runs on the reference: ",
+                                                 body.ok() ? "its body does not compile: " : "",
+                                                 index.status().message()));
+        continue;
+      }
+      site.models = {*index};
+      p.sites.push_back(std::move(site));
+      continue;
+    }
+    if (op != "If") continue;
+    absl::StatusOr<compiler::IfBranches> branches = compiler::ExtractIfBranches(program, kernel);
     if (!branches.ok()) continue;
-    Prepared::IfSite site;
+    Site site;
+    site.op = Site::Op::kIf;
     site.kernel = static_cast<int>(k);
     bool ok = true;
     for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
-      CompileReport r;
-      r.model = absl::StrCat(model, "/", kernels[k].name, "/",
-                             b == &branches->then_branch ? "then" : "else");
-      // A branch's dumps go to a folder of their own under the model's.
-      CompileOptions branch_options = options;
-      if (!options.dump_dir.empty()) {
-        branch_options.dump_dir = absl::StrCat(options.dump_dir, "/", kernels[k].name, "_",
-                                               b == &branches->then_branch ? "then" : "else");
-      }
-      absl::StatusOr<int> index = PrepareWithBranches(branch_options, std::move(b->graph),
-                                                      std::move(r), depth + 1, batch);
+      const char* which = b == &branches->then_branch ? "then" : "else";
+      absl::StatusOr<int> index =
+          PrepareSubgraph(options, model, kernel, which, std::move(b->graph), depth, batch);
       if (!index.ok()) {
-        p.report.warnings.push_back(absl::StrCat(
-            "If '", kernels[k].name, "' runs on the reference: its ",
-            b == &branches->then_branch ? "then" : "else",
-            " branch does not compile: ", index.status().message()));
+        p.report.warnings.push_back(absl::StrCat("If '", kernel.name,
+                                                 "' runs on the reference: its ", which,
+                                                 " branch does not compile: ",
+                                                 index.status().message()));
         ok = false;
         break;
       }
-      (b == &branches->then_branch ? site.then_model : site.else_model) = *index;
+      site.models.push_back(*index);
       (b == &branches->then_branch ? site.then_buffers : site.else_buffers) =
           std::move(b->buffers);
     }
-    if (ok) p.ifs.push_back(std::move(site));
+    if (ok) p.sites.push_back(std::move(site));
   }
   batch->push_back(std::move(p));
   return static_cast<int>(batch->size()) - 1;
 }
 
-// What a compiled If's report line says of a branch.
+// What a compiled If's, Loop's or Scan's report line says of a subgraph.
 std::string BranchSummary(const CompileReport& r) {
   return absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
                       " vectorized), ", r.library_calls, " library calls (",
@@ -213,43 +273,68 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
       &runtime::CreateReferenceStep, std::move(prebuilt));
 }
 
-// The steps of `p`'s compiled Ifs, their branches taken out of `results`
-// (built before `p`). An If whose branches did not build, or whose step
-// refuses them, stays a reference call (its report line says why).
-std::map<int, runtime::PrebuiltStep> IfSteps(
-    Prepared& p, std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>>* results) {
+// The steps of `p`'s compiled Ifs, Loops and Scans, their subgraphs taken
+// out of `results` (built before `p`). One whose subgraph did not build,
+// or whose step refuses it, stays a reference call (the report's warnings
+// say why).
+std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
+    const CompileOptions& options, Prepared& p,
+    std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>>* results) {
+  using Site = Prepared::ControlFlowSite;
   std::map<int, runtime::PrebuiltStep> steps;
   const LoopProgram& program = p.program.module.program;
-  for (const Prepared::IfSite& site : p.ifs) {
-    absl::StatusOr<std::unique_ptr<CompiledModel>>& then_model = (*results)[site.then_model];
-    absl::StatusOr<std::unique_ptr<CompiledModel>>& else_model = (*results)[site.else_model];
+  for (Site& site : p.sites) {
     const Kernel& kernel = program.kernels[site.kernel];
-    if (!then_model.ok() || !else_model.ok() || *then_model == nullptr ||
-        *else_model == nullptr) {
-      p.report.warnings.push_back(absl::StrCat(
-          "If '", kernel.name, "' runs on the reference: a branch did not build: ",
-          (then_model.ok() ? else_model : then_model).status().message()));
-      continue;
+    const char* op = site.op == Site::Op::kIf     ? "If"
+                     : site.op == Site::Op::kLoop ? "Loop"
+                                                  : "Scan";
+    bool built = true;
+    for (int m : site.models) {
+      absl::StatusOr<std::unique_ptr<CompiledModel>>& r = (*results)[m];
+      if (!r.ok() || *r == nullptr) {
+        p.report.warnings.push_back(absl::StrCat(
+            op, " '", kernel.name, "' runs on the reference: ",
+            site.op == Site::Op::kIf ? "a branch" : "its body", " did not build: ",
+            r.ok() ? "no model" : r.status().message()));
+        built = false;
+        break;
+      }
     }
-    std::shared_ptr<const CompiledModel> then_shared(std::move(*then_model));
-    std::shared_ptr<const CompiledModel> else_shared(std::move(*else_model));
-    then_model = InternalError("model taken as a branch");
-    else_model = InternalError("model taken as a branch");
+    if (!built) continue;
+    std::vector<std::shared_ptr<const CompiledModel>> models;
+    for (int m : site.models) {
+      models.emplace_back(std::move(*(*results)[m]));
+      (*results)[m] = InternalError("model taken as a subgraph");
+    }
     runtime::PrebuiltStep step;
     step.report.name = kernel.name;
     step.report.backend = "compiled";
     step.report.ops = kernel.ops;
-    step.report.status = "branches";
     step.report.vectorized = true;
-    step.report.call = "If";
-    step.report.reason = absl::StrCat("then: ", BranchSummary(then_shared->report()),
-                                      "; else: ", BranchSummary(else_shared->report()));
-    step.reference_calls =
-        then_shared->report().reference_calls + else_shared->report().reference_calls;
-    step.fallback_calls =
-        then_shared->report().fallback_calls + else_shared->report().fallback_calls;
-    absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made = runtime::CreateIfStep(
-        program, kernel, {then_shared, site.then_buffers}, {else_shared, site.else_buffers});
+    step.report.call = op;
+    for (const auto& m : models) {
+      step.reference_calls += m->report().reference_calls;
+      step.fallback_calls += m->report().fallback_calls;
+    }
+    absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made;
+    if (site.op == Site::Op::kIf) {
+      step.report.status = "branches";
+      step.report.reason = absl::StrCat("then: ", BranchSummary(models[0]->report()),
+                                        "; else: ", BranchSummary(models[1]->report()));
+      made = runtime::CreateIfStep(program, kernel, {models[0], site.then_buffers},
+                                   {models[1], site.else_buffers});
+    } else if (site.op == Site::Op::kLoop) {
+      step.report.status = "body";
+      step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()),
+                                        "; at most ", options.max_loop_iterations,
+                                        " iterations");
+      made = runtime::CreateLoopStep(program, kernel, std::move(site.loop), models[0],
+                                     options.max_loop_iterations);
+    } else {
+      step.report.status = "body";
+      step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()));
+      made = runtime::CreateScanStep(program, kernel, std::move(site.scan), models[0]);
+    }
     if (!made.ok()) {
       p.report.warnings.push_back(std::string(made.status().message()));
       continue;
@@ -307,10 +392,10 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
       results.push_back(build_status);
       return results;
     }
-    // Find the culprit: build each model on its own (Ifs stay reference
-    // calls then).
+    // Find the culprit: build each model on its own (Ifs, Loops and Scans
+    // stay reference calls then).
     for (Prepared& p : batch) {
-      p.ifs.clear();
+      p.sites.clear();
       std::vector<Prepared> one;
       one.push_back(std::move(p));
       auto r = BuildBatch(options, std::move(one));
@@ -338,9 +423,9 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
       auto it = emitted_of.find(kernel_base[c] + static_cast<int>(k));
       if (it != emitted_of.end()) mine[static_cast<int>(k)] = it->second;
     }
-    std::map<int, runtime::PrebuiltStep> if_steps = IfSteps(p, &results);
+    std::map<int, runtime::PrebuiltStep> steps = ControlFlowSteps(options, p, &results);
     results.push_back(
-        Finish(options, std::move(p), library, mine, buffer_base[c], std::move(if_steps)));
+        Finish(options, std::move(p), library, mine, buffer_base[c], std::move(steps)));
   }
   return results;
 }

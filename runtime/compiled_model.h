@@ -98,6 +98,13 @@ struct CompileOptions {
   // Values of data-dependent shape (allocated per run) are not planned and
   // do not count.
   int64_t memory_limit_bytes = 0;
+  // A compiled Loop runs at most this many iterations per execution; a run
+  // that would start one more fails with InvalidArgument naming the Loop
+  // and this limit (before the first iteration when the trip count alone
+  // decides: the body passes its condition through). It bounds the time and
+  // the memory of scan outputs a run-time trip count can ask for (decision
+  // 0043). Must be positive.
+  int64_t max_loop_iterations = int64_t{1} << 20;
   // Tests only: let oneDNN run its reference kernels (slow, correct), e.g.
   // bf16 calls on a CPU without bf16 kernels.
   bool allow_onednn_reference_impl = false;

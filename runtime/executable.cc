@@ -78,6 +78,9 @@ struct Context {
   char* arena = nullptr;
   std::vector<void*> ptrs;  // per buffer
   std::vector<void*> args;  // scratch for one step's arguments
+  // Scratch of RunOnBuffers: per output, its storage (kept, so that a
+  // Loop's body run once per iteration allocates nothing).
+  std::vector<void*> output_storage;
   // Values of data-dependent shape, one per such buffer; reference calls
   // assign them, Run empties them when it ends.
   std::vector<ir::Tensor> dynamic;
@@ -337,7 +340,8 @@ class Executable final : public CompiledModel {
       }
       // Storage for each output: the caller's, or that of the tensor an
       // enclosing value of data-dependent shape gets.
-      std::vector<void*> storage(outputs.begin(), outputs.end());
+      std::vector<void*>& storage = ctx->output_storage;
+      storage.assign(outputs.begin(), outputs.end());
       for (size_t o = 0; o < outputs.size(); ++o) {
         if (!output_shapes[o].has_value() && !output_dynamic_[o]) {
           ir::Tensor& target = *static_cast<ir::Tensor*>(outputs[o]);

@@ -913,15 +913,147 @@ bool EveryValueTyped(const onnx::GraphProto& graph) {
   return true;
 }
 
+// A tensor type whose shape is known and static.
+bool StaticTensorType(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type() || t.tensor_type().elem_type() == 0 ||
+      !t.tensor_type().has_shape()) {
+    return false;
+  }
+  for (const auto& d : t.tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return false;
+  }
+  return true;
+}
+
+bool SameStaticType(const onnx::TypeProto& a, const onnx::TypeProto& b) {
+  if (!StaticTensorType(a) || !StaticTensorType(b) ||
+      a.tensor_type().elem_type() != b.tensor_type().elem_type()) {
+    return false;
+  }
+  const auto& da = a.tensor_type().shape().dim();
+  const auto& db = b.tensor_type().shape().dim();
+  if (da.size() != db.size()) return false;
+  for (int i = 0; i < da.size(); ++i) {
+    if (da[i].dim_value() != db[i].dim_value()) return false;
+  }
+  return true;
+}
+
+// The type `graph` gives value `name` (an input, output or value_info).
+const onnx::TypeProto* TypeIn(const onnx::GraphProto& graph, const std::string& name) {
+  for (const auto* list : {&graph.output(), &graph.value_info(), &graph.input()}) {
+    for (const auto& v : *list) {
+      if (v.name() == name && v.has_type()) return &v.type();
+    }
+  }
+  return nullptr;
+}
+
+// A Loop body whose formal inputs the model leaves untyped (ONNX's
+// function expansions do: Range, ...) is typed as a model of its own:
+// iteration number i64[], condition bool[], each carried value typed as
+// the Loop's operand, the outer values it reads as typed inputs. Kept only
+// when inference types every value and each carried value leaves the body
+// with the static type it entered with: that type then holds on every
+// iteration (induction), so the body's types are those of any iteration.
+// Returns whether the body was typed.
+bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::NodeProto* node,
+                  const OuterTypes& outer, const FoldShapesOptions& options) {
+  onnx::GraphProto* body = nullptr;
+  for (auto& a : *node->mutable_attribute()) {
+    if (a.name() == "body" && a.has_g()) body = a.mutable_g();
+  }
+  const int nc = node->input_size() - 2;
+  if (body == nullptr || nc < 0 || body->input_size() != 2 + nc ||
+      body->output_size() < 1 + nc || body->sparse_initializer_size() > 0) {
+    return false;
+  }
+  bool open = false;
+  for (const auto& in : body->input()) open = open || !StaticTensorType(in.type());
+  if (!open) return false;
+  std::vector<onnx::TypeProto> formal(2 + nc);
+  formal[0].mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  formal[0].mutable_tensor_type()->mutable_shape();
+  formal[1].mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  formal[1].mutable_tensor_type()->mutable_shape();
+  for (int i = 0; i < nc; ++i) {
+    auto it = outer.find(node->input(2 + i));
+    if (it == outer.end() || !StaticTensorType(it->second)) return false;
+    formal[2 + i] = it->second;
+  }
+  onnx::ModelProto alone;
+  alone.set_ir_version(std::max<int64_t>(model.ir_version(), 4));
+  *alone.mutable_opset_import() = model.opset_import();
+  *alone.mutable_graph() = *body;
+  for (int i = 0; i < 2 + nc; ++i) {
+    onnx::ValueInfoProto* in = alone.mutable_graph()->mutable_input(i);
+    if (StaticTensorType(in->type())) {
+      if (!SameStaticType(in->type(), formal[i]) && i >= 2) return false;
+      formal[i] = in->type();
+    }
+    *in->mutable_type() = formal[i];
+  }
+  absl::flat_hash_set<std::string> reads;
+  for (const std::string& name : OuterScopeNames(*body)) {
+    auto it = outer.find(name);
+    if (it == outer.end() || !reads.insert(name).second) continue;
+    onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
+    in->set_name(name);
+    *in->mutable_type() = it->second;
+  }
+  std::vector<std::string> failures;
+  absl::StatusOr<FoldShapesStats> stats = FoldToFixpoint(&alone, options, &failures);
+  const onnx::GraphProto& typed = alone.graph();
+  if (!stats.ok() || !failures.empty() || !EveryValueTyped(typed)) return false;
+  for (int i = 0; i < nc; ++i) {
+    const onnx::TypeProto* t = TypeIn(typed, typed.output(1 + i).name());
+    if (t == nullptr || !SameStaticType(*t, formal[2 + i])) return false;
+  }
+  for (int i = 0; i < 2 + nc; ++i) *body->mutable_input(i)->mutable_type() = formal[i];
+  for (int o = 0; o < body->output_size(); ++o) {
+    if (const onnx::TypeProto* t = TypeIn(typed, typed.output(o).name())) {
+      *body->mutable_output(o)->mutable_type() = *t;
+    }
+  }
+  onnx::GraphProto* folded = alone.mutable_graph();
+  body->mutable_node()->Swap(folded->mutable_node());
+  body->mutable_initializer()->Swap(folded->mutable_initializer());
+  RemoveIf(folded->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
+    return reads.contains(v.name());
+  });
+  body->mutable_value_info()->Swap(folded->mutable_value_info());
+  // The Loop's final values have their carried values' types too (zero
+  // iterations: the initial values). libonnx's Loop inference drops
+  // carried shapes, so they are written here.
+  for (int i = 0; i < nc && i < node->output_size(); ++i) {
+    const std::string& name = node->output(i);
+    if (name.empty()) continue;
+    onnx::ValueInfoProto* entry = nullptr;
+    for (auto* list : {graph->mutable_output(), graph->mutable_value_info()}) {
+      for (auto& v : *list) {
+        if (v.name() == name) entry = &v;
+      }
+    }
+    if (entry == nullptr) {
+      entry = graph->add_value_info();
+      entry->set_name(name);
+    }
+    if (!StaticTensorType(entry->type())) *entry->mutable_type() = formal[2 + i];
+  }
+  return true;
+}
+
 // Each If branch of `graph`'s nodes is folded as a model of its own: the
 // outer values it reads become typed inputs, so shape inference and folding
 // run on it to their fixpoint (Ifs in it included, recursively), and its
-// nodes, initializers and value types replace the branch's. Loop and Scan
-// bodies are left alone: their inputs' declared types need not hold on
-// every iteration. Returns the Ifs inlined in branches.
+// nodes, initializers and value types replace the branch's. Loop bodies
+// with untyped formal inputs are typed (TypeLoopBody; `typed_loops` counts
+// them); other Loop and Scan bodies are left alone: their inputs' declared
+// types need not hold on every iteration. Returns the Ifs inlined in
+// branches.
 absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* graph,
                                  const OuterTypes& outer, const FoldShapesOptions& options,
-                                 std::vector<std::string>* warnings) {
+                                 std::vector<std::string>* warnings, int* typed_loops) {
   FoldShapesOptions sub_options = options;
   sub_options.file_index = nullptr;
   sub_options.detached = nullptr;
@@ -931,6 +1063,10 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
   sub_options.data_propagation = false;
   int inlined = 0;
   for (onnx::NodeProto& node : *graph->mutable_node()) {
+    if (node.domain().empty() && node.op_type() == "Loop") {
+      if (TypeLoopBody(*model, graph, &node, outer, sub_options)) ++*typed_loops;
+      continue;
+    }
     if (!node.domain().empty() || node.op_type() != "If") continue;
     for (auto& a : *node.mutable_attribute()) {
       if (!a.has_g()) continue;
@@ -992,13 +1128,17 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
     KILN_ASSIGN_OR_RETURN(int folded, folder.Round());
     if (folded == 0) {
       // The branches last, once this graph's own types are final.
+      int typed_loops = 0;
       KILN_ASSIGN_OR_RETURN(int sub_inlined,
                             FoldBranches(model, model->mutable_graph(),
-                                         folder.TypesForSubgraphs(), options, warnings));
+                                         folder.TypesForSubgraphs(), options, warnings,
+                                         &typed_loops));
       subgraph_inlined += sub_inlined;
+      // A typed Loop body types what follows the Loop in the next round.
+      if (typed_loops > 0) folded = -1;
     }
     stats.inlined_ifs = folder.inlined_ifs() + subgraph_inlined;
-    stats.folded_nodes += folded;
+    stats.folded_nodes += std::max(folded, 0);
     if (folded == 0) return stats;
   }
   warnings->push_back(absl::StrCat(

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/test_models.h"
 #include "gmock/gmock.h"
@@ -641,6 +642,55 @@ TEST(FoldShapesTest, IfsInsideBranchesFold) {
     cond.data<bool>()[0] = c;
     RunBothAndCompare(m, {cond, Iota({2, 4})}, opts);
   }
+}
+
+// A Loop whose body leaves its carried input untyped (as ONNX's function
+// expansions do): body = `op`(prev, delta), the scan output stacks prev.
+ModelBuilder LoopWithUntypedState(const std::string& op) {
+  ModelBuilder m(17);
+  m.Input("m", TP::INT64, {});
+  m.Input("c", TP::BOOL, {});
+  m.Input("start", TP::FLOAT, {int64_t{3}});
+  m.Input("delta", TP::FLOAT, {int64_t{3}});
+  onnx::NodeProto* loop = m.Node("Loop", {"m", "c", "start"}, {"y", "s"}, "loop");
+  onnx::GraphProto* b = AttrGraph(loop, "body");
+  b->set_name("body");
+  testing::AddValueInfo(b->mutable_input(), "i", TP::INT64, {});
+  testing::AddValueInfo(b->mutable_input(), "cond", TP::BOOL, {});
+  b->add_input()->set_name("prev");
+  testing::AddNode(b, "Identity", {"cond"}, {"cond_out"}, "keep");
+  onnx::NodeProto* step = testing::AddNode(b, op, {"prev", "delta"}, {"cur"}, "step");
+  if (op == "Concat") AttrInt(step, "axis", 0);
+  testing::AddNode(b, "Identity", {"prev"}, {"row"}, "row");
+  for (const char* o : {"cond_out", "cur", "row"}) b->add_output()->set_name(o);
+  m.Node("Neg", {"y"}, {"z"}, "neg");
+  m.Output("z", TP::FLOAT, {int64_t{3}});
+  m.Output("s", TP::FLOAT, {"?", int64_t{3}});
+  return m;
+}
+
+TEST(FoldShapesTest, UntypedLoopBodyKeepingItsStateTypeIsTyped) {
+  ModelBuilder m = LoopWithUntypedState("Add");
+  ImportResult r = MustImport(m, true);
+  ASSERT_THAT(Ops(r.graph), ::testing::ElementsAre("Loop", "Neg"));
+  const Graph& body = **r.graph.nodes()[0].Attr<std::shared_ptr<const Graph>>("body");
+  EXPECT_EQ(ValueNamed(body, "prev").shape, (ir::Shape{3}));
+  EXPECT_TRUE(NonStatic(body).empty()) << absl::StrJoin(NonStatic(body), ", ");
+  // The Loop's final value has the carried value's type.
+  EXPECT_TRUE(IsStatic(ValueNamed(r.graph, "y")));
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{3}));
+  for (int64_t trips : {1, 4}) {
+    Tensor c(ir::DType::kBool, {});
+    c.data<bool>()[0] = true;
+    RunBothAndCompare(m, {Tensor::Scalar<int64_t>(trips), c, Iota({3}), Iota({3})});
+  }
+}
+
+TEST(FoldShapesTest, UntypedLoopBodyWhoseStateGrowsStaysUntyped) {
+  ImportResult r = MustImport(LoopWithUntypedState("Concat"), true);
+  const Graph& body = **r.graph.nodes()[0].Attr<std::shared_ptr<const Graph>>("body");
+  EXPECT_FALSE(IsStatic(ValueNamed(body, "prev")));
+  EXPECT_FALSE(IsStatic(ValueNamed(body, "cur")));
 }
 
 TEST(FoldShapesTest, FoldedNodesKeepFileIndicesOfOthersInErrors) {
