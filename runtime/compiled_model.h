@@ -265,8 +265,11 @@ class CompiledModel {
  public:
   virtual ~CompiledModel() = default;
 
-  // Positional inputs in the model's order. InvalidArgument naming the
-  // input for a wrong count, dtype or shape; InvalidArgument naming the
+  // Positional inputs in the model's order. A model compiled with dynamic
+  // input dims left unbound takes any size of them, compiling a program for
+  // each new shape on first use (CompileOptions::max_shape_specializations).
+  // InvalidArgument naming the input for a wrong count, dtype or shape (one
+  // that breaks the declared rank, static dims or dim symbols); InvalidArgument naming the
   // kernel for a runtime error (integer division by zero, an out-of-range
   // gather index). Outputs of data-dependent shape come with their run-time
   // shapes.
