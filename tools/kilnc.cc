@@ -877,6 +877,42 @@ absl::StatusOr<std::vector<double>> TimedRuns(const CompiledModel& model,
   return times_ms;
 }
 
+// --vs-static for one sweep point: the model compiled with every input
+// bound to `want`'s shapes, timed alternately with `model` (one run each per
+// round) after --warmup runs of each; fills `p`'s latency and static fields.
+absl::Status VsStatic(const CompiledModel& model, const std::vector<TensorInfo>& want,
+                      const std::vector<ir::Tensor>& inputs,
+                      const std::vector<ir::Tensor*>& outputs, const CompileOptions& options,
+                      const BenchOptions& opts, BenchResult::ShapePoint* p) {
+  CompileOptions bound = options;
+  for (const TensorInfo& in : want) bound.input_shapes[in.name] = in.shape;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> fixed =
+      Compiler(bound).CompileFile(ResolvePath(opts.model, WorkingDir()));
+  if (!fixed.ok()) return fixed.status();
+  p->static_cache_hit = (*fixed)->report().jit_cache_hit;
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> fixed_outputs, TryNewOutputTensors(**fixed));
+  std::vector<ir::Tensor*> fixed_ptrs;
+  for (ir::Tensor& t : fixed_outputs) fixed_ptrs.push_back(&t);
+  for (int i = 0; i < opts.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+    KILN_RETURN_IF_ERROR((*fixed)->RunInto(inputs, fixed_ptrs));
+  }
+  std::vector<double> dynamic_ms, static_ms;
+  const double start_us = NowUs();
+  while ((NowUs() - start_us) / 1e6 < opts.min_time_s ||
+         static_cast<int>(dynamic_ms.size()) < opts.min_iterations) {
+    double t0 = NowUs();
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+    dynamic_ms.push_back((NowUs() - t0) / 1000);
+    t0 = NowUs();
+    KILN_RETURN_IF_ERROR((*fixed)->RunInto(inputs, fixed_ptrs));
+    static_ms.push_back((NowUs() - t0) / 1000);
+  }
+  p->latency = ComputeLatencyStats(dynamic_ms);
+  p->static_median_ms = ComputeLatencyStats(static_ms).median_ms;
+  return absl::OkStatus();
+}
+
 // bench with several shapes (BenchOptions::sweep): one compile with the
 // swept dims unbound, then per shape the first run (compiling its
 // specialization) and the steady latency.
@@ -955,6 +991,13 @@ int RunBenchSweep(const Command& cmd) {
       p.compile_ms = specs.back().compile_ms;
       p.jit_cache_hit = specs.back().jit_cache_hit;
     }
+    if (opts.vs_static) {
+      absl::Status vs = VsStatic(*model, want, *inputs, output_ptrs, options, opts, &p);
+      if (progress) std::cerr << "\r\033[K" << std::flush;
+      if (!vs.ok()) return Failed("bench", vs);
+      res.points.push_back(std::move(p));
+      continue;
+    }
     absl::StatusOr<std::vector<double>> times = TimedRuns(*model, *inputs, output_ptrs, opts);
     if (progress) std::cerr << "\r\033[K" << std::flush;
     if (!times.ok()) return Failed("bench", times.status());
@@ -980,14 +1023,19 @@ int RunBenchSweep(const Command& cmd) {
             << "per shape: the first run (compiling the shape's specialization), then "
             << res.warmup << " warm-up and at least " << opts.min_iterations << " timed runs / "
             << opts.min_time_s << " s\n";
-  std::cout << absl::StrFormat("%-44s  %12s  %12s  %10s  %10s\n", "shapes", "first run",
-                               "its compile", "median", "p90");
+  std::cout << absl::StrFormat("%-44s  %12s  %16s  %10s  %10s%s\n", "shapes", "first run",
+                               "its compile", "median", "p90",
+                               opts.vs_static ? "  static median (interleaved)" : "");
   for (const BenchResult::ShapePoint& p : res.points) {
     std::cout << absl::StrFormat(
-        "%-44s  %12s  %12s  %10s  %10s\n", p.shapes, FormatMs(p.first_run_ms),
-        p.compiled ? absl::StrCat(FormatMs(p.compile_ms), p.jit_cache_hit ? " (hit)" : "")
+        "%-44s  %12s  %16s  %10s  %10s%s\n", p.shapes, FormatMs(p.first_run_ms),
+        p.compiled ? absl::StrCat(FormatMs(p.compile_ms), p.jit_cache_hit ? " (cached)" : "")
                    : std::string("-"),
-        FormatMs(p.latency.median_ms), FormatMs(p.latency.p90_ms));
+        FormatMs(p.latency.median_ms), FormatMs(p.latency.p90_ms),
+        opts.vs_static ? absl::StrFormat("  %s (dynamic/static %.3f)",
+                                         FormatMs(p.static_median_ms),
+                                         p.latency.median_ms / p.static_median_ms)
+                       : std::string());
   }
   std::cout << "specializations: " << r.specializations.size() << " compiled, "
             << r.live_specializations << " live; peak RSS "

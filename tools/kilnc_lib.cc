@@ -229,6 +229,9 @@ Flags:
   --warm-only          skip the cold compile: compile once, from the JIT
                        cache (--cache-dir or the user's); for repeated
                        benchmark rounds (JSON then omits compile_ms)
+  --vs-static          with several shapes: per shape, also compile the
+                       model bound to that shape and time both alternately
+                       (JSON: static_median_ms, dynamic_over_static)
   --help               this text
 
 Several shapes: --shape repeated for one input, or a sweep in its DIMS —
@@ -752,6 +755,7 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
                  {"json", false},
                  {"progress", false},
                  {"vs-eager", false},
+                 {"vs-static", false},
                  {"warm-only", false}},
                 /*engine=*/false,
                 /*inputs=*/true};
@@ -780,6 +784,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
       o.vs_eager = true;
     } else if (name == "warm-only") {
       o.warm_only = true;
+    } else if (name == "vs-static") {
+      o.vs_static = true;
     }
     return absl::OkStatus();
   };
@@ -808,6 +814,9 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
   }
   if (!sweep.empty() && o.vs_eager) {
     return UsageError("bench", "--vs-eager takes one shape per input");
+  }
+  if (sweep.empty() && o.vs_static) {
+    return UsageError("bench", "--vs-static needs several shapes (a --shape sweep)");
   }
   o.sweep = std::move(sweep);
   return cmd;
@@ -1341,6 +1350,11 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
                         {"median_ms", p.latency.median_ms},
                         {"p90_ms", p.latency.p90_ms},
                         {"min_ms", p.latency.min_ms}});
+      if (p.static_median_ms > 0) {
+        points.back()["static_median_ms"] = p.static_median_ms;
+        points.back()["static_compile_cache_hit"] = p.static_cache_hit;
+        points.back()["dynamic_over_static"] = p.latency.median_ms / p.static_median_ms;
+      }
     }
     j["shapes"] = std::move(points);
   }

@@ -126,6 +126,10 @@ struct BenchOptions {
   // list has the same length. Point k runs input i at sweep[i].second[k].
   // Empty: one shape, bound at compile time (CompileFlags::shapes).
   std::vector<std::pair<std::string, std::vector<ir::Shape>>> sweep;
+  // With a sweep: per shape, also compile the model with every input bound
+  // to that shape (a static build) and time both alternately, one run each
+  // per round; the steady latencies are then those interleaved medians.
+  bool vs_static = false;
 };
 
 struct ProfileOptions {
@@ -283,6 +287,11 @@ struct BenchResult {
     double compile_ms = 0;     // that compile (CompileReport::specializations)
     bool jit_cache_hit = false;
     LatencyStats latency;      // the steady runs after --warmup
+    // --vs-static: the static build's median, interleaved with `latency`'s
+    // runs, and whether its C++ build was the specialization's (a JIT cache
+    // hit: the same generated code).
+    double static_median_ms = 0;
+    bool static_cache_hit = false;
   };
   std::vector<ShapePoint> points;
 };

@@ -128,6 +128,9 @@ TEST(ParseCommandLine, BenchTakesSeveralShapesPerInput) {
   c = ParseCommandLine({"run", "m", "--shape", "ids=1x{1..3}"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("only kilnc bench takes several"));
+  c = ParseCommandLine({"bench", "m", "--shape", "ids=1x3", "--vs-static"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("--vs-static needs several shapes"));
   c = ParseCommandLine({"bench", "m", "--shape", "ids=1x{1..3}", "--vs-eager"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("--vs-eager takes one shape per input"));
@@ -1245,6 +1248,18 @@ TEST(KilncEndToEnd, BenchSweepsShapesOfDynamicDims) {
     EXPECT_TRUE(p["compiled"].get<bool>()) << p;
     EXPECT_GE(p["iterations"].get<int>(), 2) << p;
     EXPECT_GE(p["first_run_ms"].get<double>(), p["compile_ms"].get<double>()) << p;
+  }
+  // --vs-static: a static build per shape, the same C++ as the
+  // specialization's (a JIT cache hit), timed alternately.
+  r = Kilnc({"bench", model, "--shape", "x={2,3}x4", "--vs-static", "--json", "--min-time=0",
+             "--min-iterations=2", "--warmup=0", "--threads=1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json v = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(v.is_object()) << r.out;
+  ASSERT_EQ(v["shapes"].size(), 2u) << r.out;
+  for (const nlohmann::json& p : v["shapes"]) {
+    EXPECT_GT(p["static_median_ms"].get<double>(), 0) << p;
+    EXPECT_TRUE(p["static_compile_cache_hit"].get<bool>()) << p;
   }
   r = Kilnc({"bench", model, "--shape", "x={2..3}x5", "--min-time=0", "--min-iterations=1"});
   EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
