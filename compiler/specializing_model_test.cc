@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -173,6 +175,42 @@ TEST(SpecializingModel, LruKeepsAtMostItsCapacityAndRebuildsFromTheDiskCache) {
   EXPECT_EQ(m.report().specializations[4].shapes, "x: [1,8], m: [1,4]");
   EXPECT_TRUE(m.report().specializations[4].jit_cache_hit);
   EXPECT_EQ(m.report().live_specializations, 2);
+}
+
+// Threads running different shapes at once: compiles of new shapes and
+// evictions of specializations other threads are running stay correct.
+TEST(SpecializingModel, RunIsSafeFromManyThreadsAcrossShapes) {
+  const std::string path = WriteModel("threads.onnx");
+  CompileOptions options = Options("cache_threads");
+  options.max_shape_specializations = 2;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(options).CompileFile(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<int64_t> sizes = {1, 2, 3, 4};
+  std::map<int64_t, std::vector<ir::Tensor>> want;
+  for (int64_t n : sizes) want[n] = Reference(path, n);
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        const int64_t n = sizes[(t + i) % sizes.size()];
+        absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(Inputs(n));
+        if (!got.ok()) {
+          failures[t] = std::string(got.status().message());
+          return;
+        }
+        interp::CompareResult r = interp::CompareTensors(
+            (*got)[0], want[n][0], interp::Tolerance{1e-4, 1e-6, {}});
+        if (!r.ok) {
+          failures[t] = absl::StrCat("N=", n, ": ", r.message);
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
+  EXPECT_LE((*model)->report().live_specializations, 2);
 }
 
 TEST(SpecializingModel, ShapesThatBreakTheDeclaredOnesNameTheInputAndBothShapes) {
