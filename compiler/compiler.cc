@@ -394,6 +394,10 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
     const std::string& path) const {
+  if (options_.max_shape_specializations < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_shape_specializations must be >= 0, got ", options_.max_shape_specializations));
+  }
   CompileReport report;
   report.model = path;
   const absl::Time start = absl::Now();
@@ -402,10 +406,6 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path, io));
   report.import_ms = Ms(start);
   report.warnings = std::move(imported.warnings);
-  if (options_.max_shape_specializations < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_shape_specializations must be >= 0, got ", options_.max_shape_specializations));
-  }
   // Inputs with dynamic dims the options leave unbound take any size at Run.
   bool dynamic = false;
   for (const frontend::DeclaredInput& d : imported.declared_inputs) {
