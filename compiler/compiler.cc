@@ -2,6 +2,9 @@
 // JIT build per batch of models, then the runtime's executable per model.
 #include "compiler/compiler.h"
 
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <new>
@@ -20,6 +23,7 @@
 #include "compiler/jit/jit_compiler.h"
 #include "compiler/pipeline.h"
 #include "compiler/report.h"
+#include "compiler/specializing_model.h"
 #include "frontend/onnx/importer.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
@@ -475,6 +479,10 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
     const std::string& path) const {
+  if (options_.max_shape_specializations < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_shape_specializations must be >= 0, got ", options_.max_shape_specializations));
+  }
   CompileReport report;
   report.model = path;
   const absl::Time start = absl::Now();
@@ -483,7 +491,58 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path, io));
   report.import_ms = Ms(start);
   report.warnings = std::move(imported.warnings);
-  return Safe(CompileOne(options_, std::move(imported.graph), std::move(report)));
+  // Inputs with dynamic dims the options leave unbound take any size at Run.
+  bool dynamic = false;
+  for (const frontend::DeclaredInput& d : imported.declared_inputs) {
+    dynamic = dynamic || (d.ranked && !options_.input_shapes.count(d.name) &&
+                          std::count(d.shape.begin(), d.shape.end(), ir::kDynamicDim) > 0);
+  }
+  dynamic = dynamic && options_.max_shape_specializations > 0;
+  if (dynamic) {
+    report.warnings.push_back(
+        "inputs with dynamic dims take any size at Run: each new shape compiles a "
+        "specialization on first use (CompileOptions::max_shape_specializations)");
+  }
+  std::vector<frontend::DeclaredInput> declared = std::move(imported.declared_inputs);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> first,
+                        Safe(CompileOne(options_, std::move(imported.graph), std::move(report))));
+  if (!dynamic) return first;
+  std::error_code ec;
+  const auto stamp = std::filesystem::last_write_time(path, ec);
+  const CompileOptions options = options_;
+  auto count = std::make_shared<std::atomic<int>>(0);
+  compiler::SpecializeFn specialize =
+      [options, path, stamp, count](const std::map<std::string, ir::Shape>& shapes)
+      -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
+    std::error_code ec;
+    if (std::filesystem::last_write_time(path, ec) != stamp || ec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the model file '", path, "' changed or went away since it was compiled"));
+    }
+    CompileOptions bound = options;
+    bound.input_shapes = shapes;
+    const int n = ++*count;
+    if (!options.dump_dir.empty()) bound.dump_dir = absl::StrCat(options.dump_dir, "/shape_", n);
+    return CatchOutOfMemory(path, [&]() -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
+      CompileReport report;
+      report.model = path;
+      const absl::Time start = absl::Now();
+      frontend::ImportOptions io;
+      for (const auto& [name, shape] : bound.input_shapes) io.input_shapes[name] = shape;
+      KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
+                            frontend::ImportModelFile(path, io));
+      report.import_ms = Ms(start);
+      report.warnings = std::move(imported.warnings);
+      return Safe(CompileOne(bound, std::move(imported.graph), std::move(report)));
+    });
+  };
+  // Inputs the options bound take only that shape.
+  for (frontend::DeclaredInput& d : declared) {
+    if (options_.input_shapes.count(d.name)) d.shape = options_.input_shapes.at(d.name);
+  }
+  return compiler::SpecializingModel::Create(std::move(declared), std::move(first),
+                                             Ms(start), options_.max_shape_specializations,
+                                             std::move(specialize));
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytes(

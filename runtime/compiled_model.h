@@ -53,9 +53,23 @@ struct CompileOptions {
   int threads = 0;
   // Reorder constant weights once into oneDNN's preferred layout.
   bool prepack_weights = true;
-  // Binds the model's dynamic input dims: input name -> full shape. Unbound
-  // dynamic dims become 1 (reported in CompileReport::warnings).
+  // Binds the model's dynamic input dims: input name -> full shape. An input
+  // bound here takes only that shape at Run.
   std::map<std::string, ir::Shape> input_shapes;
+  // Inputs with dynamic dims left unbound accept any size of those dims at
+  // Run: each new combination of input shapes compiles a shape-specialized
+  // program (the static pipeline with the dims bound; its C++ build cached
+  // on disk like any other), kept in memory in a least-recently-used cache
+  // of this many specializations per model. The model is first compiled
+  // with those dims bound to 1 (CompileReport::warnings says so), which is
+  // the first specialization. Each specialization holds its own constants
+  // and prepacked weights, so the default, 4, bounds memory at a few copies
+  // of the model while serving a handful of alternating sizes without
+  // recompiling; an evicted shape seen again re-runs the pipeline but hits
+  // the disk cache for its build. 0: unbound dims are fixed to 1 and Run
+  // accepts only that shape. Only CompileFile specializes (it re-reads the
+  // model file for each new shape); CompileGraph takes static graphs.
+  int max_shape_specializations = 4;
   // JIT cache; empty: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
   std::string cache_dir;
   // Non-empty: the graph after every graph pass (graph/NN-<pass>.txt), the
@@ -204,6 +218,18 @@ struct CompileReport {
   // judges such a model's outputs by an fp16 tolerance.
   ir::DType model_float = ir::DType::kF32;
   std::vector<std::string> warnings;
+  // Models whose inputs take several shapes (CompileOptions::
+  // max_shape_specializations): one entry per shape-specialized program
+  // compiled so far, in order, the first being the compile-time one whose
+  // kernels and times the fields above describe.
+  struct ShapeSpecialization {
+    std::string shapes;  // "input_ids: [1,16], attention_mask: [1,16]"
+    double compile_ms = 0;  // import through load, wall time
+    bool jit_cache_hit = false;
+    bool live = true;  // still in the in-memory cache (false: evicted)
+  };
+  std::vector<ShapeSpecialization> specializations;
+  int live_specializations = 0;
 
   // A human summary with one line per kernel.
   std::string ToText() const;
@@ -223,6 +249,13 @@ struct TensorInfo {
   // known only at run time.
   ir::Shape shape;
   bool shape_known = true;
+  // Inputs whose dims each Run may choose (CompileOptions::
+  // max_shape_specializations): the model's declared shape, ir::kDynamicDim
+  // where a Run chooses, and per dim its symbol (ONNX dim_param; "" if
+  // none; dims of one symbol must agree across inputs). `shape` is then the
+  // compile-time specialization's. Empty for an input of one shape.
+  ir::Shape declared_shape = {};
+  std::vector<std::string> dim_params = {};
 };
 
 class CompiledModel;
@@ -239,8 +272,11 @@ class CompiledModel {
  public:
   virtual ~CompiledModel() = default;
 
-  // Positional inputs in the model's order. InvalidArgument naming the
-  // input for a wrong count, dtype or shape; InvalidArgument naming the
+  // Positional inputs in the model's order. A model compiled with dynamic
+  // input dims left unbound takes any size of them, compiling a program for
+  // each new shape on first use (CompileOptions::max_shape_specializations).
+  // InvalidArgument naming the input for a wrong count, dtype or shape (one
+  // that breaks the declared rank, static dims or dim symbols); InvalidArgument naming the
   // kernel for a runtime error (integer division by zero, an out-of-range
   // gather index). Outputs of data-dependent shape come with their run-time
   // shapes.

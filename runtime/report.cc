@@ -156,6 +156,17 @@ std::string CompileReport::ToText() const {
                           precision, in_bf16);
   }
   for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
+  if (!specializations.empty()) {
+    double total = 0;
+    for (const ShapeSpecialization& sp : specializations) total += sp.compile_ms;
+    absl::StrAppendFormat(&s, "shape specializations: %d compiled in %.1f ms, %d live\n",
+                          specializations.size(), total, live_specializations);
+    for (const ShapeSpecialization& sp : specializations) {
+      absl::StrAppendFormat(&s, "  %s  %.1f ms%s%s\n", sp.shapes, sp.compile_ms,
+                            sp.jit_cache_hit ? " (build cached)" : "",
+                            sp.live ? "" : " (evicted)");
+    }
+  }
   for (const KernelReport& k : kernels) {
     std::string detail;
     if (k.backend == "loop") {
@@ -210,6 +221,17 @@ std::string CompileReport::ToJson(int indent) const {
   }
   j["qdq_patterns"] = qdq;
   j["warnings"] = warnings;
+  if (!specializations.empty()) {
+    json sps = json::array();
+    for (const ShapeSpecialization& sp : specializations) {
+      sps.push_back({{"shapes", sp.shapes},
+                     {"compile_ms", sp.compile_ms},
+                     {"jit_cache_hit", sp.jit_cache_hit},
+                     {"live", sp.live}});
+    }
+    j["shape_specializations"] = sps;
+    j["live_specializations"] = live_specializations;
+  }
   json ks = json::array();
   json xs = json::array();
   for (const KernelReport& k : kernels) {

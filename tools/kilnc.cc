@@ -45,6 +45,7 @@
 #include "interp/interpreter.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
+#include "ir/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/kilnc_lib.h"
 #include "tools/opt.h"
@@ -856,8 +857,195 @@ double NowUs() {
       .count();
 }
 
+// Timed runs of `model` on `inputs` into `outputs`, after `warmup` untimed
+// ones, until both minimums are reached.
+absl::StatusOr<std::vector<double>> TimedRuns(const CompiledModel& model,
+                                              const std::vector<ir::Tensor>& inputs,
+                                              const std::vector<ir::Tensor*>& outputs,
+                                              const BenchOptions& opts) {
+  for (int i = 0; i < opts.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+  }
+  std::vector<double> times_ms;
+  const double start_us = NowUs();
+  while ((NowUs() - start_us) / 1e6 < opts.min_time_s ||
+         static_cast<int>(times_ms.size()) < opts.min_iterations) {
+    const double t0 = NowUs();
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+    times_ms.push_back((NowUs() - t0) / 1000);
+  }
+  return times_ms;
+}
+
+// --vs-static for one sweep point: the model compiled with every input
+// bound to `want`'s shapes, timed alternately with `model` (one run each per
+// round) after --warmup runs of each; fills `p`'s latency and static fields.
+absl::Status VsStatic(const CompiledModel& model, const std::vector<TensorInfo>& want,
+                      const std::vector<ir::Tensor>& inputs,
+                      const std::vector<ir::Tensor*>& outputs, const CompileOptions& options,
+                      const BenchOptions& opts, BenchResult::ShapePoint* p) {
+  CompileOptions bound = options;
+  for (const TensorInfo& in : want) bound.input_shapes[in.name] = in.shape;
+  absl::StatusOr<std::unique_ptr<CompiledModel>> fixed =
+      Compiler(bound).CompileFile(ResolvePath(opts.model, WorkingDir()));
+  if (!fixed.ok()) return fixed.status();
+  p->static_cache_hit = (*fixed)->report().jit_cache_hit;
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> fixed_outputs, TryNewOutputTensors(**fixed));
+  std::vector<ir::Tensor*> fixed_ptrs;
+  for (ir::Tensor& t : fixed_outputs) fixed_ptrs.push_back(&t);
+  for (int i = 0; i < opts.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+    KILN_RETURN_IF_ERROR((*fixed)->RunInto(inputs, fixed_ptrs));
+  }
+  std::vector<double> dynamic_ms, static_ms;
+  const double start_us = NowUs();
+  while ((NowUs() - start_us) / 1e6 < opts.min_time_s ||
+         static_cast<int>(dynamic_ms.size()) < opts.min_iterations) {
+    double t0 = NowUs();
+    KILN_RETURN_IF_ERROR(model.RunInto(inputs, outputs));
+    dynamic_ms.push_back((NowUs() - t0) / 1000);
+    t0 = NowUs();
+    KILN_RETURN_IF_ERROR((*fixed)->RunInto(inputs, fixed_ptrs));
+    static_ms.push_back((NowUs() - t0) / 1000);
+  }
+  p->latency = ComputeLatencyStats(dynamic_ms);
+  p->static_median_ms = ComputeLatencyStats(static_ms).median_ms;
+  return absl::OkStatus();
+}
+
+// bench with several shapes (BenchOptions::sweep): one compile with the
+// swept dims unbound, then per shape the first run (compiling its
+// specialization) and the steady latency.
+int RunBenchSweep(const Command& cmd) {
+  const BenchOptions& opts = cmd.bench;
+  CompileFlags flags = cmd.compile;
+  absl::StatusOr<GivenInputs> given = LoadGivenInputs(cmd.inputs, &flags);
+  if (!given.ok()) return BadInput("bench", given.status().message());
+  for (const auto& [name, shapes] : opts.sweep) {
+    if (given->tensors.count(name)) {
+      return BadInput("bench", absl::StrCat("--input ", name, " has one shape; --shape sweeps it"));
+    }
+  }
+  const std::string path = ResolvePath(opts.model, WorkingDir());
+  if (!IsFile(path)) return BadInput("bench", absl::StrCat("no such model file: ", path));
+  CompileOptions options = ToCompileOptions(flags, WorkingDir());
+  TempDir fresh_cache;
+  if (options.cache_dir.empty() && !opts.warm_only) {
+    absl::StatusOr<TempDir> d = TempDir::Make("bench_cache_");
+    if (!d.ok()) return Failed("bench", d.status());
+    fresh_cache = *std::move(d);
+    options.cache_dir = fresh_cache.path();
+  }
+  // Every shape of the sweep must stay compiled while it is timed.
+  options.max_shape_specializations =
+      std::max(options.max_shape_specializations, 1);
+  BenchResult res;
+  res.model = path;
+  res.cold_skipped = true;
+  int exit_code = kExitOk;
+  std::unique_ptr<CompiledModel> model =
+      CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_warm_ms);
+  if (model == nullptr) return exit_code;
+  res.warm_cache_hit = model->report().jit_cache_hit;
+  PrintWarnings(model->report().warnings);
+  const size_t n_points = opts.sweep[0].second.size();
+  const bool progress = opts.progress || isatty(STDERR_FILENO);
+  for (size_t k = 0; k < n_points; ++k) {
+    std::vector<std::pair<std::string, ir::Shape>> point = flags.shapes;
+    for (const auto& [name, shapes] : opts.sweep) point.emplace_back(name, shapes[k]);
+    for (const auto& [name, t] : given->tensors) point.emplace_back(name, t.shape());
+    absl::StatusOr<std::vector<ir::Shape>> shapes = SweepPointShapes(model->inputs(), point);
+    if (!shapes.ok()) return InputsFailed("bench", shapes.status());
+    std::vector<TensorInfo> want = model->inputs();
+    std::vector<std::string> text;
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i].shape = (*shapes)[i];
+      text.push_back(absl::StrCat(want[i].name, ": ", ir::ShapeToString(want[i].shape)));
+    }
+    CompileFlags point_flags = flags;
+    point_flags.shapes.clear();
+    absl::StatusOr<std::vector<ir::Tensor>> inputs =
+        MakeInputs(want, *given, cmd.inputs, point_flags, nullptr);
+    if (!inputs.ok()) return InputsFailed("bench", inputs.status());
+    absl::StatusOr<std::vector<ir::Tensor>> allocated = TryNewOutputTensors(*model);
+    if (!allocated.ok()) return Failed("bench", allocated.status());
+    std::vector<ir::Tensor> outputs = *std::move(allocated);
+    std::vector<ir::Tensor*> output_ptrs;
+    for (ir::Tensor& t : outputs) output_ptrs.push_back(&t);
+
+    BenchResult::ShapePoint p;
+    p.shapes = absl::StrJoin(text, ", ");
+    if (progress) std::cerr << "shape " << p.shapes << " ..." << std::flush;
+    const size_t compiled_before = model->report().specializations.size();
+    const double t0 = NowUs();
+    absl::Status s = model->RunInto(*inputs, output_ptrs);
+    p.first_run_ms = (NowUs() - t0) / 1000;
+    if (!s.ok()) {
+      if (progress) std::cerr << "\n";
+      return Failed("bench", s);
+    }
+    const std::vector<CompileReport::ShapeSpecialization>& specs =
+        model->report().specializations;
+    if (specs.size() > compiled_before) {
+      p.compiled = true;
+      p.compile_ms = specs.back().compile_ms;
+      p.jit_cache_hit = specs.back().jit_cache_hit;
+    }
+    if (opts.vs_static) {
+      absl::Status vs = VsStatic(*model, want, *inputs, output_ptrs, options, opts, &p);
+      if (progress) std::cerr << "\r\033[K" << std::flush;
+      if (!vs.ok()) return Failed("bench", vs);
+      res.points.push_back(std::move(p));
+      continue;
+    }
+    absl::StatusOr<std::vector<double>> times = TimedRuns(*model, *inputs, output_ptrs, opts);
+    if (progress) std::cerr << "\r\033[K" << std::flush;
+    if (!times.ok()) return Failed("bench", times.status());
+    p.latency = ComputeLatencyStats(*times);
+    res.points.push_back(std::move(p));
+  }
+  const CompileReport& r = model->report();
+  res.peak_rss_bytes = PeakRssBytes();
+  res.isa = r.isa;
+  res.mode = r.mode;
+  res.threads = EffectiveThreads(r.threads);
+  res.warmup = opts.warmup;
+  if (opts.json) {
+    std::cout << BenchResultToJson(res).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return kExitOk;
+  }
+  std::cout << "kilnc bench " << path << " (" << n_points << " shapes)\n"
+            << "isa " << res.isa << ", mode " << res.mode << ", threads " << res.threads
+            << "; compile " << FormatMs(res.compile_warm_ms)
+            << (fresh_cache.path().empty() ? "" : " (fresh cache)") << "\n"
+            << "per shape: the first run (compiling the shape's specialization), then "
+            << res.warmup << " warm-up and at least " << opts.min_iterations << " timed runs / "
+            << opts.min_time_s << " s\n";
+  std::cout << absl::StrFormat("%-44s  %12s  %16s  %10s  %10s%s\n", "shapes", "first run",
+                               "its compile", "median", "p90",
+                               opts.vs_static ? "  static median (interleaved)" : "");
+  for (const BenchResult::ShapePoint& p : res.points) {
+    std::cout << absl::StrFormat(
+        "%-44s  %12s  %16s  %10s  %10s%s\n", p.shapes, FormatMs(p.first_run_ms),
+        p.compiled ? absl::StrCat(FormatMs(p.compile_ms), p.jit_cache_hit ? " (cached)" : "")
+                   : std::string("-"),
+        FormatMs(p.latency.median_ms), FormatMs(p.latency.p90_ms),
+        opts.vs_static ? absl::StrFormat("  %s (dynamic/static %.3f)",
+                                         FormatMs(p.static_median_ms),
+                                         p.latency.median_ms / p.static_median_ms)
+                       : std::string());
+  }
+  std::cout << "specializations: " << r.specializations.size() << " compiled, "
+            << r.live_specializations << " live; peak RSS "
+            << FormatBytes(res.peak_rss_bytes) << "\n";
+  return kExitOk;
+}
+
 int RunBench(const Command& cmd) {
   const BenchOptions& opts = cmd.bench;
+  if (!opts.sweep.empty()) return RunBenchSweep(cmd);
   CompileFlags flags = cmd.compile;
   absl::StatusOr<GivenInputs> given = LoadGivenInputs(cmd.inputs, &flags);
   if (!given.ok()) return BadInput("bench", given.status().message());

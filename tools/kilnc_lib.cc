@@ -76,7 +76,9 @@ Compile flags:
                          interpreter as a library call, named in explain)
   --shape NAME=DIMS      bind the dynamic dims of input NAME, e.g.
                          --shape input=1x3x224x224 (repeatable); dims left
-                         dynamic become 1 (with a warning)
+                         dynamic take any size at run time (each new size
+                         compiles on first use; the compile-time program
+                         binds them to 1, with a warning)
   --cache-dir=DIR        JIT cache (default $XDG_CACHE_HOME/kiln, else
                          ~/.cache/kiln)
   --precision=f32|bf16|auto
@@ -227,7 +229,20 @@ Flags:
   --warm-only          skip the cold compile: compile once, from the JIT
                        cache (--cache-dir or the user's); for repeated
                        benchmark rounds (JSON then omits compile_ms)
+  --vs-static          with several shapes: per shape, also compile the
+                       model bound to that shape and time both alternately
+                       (JSON: static_median_ms, dynamic_over_static)
   --help               this text
+
+Several shapes: --shape repeated for one input, or a sweep in its DIMS —
+one of {A..B} (step 1), {A..B:+S}, {A..B:xF} (times F) or {A,B,C}:
+  kilnc bench bert.onnx --shape input_ids=1x{16..512:x2}
+compiles MODEL once with those inputs' dynamic dims unbound, then per shape
+times the first run (which compiles that shape's specialization) and the
+steady latency (--warmup, then --min-time / --min-iterations per shape).
+Inputs not given take the swept sizes of the dims they share a symbol with
+(ONNX dim_param; attention_mask follows input_ids above). Swept inputs
+need as many shapes each; point K runs each at its K-th shape.
 )";
 
 constexpr absl::string_view kProfileUsage =
@@ -455,14 +470,30 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
   } else if (name == "no-reference-fallback") {
     c.reference_fallback = false;
   } else if (name == "shape") {
-    absl::StatusOr<std::pair<std::string, ir::Shape>> sh = ParseShapeFlag(value);
+    absl::StatusOr<std::pair<std::string, std::vector<ir::Shape>>> sh =
+        ParseShapeSweepFlag(value);
     if (!sh.ok()) return UsageError(sub, sh.status().message());
+    if (sub == "bench") {
+      // Several shapes per input are bench's sweep (ParseBench sorts them).
+      for (auto& [n, list] : cmd->bench.sweep) {
+        if (n == sh->first) {
+          list.insert(list.end(), sh->second.begin(), sh->second.end());
+          return absl::OkStatus();
+        }
+      }
+      cmd->bench.sweep.push_back(*std::move(sh));
+      return absl::OkStatus();
+    }
+    if (sh->second.size() != 1) {
+      return UsageError(sub, absl::StrCat("--shape '", value, "' gives several shapes; only "
+                                          "kilnc bench takes several"));
+    }
     for (const auto& [n, d] : c.shapes) {
       if (n == sh->first) {
         return UsageError(sub, absl::StrCat("--shape '", n, "' given twice"));
       }
     }
-    c.shapes.push_back(*std::move(sh));
+    c.shapes.emplace_back(sh->first, sh->second[0]);
   } else if (name == "cache-dir") {
     if (value.empty()) return UsageError(sub, "--cache-dir needs a folder");
     c.cache_dir = value;
@@ -724,6 +755,7 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
                  {"json", false},
                  {"progress", false},
                  {"vs-eager", false},
+                 {"vs-static", false},
                  {"warm-only", false}},
                 /*engine=*/false,
                 /*inputs=*/true};
@@ -752,6 +784,8 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
       o.vs_eager = true;
     } else if (name == "warm-only") {
       o.warm_only = true;
+    } else if (name == "vs-static") {
+      o.vs_static = true;
     }
     return absl::OkStatus();
   };
@@ -760,6 +794,31 @@ absl::StatusOr<Command> ParseBench(const std::vector<std::string>& args) {
   if (!pos.ok()) return pos.status();
   absl::Status s = OnePositional("bench", "a model file (MODEL)", *pos, &o.model);
   if (!s.ok()) return s;
+  // Inputs of one shape are bound at compile time, as everywhere; inputs of
+  // several make the sweep.
+  std::vector<std::pair<std::string, std::vector<ir::Shape>>> sweep;
+  for (auto& [name, list] : o.sweep) {
+    if (list.size() == 1) {
+      cmd.compile.shapes.emplace_back(name, list[0]);
+    } else {
+      sweep.emplace_back(name, std::move(list));
+    }
+  }
+  for (const auto& [name, list] : sweep) {
+    if (list.size() != sweep[0].second.size()) {
+      return UsageError("bench", absl::StrCat("--shape gives ", sweep[0].second.size(),
+                                              " shapes for '", sweep[0].first, "' but ",
+                                              list.size(), " for '", name,
+                                              "'; swept inputs need as many shapes each"));
+    }
+  }
+  if (!sweep.empty() && o.vs_eager) {
+    return UsageError("bench", "--vs-eager takes one shape per input");
+  }
+  if (sweep.empty() && o.vs_static) {
+    return UsageError("bench", "--vs-static needs several shapes (a --shape sweep)");
+  }
+  o.sweep = std::move(sweep);
   return cmd;
 }
 
@@ -942,6 +1001,78 @@ absl::StatusOr<std::pair<std::string, ir::Shape>> ParseShapeFlag(
         absl::StrCat("bad --shape '", text, "': ", dims.status().message()));
   }
   return std::make_pair(std::string(text.substr(0, eq)), *std::move(dims));
+}
+
+absl::StatusOr<std::pair<std::string, std::vector<ir::Shape>>> ParseShapeSweepFlag(
+    absl::string_view text) {
+  const size_t open = text.find('{');
+  if (open == absl::string_view::npos) {
+    absl::StatusOr<std::pair<std::string, ir::Shape>> one = ParseShapeFlag(text);
+    if (!one.ok()) return one.status();
+    return std::make_pair(one->first, std::vector<ir::Shape>{one->second});
+  }
+  const size_t eq = text.rfind('=', open);
+  const size_t close = text.find('}', open);
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad --shape '", text, "': ", why,
+        " (expected NAME=DIMS with one {A..B}, {A..B:+S}, {A..B:xF} or {A,B,C}, "
+        "e.g. input_ids=1x{16..512:x2})"));
+  };
+  if (eq == absl::string_view::npos || eq == 0) return bad("no NAME=");
+  if (close == absl::string_view::npos) return bad("'{' without '}'");
+  if (text.find_first_of("{}", close + 1) != absl::string_view::npos) {
+    return bad("more than one {...}");
+  }
+  const absl::string_view inner = text.substr(open + 1, close - open - 1);
+  auto number = [](absl::string_view t, int64_t* v) {
+    return !t.empty() &&
+           std::all_of(t.begin(), t.end(),
+                       [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) &&
+           absl::SimpleAtoi(t, v);
+  };
+  constexpr size_t kMaxShapes = 1000;
+  std::vector<int64_t> values;
+  const size_t dots = inner.find("..");
+  if (dots == absl::string_view::npos) {
+    for (absl::string_view part : absl::StrSplit(inner, ',')) {
+      int64_t v;
+      if (!number(part, &v)) return bad(absl::StrCat("'", part, "' is not a size"));
+      values.push_back(v);
+    }
+  } else {
+    absl::string_view rest = inner.substr(dots + 2);
+    absl::string_view step = "+1";
+    const size_t colon = rest.find(':');
+    if (colon != absl::string_view::npos) {
+      step = rest.substr(colon + 1);
+      rest = rest.substr(0, colon);
+    }
+    int64_t from, to, by;
+    if (!number(inner.substr(0, dots), &from) || !number(rest, &to)) {
+      return bad("range ends must be sizes");
+    }
+    if (from > to) return bad("the range is empty");
+    if (step.size() < 2 || (step[0] != '+' && step[0] != 'x') || !number(step.substr(1), &by) ||
+        by < (step[0] == '+' ? 1 : 2)) {
+      return bad("the step is +S (S >= 1) or xF (F >= 2)");
+    }
+    for (int64_t v = from; v <= to && values.size() <= kMaxShapes;) {
+      values.push_back(v);
+      if (step[0] == '+' ? v > to - by : v > to / by) break;
+      v = step[0] == '+' ? v + by : v * by;
+    }
+  }
+  if (values.size() > kMaxShapes) return bad(absl::StrCat("more than ", kMaxShapes, " shapes"));
+  const std::string name(text.substr(0, eq));
+  std::vector<ir::Shape> shapes;
+  for (int64_t v : values) {
+    absl::StatusOr<ir::Shape> dims =
+        ParseDims(absl::StrCat(text.substr(eq + 1, open - eq - 1), v, text.substr(close + 1)));
+    if (!dims.ok()) return bad(dims.status().message());
+    shapes.push_back(*std::move(dims));
+  }
+  return std::make_pair(name, std::move(shapes));
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> ParseInputFlag(
@@ -1200,6 +1331,33 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
     j.erase("compile_ms");
     j.erase("compile_cache_hit");
   }
+  if (!r.points.empty()) {
+    // A sweep: latency per shape; the top-level latency fields describe no
+    // one shape.
+    for (const char* k : {"iterations", "timed_s", "median_ms", "p90_ms", "mean_ms", "min_ms",
+                          "max_ms", "arena_bytes", "prepacked_bytes", "kernels", "loop_kernels",
+                          "library_calls"}) {
+      j.erase(k);
+    }
+    nlohmann::json points = nlohmann::json::array();
+    for (const BenchResult::ShapePoint& p : r.points) {
+      points.push_back({{"shapes", p.shapes},
+                        {"first_run_ms", p.first_run_ms},
+                        {"compiled", p.compiled},
+                        {"compile_ms", p.compile_ms},
+                        {"compile_cache_hit", p.jit_cache_hit},
+                        {"iterations", p.latency.iterations},
+                        {"median_ms", p.latency.median_ms},
+                        {"p90_ms", p.latency.p90_ms},
+                        {"min_ms", p.latency.min_ms}});
+      if (p.static_median_ms > 0) {
+        points.back()["static_median_ms"] = p.static_median_ms;
+        points.back()["static_compile_cache_hit"] = p.static_cache_hit;
+        points.back()["dynamic_over_static"] = p.latency.median_ms / p.static_median_ms;
+      }
+    }
+    j["shapes"] = std::move(points);
+  }
   if (r.vs_eager_rounds > 0) {
     j["vs_eager_rounds"] = r.vs_eager_rounds;
     j["interleaved_median_ms"] = r.interleaved_compiled_median_ms;
@@ -1210,6 +1368,43 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
                                 : 0.0;
   }
   return j;
+}
+
+absl::StatusOr<std::vector<ir::Shape>> SweepPointShapes(
+    const std::vector<TensorInfo>& inputs,
+    const std::vector<std::pair<std::string, ir::Shape>>& given) {
+  std::vector<std::string> names;
+  for (const TensorInfo& in : inputs) names.push_back(in.name);
+  std::map<std::string, int64_t> symbols;
+  for (const auto& [name, shape] : given) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--shape ", name,
+                                                     ": the model has no input '", name,
+                                                     "'; its inputs: ",
+                                                     absl::StrJoin(names, ", ")));
+    }
+    const TensorInfo& in = inputs[it - names.begin()];
+    for (size_t d = 0; d < in.dim_params.size() && d < shape.size(); ++d) {
+      if (!in.dim_params[d].empty()) symbols.emplace(in.dim_params[d], shape[d]);
+    }
+  }
+  std::vector<ir::Shape> shapes;
+  for (const TensorInfo& in : inputs) {
+    auto g = std::find_if(given.begin(), given.end(),
+                          [&](const auto& p) { return p.first == in.name; });
+    if (g != given.end()) {
+      shapes.push_back(g->second);
+      continue;
+    }
+    ir::Shape shape = in.shape;
+    for (size_t d = 0; d < in.dim_params.size() && d < shape.size(); ++d) {
+      auto s = symbols.find(in.dim_params[d]);
+      if (!in.dim_params[d].empty() && s != symbols.end()) shape[d] = s->second;
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
 }
 
 std::string ProgressLine(double elapsed_s, double min_time_s, int iterations,

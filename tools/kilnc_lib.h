@@ -56,7 +56,8 @@ struct CompileFlags {
   std::vector<std::string> disabled_passes;  // --disable-pass, repeatable
   bool prepack = true;                       // --no-prepack
   bool reference_fallback = true;            // --no-reference-fallback
-  // --shape name=dims, in command-line order.
+  // --shape name=dims, in command-line order: one shape per input, bound
+  // at compile time.
   std::vector<std::pair<std::string, ir::Shape>> shapes;
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
   // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
@@ -120,6 +121,15 @@ struct BenchOptions {
   // user's cache. For repeated benchmark rounds; JSON then has no
   // compile_ms / compile_cache_hit.
   bool warm_only = false;
+  // Inputs given several shapes (--shape repeated for one input, or a
+  // sweep), in command-line order, each with its shapes in order; every
+  // list has the same length. Point k runs input i at sweep[i].second[k].
+  // Empty: one shape, bound at compile time (CompileFlags::shapes).
+  std::vector<std::pair<std::string, std::vector<ir::Shape>>> sweep;
+  // With a sweep: per shape, also compile the model with every input bound
+  // to that shape (a static build) and time both alternately, one run each
+  // per round; the steady latencies are then those interleaved medians.
+  bool vs_static = false;
 };
 
 struct ProfileOptions {
@@ -179,6 +189,12 @@ absl::StatusOr<ir::Shape> ParseDims(absl::string_view text);
 // "name=1x3x224x224" -> {"name", {1, 3, 224, 224}}. The name is everything
 // before the last '=' and must not be empty.
 absl::StatusOr<std::pair<std::string, ir::Shape>> ParseShapeFlag(
+    absl::string_view text);
+// "name=1x{16..512:x2}" -> {"name", {1x16, 1x32, ..., 1x512}}: DIMS with at
+// most one brace group, a range {A..B} (step 1), {A..B:+S} (step S),
+// {A..B:xF} (times F, F >= 2) or a list {A,B,C}, expanded in place; without
+// one, a single shape. At most 1000 shapes.
+absl::StatusOr<std::pair<std::string, std::vector<ir::Shape>>> ParseShapeSweepFlag(
     absl::string_view text);
 // "name=path" -> {"name", "path"}, split at the first '='; both non-empty.
 absl::StatusOr<std::pair<std::string, std::string>> ParseInputFlag(
@@ -263,8 +279,32 @@ struct BenchResult {
   double interleaved_compiled_median_ms = 0;
   double interleaved_eager_median_ms = 0;
   int64_t eager_arena_bytes = 0;
+  // A sweep (BenchOptions::sweep): one entry per shape point, in order.
+  struct ShapePoint {
+    std::string shapes;        // "input_ids: [1,16], attention_mask: [1,16]"
+    double first_run_ms = 0;   // the first run, compiling its specialization
+    bool compiled = false;     // the first run compiled a specialization
+    double compile_ms = 0;     // that compile (CompileReport::specializations)
+    bool jit_cache_hit = false;
+    LatencyStats latency;      // the steady runs after --warmup
+    // --vs-static: the static build's median, interleaved with `latency`'s
+    // runs, and whether its C++ build was the specialization's (a JIT cache
+    // hit: the same generated code).
+    double static_median_ms = 0;
+    bool static_cache_hit = false;
+  };
+  std::vector<ShapePoint> points;
 };
 nlohmann::json BenchResultToJson(const BenchResult& r);
+
+// The shape of every input of `model` for one sweep point: `given` (input
+// name -> shape) where given; else each dim the model declares with a
+// symbol (TensorInfo::dim_params) that a given input fixes takes that size;
+// any other dim keeps the compile-time shape's. InvalidArgument naming the
+// input when a given name is not an input.
+absl::StatusOr<std::vector<ir::Shape>> SweepPointShapes(
+    const std::vector<TensorInfo>& inputs,
+    const std::vector<std::pair<std::string, ir::Shape>>& given);
 
 // One progress-bar line (no newline, starts with '\r'): the bar fills as
 // both the time and the iteration minimums are approached.

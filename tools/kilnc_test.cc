@@ -81,6 +81,81 @@ TEST(ParseShapeFlag, RejectsBadFlags) {
   }
 }
 
+TEST(ParseShapeSweepFlag, ExpandsOneBraceGroup) {
+  auto s = ParseShapeSweepFlag("input_ids=1x{16..512:x2}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->first, "input_ids");
+  EXPECT_EQ(s->second, (std::vector<Shape>{{1, 16}, {1, 32}, {1, 64}, {1, 128}, {1, 256},
+                                           {1, 512}}));
+  s = ParseShapeSweepFlag("x={1..7:+3}x4");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->second, (std::vector<Shape>{{1, 4}, {4, 4}, {7, 4}}));
+  s = ParseShapeSweepFlag("x=2x{3..5}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->second, (std::vector<Shape>{{2, 3}, {2, 4}, {2, 5}}));
+  s = ParseShapeSweepFlag("x=2x{8,1}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->second, (std::vector<Shape>{{2, 8}, {2, 1}}));
+  s = ParseShapeSweepFlag("x=2x8");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->second, (std::vector<Shape>{{2, 8}}));
+  for (const char* bad : {"x=1x{4..2}", "x=1x{1..4:x1}", "x=1x{1..4:+0}", "x={1}x{2}",
+                          "x=1x{a..b}", "x=1x{1..4", "{1..2}", "x=1x{1,,2}", "x=1x{0..1:x2}",
+                          "x=1x{1..5000}"}) {
+    absl::StatusOr<std::pair<std::string, std::vector<Shape>>> r = ParseShapeSweepFlag(bad);
+    EXPECT_FALSE(r.ok()) << "'" << bad << "' parsed";
+    if (!r.ok()) {
+      EXPECT_THAT(r.status().message(), HasSubstr(bad));
+    }
+  }
+}
+
+TEST(ParseCommandLine, BenchTakesSeveralShapesPerInput) {
+  absl::StatusOr<Command> c = ParseCommandLine(
+      {"bench", "m", "--shape", "ids=1x{16..64:x2}", "--shape", "mask=1x16", "--shape",
+       "mask=1x32", "--shape", "mask=1x64", "--shape", "other=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->bench.sweep.size(), 2u);
+  EXPECT_EQ(c->bench.sweep[0].first, "ids");
+  EXPECT_EQ(c->bench.sweep[1].second, (std::vector<Shape>{{1, 16}, {1, 32}, {1, 64}}));
+  // One shape: bound at compile time, as in every other command.
+  ASSERT_EQ(c->compile.shapes.size(), 1u);
+  EXPECT_EQ(c->compile.shapes[0].first, "other");
+
+  c = ParseCommandLine({"bench", "m", "--shape", "ids=1x{1..3}", "--shape", "mask=1x{1..2}"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("as many shapes each"));
+  c = ParseCommandLine({"run", "m", "--shape", "ids=1x{1..3}"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("only kilnc bench takes several"));
+  c = ParseCommandLine({"bench", "m", "--shape", "ids=1x3", "--vs-static"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("--vs-static needs several shapes"));
+  c = ParseCommandLine({"bench", "m", "--shape", "ids=1x{1..3}", "--vs-eager"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("--vs-eager takes one shape per input"));
+}
+
+TEST(SweepPointShapes, InputsNotGivenFollowTheirSymbols) {
+  TensorInfo ids{"ids", DType::kI64, {1, 1}};
+  ids.declared_shape = {ir::kDynamicDim, ir::kDynamicDim};
+  ids.dim_params = {"batch", "sequence"};
+  TensorInfo mask{"mask", DType::kI64, {1, 1}};
+  mask.declared_shape = {ir::kDynamicDim, ir::kDynamicDim};
+  mask.dim_params = {"batch", "sequence"};
+  TensorInfo fixed{"fixed", DType::kF32, {3}};
+  TensorInfo other{"other", DType::kF32, {1, 2}};
+  other.declared_shape = {ir::kDynamicDim, 2};
+  other.dim_params = {"", ""};
+  absl::StatusOr<std::vector<Shape>> s =
+      SweepPointShapes({ids, mask, fixed, other}, {{"ids", {2, 64}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, (std::vector<Shape>{{2, 64}, {2, 64}, {3}, {1, 2}}));
+  s = SweepPointShapes({ids, mask}, {{"nope", {2, 64}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("no input 'nope'; its inputs: ids, mask"));
+}
+
 TEST(ParseInputFlag, SplitsAtFirstEquals) {
   auto s = ParseInputFlag("x=dir/a=b.pb");
   ASSERT_TRUE(s.ok()) << s.status();
@@ -1155,6 +1230,40 @@ TEST(KilncEndToEnd, RunBindsDynamicDims) {
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
   EXPECT_THAT(r.output, HasSubstr("warning: "));  // N bound to 1
   EXPECT_THAT(r.output, HasSubstr("output 0 'y' f32[1,4]"));
+}
+
+// One process compiles the model once, then runs each shape of the sweep
+// (its first run compiling that shape's specialization).
+TEST(KilncEndToEnd, BenchSweepsShapesOfDynamicDims) {
+  const std::string model = WriteDynamicReluModel(TmpDir("dyn_bench"));
+  Result r = Kilnc({"bench", model, "--shape", "x={2..4}x4", "--shape", "x=9x4", "--json",
+                    "--min-time=0", "--min-iterations=2", "--warmup=0", "--threads=1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j["shapes"].size(), 4u) << r.out;
+  EXPECT_EQ(j["shapes"][0]["shapes"], "x: [2,4]");
+  EXPECT_EQ(j["shapes"][3]["shapes"], "x: [9,4]");
+  for (const nlohmann::json& p : j["shapes"]) {
+    EXPECT_TRUE(p["compiled"].get<bool>()) << p;
+    EXPECT_GE(p["iterations"].get<int>(), 2) << p;
+    EXPECT_GE(p["first_run_ms"].get<double>(), p["compile_ms"].get<double>()) << p;
+  }
+  // --vs-static: a static build per shape, the same C++ as the
+  // specialization's (a JIT cache hit), timed alternately.
+  r = Kilnc({"bench", model, "--shape", "x={2,3}x4", "--vs-static", "--json", "--min-time=0",
+             "--min-iterations=2", "--warmup=0", "--threads=1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  const nlohmann::json v = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(v.is_object()) << r.out;
+  ASSERT_EQ(v["shapes"].size(), 2u) << r.out;
+  for (const nlohmann::json& p : v["shapes"]) {
+    EXPECT_GT(p["static_median_ms"].get<double>(), 0) << p;
+    EXPECT_TRUE(p["static_compile_cache_hit"].get<bool>()) << p;
+  }
+  r = Kilnc({"bench", model, "--shape", "x={2..3}x5", "--min-time=0", "--min-iterations=1"});
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("input 0 'x': the model declares f32[N,4], got f32[2,5]"));
 }
 
 // Sanitizer runtimes map shadow memory far beyond any ulimit -v.

@@ -502,6 +502,7 @@ std::string DimName(const std::string& input, int i,
 // 1 per dynamic dim) before shape inference, and substitutes the bound
 // symbols in the graph's declared output and value_info shapes.
 absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
+                             std::vector<DeclaredInput>* declared_inputs,
                              std::vector<std::string>* warnings) {
   absl::flat_hash_set<std::string> initializers;
   for (const onnx::TensorProto& t : g->initializer()) {
@@ -537,6 +538,14 @@ absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
     auto given_it = options.input_shapes.find(in.name());
     const ir::Shape* given =
         given_it == options.input_shapes.end() ? nullptr : &given_it->second;
+    DeclaredInput& record = declared_inputs->emplace_back();
+    record.name = in.name();
+    record.ranked = tt->has_shape();
+    for (int i = 0; tt->has_shape() && i < tt->shape().dim_size(); ++i) {
+      const onnx::TensorShapeProto::Dimension& d = tt->shape().dim(i);
+      record.shape.push_back(d.has_dim_value() ? d.dim_value() : ir::kDynamicDim);
+      record.dim_params.push_back(d.has_dim_param() ? d.dim_param() : "");
+    }
     if (!tt->has_shape()) {
       if (given == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -707,7 +716,7 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   KILN_RETURN_IF_ERROR(
       onnx_internal::VerifyIfBranches(model.graph(), &file_index));
   KILN_RETURN_IF_ERROR(
-      BindInputShapes(model.mutable_graph(), options, &warnings));
+      BindInputShapes(model.mutable_graph(), options, &result.declared_inputs, &warnings));
   // Big weights leave the proto before libonnx walks it.
   for (auto& [name, t] :
        onnx_internal::DetachLargeInitializers(model.mutable_graph(),

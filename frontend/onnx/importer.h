@@ -40,8 +40,21 @@ struct ImportOptions {
   bool fold_shapes = true;
 };
 
+// A graph input's shape as the model declares it, before ImportOptions
+// binds it.
+struct DeclaredInput {
+  std::string name;
+  // ir::kDynamicDim for a dim without a value; empty when `ranked` is false.
+  ir::Shape shape;
+  // Per dim: its symbol (ONNX dim_param), or "" (a value, or no symbol).
+  std::vector<std::string> dim_params;
+  bool ranked = true;  // false: the model declares no shape, not even a rank
+};
+
 struct ImportResult {
   ir::Graph graph;
+  // Every graph input (initializers excluded) as declared, in order.
+  std::vector<DeclaredInput> declared_inputs;
   // Human-readable notes: dims bound to 1, checker complaints tolerated, ...
   std::vector<std::string> warnings;
 };

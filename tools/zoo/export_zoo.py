@@ -208,6 +208,11 @@ ZOO = {
     "distilbert": ("transformer",
                    lambda: BertLike(layers=6, segment_embedding=False),
                    lambda: token_inputs(30522), LAYERNORM_OPSET, ["last_hidden_state"]),
+    # distilbert with a dynamic sequence length (dim 1 of the inputs and the
+    # output is the symbol 'sequence'): the model for dynamic input shapes.
+    "distilbert_dynseq": ("transformer",
+                          lambda: BertLike(layers=6, segment_embedding=False),
+                          lambda: token_inputs(30522), LAYERNORM_OPSET, ["last_hidden_state"]),
     "gpt2": ("transformer", lambda: Gpt2Like(),
              lambda: token_inputs(50257, with_mask=False), LAYERNORM_OPSET, ["logits"]),
     "mlp": ("misc", Mlp, lambda: [("input", torch.randn(1, 784))], CNN_OPSET, ["logits"]),
@@ -217,6 +222,12 @@ ZOO = {
 
 
 GRAD_FOR_EXPORT = {"vit_b_16"}
+
+# Models exported with symbolic dims: name -> torch.onnx.export's dynamic_axes.
+DYNAMIC_AXES = {
+    "distilbert_dynseq": {"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"},
+                          "last_hidden_state": {1: "sequence"}},
+}
 
 
 # ---------------------------------------------------------------- helpers
@@ -360,7 +371,8 @@ def export_one(name, out_root, base_seed):
     with torch.set_grad_enabled(grad):
         torch.onnx.export(model, args, model_path, opset_version=opset,
                           do_constant_folding=True, input_names=names,
-                          output_names=output_names)
+                          output_names=output_names,
+                          dynamic_axes=DYNAMIC_AXES.get(name))
     data = os.path.join(tmp, "test_data_set_0")
     for i, (n, t) in enumerate(inputs):
         write_tensor(os.path.join(data, f"input_{i}.pb"), n, t)
