@@ -163,10 +163,11 @@ PipelineOptions PipelineOptionsFor(const CompileOptions& options) {
   p.eager = options.mode == CompileOptions::Mode::kEager;
   p.disabled_passes = options.disabled_passes;
   p.reference_fallback = options.reference_fallback;
-  // With library calls tuned, few-channel ConvTransposes that oneDNN runs
-  // on padded blocks or its gemm-based kernel are loop kernels (0045).
+  // With library calls tuned, narrow non-overlapping ConvTransposes, which
+  // oneDNN runs on padded blocks, its gemm-based kernel or a slow jit
+  // deconvolution, are loop kernels (0045).
   if (options.call_tuning != CompileOptions::CallTuning::kOff) {
-    p.conv_transpose_loop_max_channels = 4;
+    p.conv_transpose_loop_max_channels = 32;
   }
   return p;
 }

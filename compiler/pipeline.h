@@ -73,7 +73,7 @@ struct PipelineOptions {
   // the interpreter at run time) when the interpreter runs them; false:
   // such models are refused with lowering's error.
   bool reference_fallback = true;
-  // lowering::LoweringOptions::conv_transpose_loop_max_channels: few-channel
+  // lowering::LoweringOptions::conv_transpose_loop_max_channels: narrow
   // non-overlapping ConvTransposes as loop kernels (with call tuning on).
   int64_t conv_transpose_loop_max_channels = 0;
   // The last stage to run (tools that stop at the graph or the loop IR).

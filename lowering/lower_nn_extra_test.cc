@@ -225,6 +225,11 @@ TEST(LowerConvTransposeLoopForm, MatchesReference) {
     EXPECT_EQ(Externs(text), 0) << text;
     EXPECT_TRUE(CheckLowering(text, o).ok()) << CheckLowering(text, o) << text;
   }
+  // Wider on both sides, within a limit of 32.
+  CheckOptions wide = o;
+  wide.lowering.conv_transpose_loop_max_channels = 32;
+  const std::string text = ConvTransposeGraph("ConvTranspose", 16, 12, 2, 2, "");
+  EXPECT_TRUE(CheckLowering(text, wide).ok()) << CheckLowering(text, wide) << text;
   // kiln.FusedConvTranspose with a sigmoid, and a relu, after it.
   for (const char* post : {"sigmoid", "relu"}) {
     const std::string text = ConvTransposeGraph(
@@ -237,9 +242,12 @@ TEST(LowerConvTransposeLoopForm, MatchesReference) {
 }
 
 TEST(LowerConvTransposeLoopForm, OtherFormsStayLibraryCalls) {
-  // Overlapping kernel, too many channels, padding.
+  // Overlapping kernel, too many channels (5 out, and 6 in above the limit
+  // of 4), padding.
   EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 6, 1, 3, 2, "")), 1);
   EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 6, 5, 2, 2, "")), 1);
+  // Both sides within the limit.
+  EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 4, 4, 2, 2, "")), 0);
   const std::string padded = absl::StrCat(R"(
 graph g(%x: f32[1,4,5,5], %w: f32[4,1,2,2]) -> (%y) opset 17 {
   %y = ConvTranspose(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,1,8,8]

@@ -968,7 +968,9 @@ absl::StatusOr<bool> LowerConvTransposeLoopForm(Lowerer& L, const ir::Node& n) {
     return false;
   }
   const int64_t c = x.shape[1], o = w.shape[1], kh = w.shape[2], kw = w.shape[3];
-  if (w.shape[0] != c || o > max_channels) return false;
+  if (w.shape[0] != c || !(o <= 4 || (c <= max_channels && o <= max_channels))) {
+    return false;
+  }
   auto ints_are = [&](const char* name, const std::vector<int64_t>& want,
                       bool absent_ok) -> absl::StatusOr<bool> {
     if (!n.HasAttr(name)) return absent_ok;
