@@ -166,7 +166,8 @@ PipelineOptions PipelineOptionsFor(const CompileOptions& options) {
   // With library calls tuned, narrow non-overlapping ConvTransposes, which
   // oneDNN runs on padded blocks, its gemm-based kernel or a slow jit
   // deconvolution, are loop kernels (0045).
-  if (options.call_tuning != CompileOptions::CallTuning::kOff) {
+  // Not in eager mode: its baseline runs each op as PyTorch eager would.
+  if (options.call_tuning != CompileOptions::CallTuning::kOff && !p.eager) {
     p.conv_transpose_loop_max_channels = 32;
   }
   return p;

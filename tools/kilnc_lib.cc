@@ -88,7 +88,9 @@ Compile flags:
                          doubtful (few or odd channels, ConvTranspose): off
                          (default) keeps the rule; on times the candidate
                          layouts once and caches the fastest under the cache
-                         dir; cached (deterministic) uses cached choices only
+                         dir; cached (deterministic) uses cached choices only;
+                         on and cached also run narrow non-overlapping
+                         ConvTransposes as loop kernels
   --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
                          weights and prepacked weights together need more
                          than BYTES (compiled and eager engines)
