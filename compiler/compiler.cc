@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "backends/cpp/emitter.h"
 #include "backends/onednn/layout_oracle.h"
+#include "compiler/call_tuning.h"
 #include "compiler/control_flow.h"
 #include "compiler/dump.h"
 #include "compiler/jit/jit_compiler.h"
@@ -93,6 +94,8 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   report.isa = target.isa->name;
   report.mode = ModeName(options.mode);
   report.threads = options.threads;
+  compiler::Target tuned_target = target;
+  tuned_target.library_call_tuner = compiler::CallTuner(options, &report.tuned_calls);
   compiler::ReportObserver fill_report(&report);
   std::optional<compiler::DumpObserver> dump;
   if (!options.dump_dir.empty()) dump.emplace(options.dump_dir);
@@ -100,7 +103,7 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   // Each model is emitted on its own (cheap next to the C++ build), so one
   // that fails cannot fail a batch.
   KILN_ASSIGN_OR_RETURN(p.program,
-                        compiler::Compile(std::move(graph), target,
+                        compiler::Compile(std::move(graph), tuned_target,
                                           compiler::PipelineOptionsFor(options), &observers));
   p.report = std::move(report);
   return p;

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "interp/interpreter.h"
 #include "ir/graph/verifier.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "lowering/lower_graph.h"
 #include "passes/graph_pipeline.h"
@@ -125,10 +126,12 @@ passes::IntegerCallOracle IntegerCallOracleFor(const lowering::LibraryCallOracle
   };
 }
 
-absl::StatusOr<ir::loop::LoopModule> Lower(const ir::Graph& graph, bool reference_fallback,
+absl::StatusOr<ir::loop::LoopModule> Lower(const ir::Graph& graph, const PipelineOptions& options,
                                            const lowering::LibraryCallOracle& library_call) {
+  const bool reference_fallback = options.reference_fallback;
   lowering::LoweringOptions lowering_options;
   lowering_options.library_call = library_call;
+  lowering_options.conv_transpose_loop_max_channels = options.conv_transpose_loop_max_channels;
   if (reference_fallback) {
     lowering_options.reference_fallback = [](const ir::Graph& node_graph) {
       return interp::UnsupportedOps(node_graph).empty();
@@ -160,6 +163,13 @@ PipelineOptions PipelineOptionsFor(const CompileOptions& options) {
   p.eager = options.mode == CompileOptions::Mode::kEager;
   p.disabled_passes = options.disabled_passes;
   p.reference_fallback = options.reference_fallback;
+  // With library calls tuned, narrow non-overlapping ConvTransposes, which
+  // oneDNN runs on padded blocks, its gemm-based kernel or a slow jit
+  // deconvolution, are loop kernels (0045).
+  // Not in eager mode: its baseline runs each op as PyTorch eager would.
+  if (options.call_tuning != CompileOptions::CallTuning::kOff && !p.eager) {
+    p.conv_transpose_loop_max_channels = 32;
+  }
   return p;
 }
 
@@ -229,14 +239,23 @@ absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
   // Lowering: one kernel per node; what it cannot compile becomes a
   // reference call only when allowed and the interpreter runs the node.
   KILN_RETURN_IF_ERROR(run(Stage::kLowering, [&]() -> absl::Status {
-    KILN_ASSIGN_OR_RETURN(out.module, Lower(out.graph, options.reference_fallback,
-                                                target.library_call_oracle));
+    KILN_ASSIGN_OR_RETURN(out.module, Lower(out.graph, options, target.library_call_oracle));
     return absl::OkStatus();
   }));
   // Loop passes: fusion, then layouts (the target's conv oracle), then index
-  // demotion (passes/loop/loop_pipeline.cc orders them).
-  KILN_RETURN_IF_ERROR(run(Stage::kLoopPasses, [&] {
-    return loop_passes.Run(&out.module, pass_options.loop);
+  // demotion (passes/loop/loop_pipeline.cc orders them). Then the target's
+  // tuner times the forms of doubtful library calls: after propagate-layout,
+  // so each call is timed between the layouts its neighbours really use.
+  KILN_RETURN_IF_ERROR(run(Stage::kLoopPasses, [&]() -> absl::Status {
+    KILN_RETURN_IF_ERROR(loop_passes.Run(&out.module, pass_options.loop));
+    if (!target.library_call_tuner || options.eager) return absl::OkStatus();
+    for (ir::loop::Kernel& kernel : out.module.program.kernels) {
+      if (kernel.kind != ir::loop::Kernel::Kind::kExtern) continue;
+      KILN_ASSIGN_OR_RETURN(const std::string form,
+                            target.library_call_tuner(out.module, kernel));
+      if (!form.empty()) kernel.call.attrs[ir::loop::kAttrCallForm] = form;
+    }
+    return absl::OkStatus();
   }));
   // Emission last: it reads the final layouts and index types, and decides
   // each kernel's vectorization for the target ISA.

@@ -13,6 +13,7 @@
 #ifndef KILN_COMPILER_PIPELINE_H_
 #define KILN_COMPILER_PIPELINE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,15 @@ struct Target {
   // every library call is kept (refused ones become reference calls at
   // load).
   lowering::LibraryCallOracle library_call_oracle;
+  // Chooses the activation form of a library call by measurement (the JIT's:
+  // backends/onednn/call_tuner.h behind a cache, CompileOptions::
+  // call_tuning): the form to write into the extern kernel's
+  // ir::loop::kAttrCallForm, or "" to keep the library's rule. Asked about
+  // every extern kernel after the loop passes. Empty: no tuning, and the
+  // module is what the rule gives.
+  std::function<absl::StatusOr<std::string>(const ir::loop::LoopModule& module,
+                                            const ir::loop::Kernel& kernel)>
+      library_call_tuner;
 };
 
 // The pipeline's stages, in order.
@@ -63,6 +73,9 @@ struct PipelineOptions {
   // the interpreter at run time) when the interpreter runs them; false:
   // such models are refused with lowering's error.
   bool reference_fallback = true;
+  // lowering::LoweringOptions::conv_transpose_loop_max_channels: narrow
+  // non-overlapping ConvTransposes as loop kernels (with call tuning on).
+  int64_t conv_transpose_loop_max_channels = 0;
   // The last stage to run (tools that stop at the graph or the loop IR).
   Stage stop_after = Stage::kEmit;
   // Emission options; empty: EmitOptionsForIsa(*target.isa).

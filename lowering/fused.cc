@@ -25,7 +25,13 @@ bool IsKilnFusedOp(absl::string_view op) {
 namespace internal {
 
 void AddFusedLowerings(LowerTable& t) {
-  for (const char* op : kKilnFusedOps) t.AddExternCall(op);
+  for (const char* op : kKilnFusedOps) {
+    if (absl::string_view(op) == "FusedConvTranspose") {
+      t.AddExternCallWithLoopForm(op, LowerConvTransposeLoopForm);
+    } else {
+      t.AddExternCall(op);
+    }
+  }
 }
 
 }  // namespace internal

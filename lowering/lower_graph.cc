@@ -124,6 +124,17 @@ void LowerTable::AddExternCall(absl::string_view op, LowerFn check) {
   extern_calls_.emplace(op);
 }
 
+void LowerTable::AddExternCallWithLoopForm(
+    absl::string_view op,
+    std::function<absl::StatusOr<bool>(Lowerer&, const ir::Node&)> loop_form) {
+  Add(op, [loop_form = std::move(loop_form)](Lowerer& L, const ir::Node& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(const bool lowered, loop_form(L, n));
+    if (lowered) return absl::OkStatus();
+    return LowerExternCall(L, n);
+  });
+  extern_calls_.emplace(op);
+}
+
 const LowerFn* LowerTable::Find(absl::string_view op) const {
   auto it = lowerings_.find(op);
   return it == lowerings_.end() ? nullptr : &it->second;

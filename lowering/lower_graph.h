@@ -54,6 +54,17 @@ struct LoweringOptions {
   // The library's own extern-kernel creation is the one place that decides;
   // this only asks it.
   LibraryCallOracle library_call;
+  // ConvTranspose / kiln.FusedConvTranspose whose kernel equals its stride
+  // (no overlap), without padding, dilation or groups, with no post-op but
+  // relu or sigmoid, and with at most 4 output channels or at most this many
+  // input and output channels, become a reduction loop kernel and an
+  // interleaving copy instead of a library call: oneDNN 2.6 runs them with
+  // all but C_out of its block's channels as padding, on its gemm-based
+  // deconvolution with scalar post-ops, or on a jit kernel far below its conv
+  // speed (docs/decisions/0045). 0: every ConvTranspose is a library call.
+  // The pipeline sets it when library calls are tuned
+  // (CompileOptions::call_tuning).
+  int64_t conv_transpose_loop_max_channels = 0;
 };
 
 // InvalidArgument for a graph that is not static-shape (naming the value and

@@ -182,3 +182,89 @@ graph g(%x: f32[2,3,4,5]) -> (%y, %z) opset 13 {
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// ConvTranspose with kernel == stride to few channels, as a loop kernel
+// (LoweringOptions::conv_transpose_loop_max_channels).
+std::string ConvTransposeGraph(const std::string& op, int64_t c, int64_t o, int64_t k,
+                               int64_t s, const std::string& extra_attrs) {
+  const int64_t oh = (5 - 1) * s + k, ow = (7 - 1) * s + k;
+  return absl::StrCat(R"(
+graph g(%x: f32[2,)", c, R"(,5,7], %w: f32[)", c, ",", o, ",", k, ",", k, R"(], %b: f32[)", o,
+                      R"(]) -> (%y) opset 17 {
+  %y = )", op, R"((%x, %w, %b) {strides=[)", s, ", ", s, "]", extra_attrs, R"(} : f32[2,)", o,
+                      ",", oh, ",", ow, R"(]
+}
+)");
+}
+
+// How many extern kernels lowering makes of `text` with the loop form on.
+int Externs(const std::string& text) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  LoweringOptions o;
+  o.conv_transpose_loop_max_channels = 4;
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g, o);
+  EXPECT_TRUE(lp.ok()) << lp.status();
+  int n = 0;
+  for (const ir::loop::Kernel& k : lp->program.kernels) {
+    n += k.kind == ir::loop::Kernel::Kind::kExtern;
+  }
+  return n;
+}
+
+TEST(LowerConvTransposeLoopForm, MatchesReference) {
+  CheckOptions o;
+  o.lowering.conv_transpose_loop_max_channels = 4;
+  o.rtol = 1e-5;
+  o.atol = 1e-5;
+  for (int64_t channels : {1, 3}) {
+    const std::string text = ConvTransposeGraph("ConvTranspose", 6, channels, 2, 2, "");
+    EXPECT_EQ(Externs(text), 0) << text;
+    EXPECT_TRUE(CheckLowering(text, o).ok()) << CheckLowering(text, o) << text;
+  }
+  // Wider on both sides, within a limit of 32.
+  CheckOptions wide = o;
+  wide.lowering.conv_transpose_loop_max_channels = 32;
+  const std::string text = ConvTransposeGraph("ConvTranspose", 16, 12, 2, 2, "");
+  EXPECT_TRUE(CheckLowering(text, wide).ok()) << CheckLowering(text, wide) << text;
+  // kiln.FusedConvTranspose with a sigmoid, and a relu, after it.
+  for (const char* post : {"sigmoid", "relu"}) {
+    const std::string text = ConvTransposeGraph(
+        "kiln.FusedConvTranspose", 5, 1, 3, 3,
+        absl::StrCat(", post_ops=[\"", post, "\"], post_op_alphas=[0.0], ",
+                     "post_op_betas=[0.0], post_op_inputs=[-1]"));
+    EXPECT_EQ(Externs(text), 0) << text;
+    EXPECT_TRUE(CheckLowering(text, o).ok()) << CheckLowering(text, o) << text;
+  }
+}
+
+TEST(LowerConvTransposeLoopForm, OtherFormsStayLibraryCalls) {
+  // Overlapping kernel, too many channels (5 out, and 6 in above the limit
+  // of 4), padding.
+  EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 6, 1, 3, 2, "")), 1);
+  EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 6, 5, 2, 2, "")), 1);
+  // Both sides within the limit.
+  EXPECT_EQ(Externs(ConvTransposeGraph("ConvTranspose", 4, 4, 2, 2, "")), 0);
+  const std::string padded = absl::StrCat(R"(
+graph g(%x: f32[1,4,5,5], %w: f32[4,1,2,2]) -> (%y) opset 17 {
+  %y = ConvTranspose(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,1,8,8]
+}
+)");
+  EXPECT_EQ(Externs(padded), 1);
+  // Off by default.
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(ConvTransposeGraph("ConvTranspose", 6, 1, 2, 2, ""));
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<ir::loop::LoopModule> lp = LowerGraph(*g);
+  ASSERT_TRUE(lp.ok());
+  bool has_extern = false;
+  for (const ir::loop::Kernel& k : lp->program.kernels) {
+    has_extern |= k.kind == ir::loop::Kernel::Kind::kExtern;
+  }
+  EXPECT_TRUE(has_extern);
+}
+
+}  // namespace
+}  // namespace kiln::lowering

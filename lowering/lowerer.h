@@ -104,6 +104,9 @@ class LowerTable {
   void Add(absl::string_view op, LowerFn lowering);
   // Adds `op` lowered to one extern kernel (LowerExternCall).
   void AddExternCall(absl::string_view op);
+  // The same, unless `loop_form` lowers the node itself (returns true).
+  void AddExternCallWithLoopForm(
+      absl::string_view op, std::function<absl::StatusOr<bool>(Lowerer&, const ir::Node&)> loop_form);
   // The same after `check` (the node's own consistency checks, which return
   // InvalidArgument naming the node) passed.
   void AddExternCall(absl::string_view op, LowerFn check);
@@ -140,6 +143,11 @@ const LowerTable& OpLowerings();
 // Lowers the current node to one extern kernel: the op and its attributes,
 // inputs materialized as row-major buffers (extern_call.cc).
 absl::Status LowerExternCall(Lowerer& L, const ir::Node& n);
+
+// ConvTranspose / kiln.FusedConvTranspose as one reduction loop kernel when
+// LoweringOptions::conv_transpose_loop_max_channels admits it (nn.cc): true
+// when it lowered the node, false to leave it to the library call.
+absl::StatusOr<bool> LowerConvTransposeLoopForm(Lowerer& L, const ir::Node& n);
 
 class Lowerer {
  public:

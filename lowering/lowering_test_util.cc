@@ -54,7 +54,7 @@ absl::Status CheckLoweringOfGraph(const ir::Graph& graph,
   }
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> expected,
                         interp::Run(graph, inputs));
-  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lowered, LowerGraph(graph));
+  KILN_ASSIGN_OR_RETURN(ir::loop::LoopModule lowered, LowerGraph(graph, options.lowering));
   absl::StatusOr<std::vector<ir::Tensor>> actual =
       interp::RunLoopModule(lowered, inputs);
   const std::string program = ir::loop::PrintProgram(lowered.program);

@@ -27,6 +27,8 @@ struct CheckOptions {
   uint32_t seed = 1;
   double rtol = 1e-5;
   double atol = 1e-6;
+  // How the graph is lowered.
+  LoweringOptions lowering;
 };
 
 // Parses `graph_text`, lowers it, runs both and compares every output. OK or

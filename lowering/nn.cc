@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "lowering/elementwise.h"
 #include "lowering/kernel_util.h"
@@ -955,8 +957,97 @@ absl::Status CheckQLinearConv(Lowerer& L, const ir::Node&) {
 
 }  // namespace
 
+absl::StatusOr<bool> LowerConvTransposeLoopForm(Lowerer& L, const ir::Node& n) {
+  const int64_t max_channels = L.options().conv_transpose_loop_max_channels;
+  if (max_channels <= 0 || !L.HasInput(0) || !L.HasInput(1)) return false;
+  KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
+  KILN_ASSIGN_OR_RETURN(Operand w, L.Input(1));
+  const ir::Value& y = L.OutputValue(0);
+  if (x.dtype != DType::kF32 || w.dtype != DType::kF32 || y.dtype != DType::kF32 ||
+      x.shape.size() != 4 || w.shape.size() != 4 || y.shape.size() != 4) {
+    return false;
+  }
+  const int64_t c = x.shape[1], o = w.shape[1], kh = w.shape[2], kw = w.shape[3];
+  if (w.shape[0] != c || !(o <= 4 || (c <= max_channels && o <= max_channels))) {
+    return false;
+  }
+  auto ints_are = [&](const char* name, const std::vector<int64_t>& want,
+                      bool absent_ok) -> absl::StatusOr<bool> {
+    if (!n.HasAttr(name)) return absent_ok;
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> v, n.Attr<std::vector<int64_t>>(name));
+    return v == want;
+  };
+  KILN_ASSIGN_OR_RETURN(const int64_t group, n.AttrOr<int64_t>("group", 1));
+  KILN_ASSIGN_OR_RETURN(const std::string auto_pad,
+                        n.AttrOr<std::string>("auto_pad", "NOTSET"));
+  if (group != 1 || auto_pad != "NOTSET" || n.HasAttr("output_shape")) return false;
+  for (const auto& [name, want, absent_ok] :
+       std::vector<std::tuple<const char*, std::vector<int64_t>, bool>>{
+           {"strides", {kh, kw}, false},
+           {"kernel_shape", {kh, kw}, true},
+           {"pads", {0, 0, 0, 0}, true},
+           {"dilations", {1, 1}, true},
+           {"output_padding", {0, 0}, true}}) {
+    KILN_ASSIGN_OR_RETURN(const bool ok, ints_are(name, want, absent_ok));
+    if (!ok) return false;
+  }
+  const Shape out = {x.shape[0], o, x.shape[2] * kh, x.shape[3] * kw};
+  if (y.shape != out) return false;
+  // kiln.FusedConvTranspose: its bias is input 2, its post-ops relu or
+  // sigmoid only (no operand).
+  std::vector<std::string> post_ops;
+  if (n.domain == ir::loop::kKilnDomain) {
+    KILN_ASSIGN_OR_RETURN(post_ops,
+                          n.AttrOr<std::vector<std::string>>("post_ops", {}));
+    for (const std::string& p : post_ops) {
+      if (p != "relu" && p != "sigmoid") return false;
+    }
+    if (n.num_present_inputs() > 3) return false;
+  }
+  std::optional<Operand> bias;
+  if (L.HasInput(2)) {
+    KILN_ASSIGN_OR_RETURN(bias, L.Input(2));
+    if (bias->dtype != DType::kF32 || bias->shape != Shape{o}) return false;
+  }
+  // y[n, o, h*kh + i, v*kw + j] = b[o] + sum_c x[n, c, h, v] * w[c, o, i, j].
+  // Two kernels, so that the reduction vectorizes along v with contiguous
+  // loads and stores: the sums into [N, O, kh, kw, H, W], then a copy that
+  // interleaves them into the output's [N, O, H, kh, W, kw] view.
+  const int64_t n_ = x.shape[0], h = x.shape[2], wd = x.shape[3];
+  const Shape sums_shape = {n_, o, kh, kw, h, wd};
+  KILN_ASSIGN_OR_RETURN(const int32_t sums, ScratchBuffer(L, DType::kF32, sums_shape));
+  auto k = L.NewKernel(sums_shape, {c});
+  KILN_ASSIGN_OR_RETURN(int32_t xv, k->Load(x, {k->i(0), k->r(0), k->i(4), k->i(5)}));
+  KILN_ASSIGN_OR_RETURN(int32_t wv, k->Load(w, {k->r(0), k->i(1), k->i(2), k->i(3)}));
+  int32_t v = k->b().Reduce(ReduceKind::kSum, k->Bin(OpCode::kMul, xv, wv));
+  if (bias) {
+    KILN_ASSIGN_OR_RETURN(int32_t bv, k->Load(*bias, {k->i(1)}));
+    v = k->Bin(OpCode::kAdd, v, bv);
+  }
+  for (const std::string& p : post_ops) {
+    v = p == "relu" ? k->Bin(OpCode::kMax, v, k->Const(DType::kF32, 0))
+                    : k->b().Unary(OpCode::kSigmoid, v);
+  }
+  k->Store(sums, sums_shape, k->IterCoords(), v);
+  if (n.domain == ir::loop::kKilnDomain) {
+    // A fused node's kernel computes the nodes it replaced, as its call would.
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> fused,
+                          n.AttrOr<std::vector<std::string>>("fused_nodes", {}));
+    if (!fused.empty()) k->b().kernel().ops = std::move(fused);
+  }
+  const Shape view = {n_, o, h, kh, wd, kw};
+  const int32_t buffer = L.OutputBuffer(0);
+  auto copy = L.NewKernel(view);
+  const int32_t sv = copy->b().Load(
+      sums, RowMajor(*copy, sums_shape,
+                     {copy->i(0), copy->i(1), copy->i(3), copy->i(5), copy->i(2), copy->i(4)}));
+  copy->Store(buffer, view, copy->IterCoords(), sv);
+  return true;
+}
+
 void AddNnLowerings(LowerTable& t) {
-  for (const char* op : {"Conv", "ConvTranspose"}) t.AddExternCall(op);
+  t.AddExternCall("Conv");
+  t.AddExternCallWithLoopForm("ConvTranspose", LowerConvTransposeLoopForm);
   t.AddExternCall("ConvInteger", CheckConvInteger);
   t.AddExternCall("QLinearConv", CheckQLinearConv);
   t.Add("BatchNormalization", LowerBatchNorm);

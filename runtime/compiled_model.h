@@ -122,11 +122,24 @@ struct CompileOptions {
   // Tests only: let oneDNN run its reference kernels (slow, correct), e.g.
   // bf16 calls on a CPU without bf16 kernels.
   bool allow_onednn_reference_impl = false;
+  // Layouts of library convs chosen by measurement (JIT only;
+  // compiler/call_tuning.h): the doubtful ones (C_in or C_out <= 4, channels
+  // not a multiple of the vector width, ConvTranspose) have their candidate
+  // activation layouts timed once for their shapes and `threads`, and the
+  // fastest choice is cached under cache_dir/tuning. kOff: the library's rule
+  // (the module is the untuned one). kOn: a cached choice, else time and
+  // cache. kCached: deterministic; a cached choice, else the rule (never
+  // times).
+  enum class CallTuning { kOff, kOn, kCached };
+  CallTuning call_tuning = CallTuning::kOff;
 };
 
 // "compiled" / "eager"; and back (InvalidArgument for anything else).
 const char* ModeName(CompileOptions::Mode mode);
 absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
+// "off" / "on" / "cached"; and back (InvalidArgument for anything else).
+const char* CallTuningName(CompileOptions::CallTuning tuning);
+absl::StatusOr<CompileOptions::CallTuning> ParseCallTuning(absl::string_view name);
 // "f32" / "bf16" / "auto"; and back (InvalidArgument for anything else).
 const char* PrecisionName(CompileOptions::Precision precision);
 absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name);
@@ -212,6 +225,17 @@ struct CompileReport {
     std::string reason;
   };
   std::vector<QdqPattern> qdq_patterns;
+  // Library calls whose layouts were tuned (CompileOptions::call_tuning).
+  struct TunedCall {
+    std::string kernel;  // the extern kernel's name
+    std::string why;     // why its rule was doubtful: "C_out 1 <= 4"
+    // The form chosen and every candidate's median time:
+    // "nhwc (rule 179 ms, caller 2.10 ms, ...)"; "rule (no cached choice)"
+    // under kCached without one.
+    std::string choice;
+    bool cached = false;  // read from the tuning cache, not timed now
+  };
+  std::vector<TunedCall> tuned_calls;
   // The narrowest floating-point type the model's own graph holds values in:
   // f16 for an fp16 model (kiln computes it in f32, f16 only at its
   // interface: passes/graph/compute_f16_in_f32.h), else f32. kilnc check

@@ -92,6 +92,23 @@ absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name)
       absl::StrCat("unknown precision '", name, "' (expected f32, bf16 or auto)"));
 }
 
+const char* CallTuningName(CompileOptions::CallTuning tuning) {
+  switch (tuning) {
+    case CompileOptions::CallTuning::kOff: return "off";
+    case CompileOptions::CallTuning::kOn: return "on";
+    case CompileOptions::CallTuning::kCached: return "cached";
+  }
+  return "?";
+}
+
+absl::StatusOr<CompileOptions::CallTuning> ParseCallTuning(absl::string_view name) {
+  if (name == "off") return CompileOptions::CallTuning::kOff;
+  if (name == "on") return CompileOptions::CallTuning::kOn;
+  if (name == "cached") return CompileOptions::CallTuning::kCached;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown call tuning '", name, "' (expected off, on or cached)"));
+}
+
 std::string CompileReport::ToText() const {
   std::string s = absl::StrFormat(
       "model %s  isa %s  mode %s  threads %s\n"
@@ -112,6 +129,10 @@ std::string CompileReport::ToText() const {
                         "activation reorders per run %d\n",
                         Mb(arena_bytes), Mb(intermediate_bytes), Mb(constant_bytes),
                         Mb(prepacked_bytes), reorders);
+  for (const TunedCall& t : tuned_calls) {
+    absl::StrAppend(&s, "tuned call ", t.kernel, " (", t.why, "): ", t.choice,
+                    t.cached ? " [cached]" : "", "\n");
+  }
   if (!unfused_elementwise.empty()) {
     std::map<std::string, int> by_reason;
     for (const UnfusedElementwise& u : unfused_elementwise) ++by_reason[u.reason];
@@ -209,6 +230,14 @@ std::string CompileReport::ToJson(int indent) const {
   j["constant_bytes"] = constant_bytes;
   j["prepacked_bytes"] = prepacked_bytes;
   j["reorders"] = reorders;
+  if (!tuned_calls.empty()) {
+    json tuned = json::array();
+    for (const TunedCall& t : tuned_calls) {
+      tuned.push_back(
+          {{"kernel", t.kernel}, {"why", t.why}, {"choice", t.choice}, {"cached", t.cached}});
+    }
+    j["tuned_calls"] = tuned;
+  }
   json unfused = json::array();
   for (const UnfusedElementwise& u : unfused_elementwise) {
     unfused.push_back(

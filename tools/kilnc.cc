@@ -786,6 +786,11 @@ int RunExplain(const Command& cmd) {
               << ", prepacked " << k.prepacked_bytes << " bytes"
               << "; activation reorders per call: " << k.reorders_per_call << "\n";
     if (!k.reason.empty()) std::cout << "    note: " << k.reason << "\n";
+    for (const CompileReport::TunedCall& t : r.tuned_calls) {
+      if (t.kernel != k.name) continue;
+      std::cout << "    tuned (" << t.why << "): " << t.choice
+                << (t.cached ? " [cached]" : "") << "\n";
+    }
   }
   std::cout << "\nmemory: arena " << FormatBytes(r.arena_bytes) << " (one buffer per intermediate "
             << FormatBytes(r.intermediate_bytes) << "), weights " << FormatBytes(r.constant_bytes)

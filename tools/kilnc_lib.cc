@@ -85,6 +85,14 @@ Compile flags:
                          what Conv/MatMul/Gemm compute in: f32 (default),
                          bf16 with f32 accumulation and bf16 weights, or
                          auto: bf16 where the CPU has AVX512-BF16 or AMX
+  --tune-calls=off|on|cached
+                         library convs whose rule-chosen layouts are
+                         doubtful (few or odd channels, ConvTranspose): off
+                         (default) keeps the rule; on times the candidate
+                         layouts once and caches the fastest under the cache
+                         dir; cached (deterministic) uses cached choices only;
+                         on and cached also run narrow non-overlapping
+                         ConvTransposes as loop kernels
   --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
                          weights and prepacked weights together need more
                          than BYTES (compiled and eager engines)
@@ -403,7 +411,7 @@ struct FlagSpec {
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
       name == "disable-pass" || name == "shape" || name == "cache-dir" ||
-      name == "precision" || name == "memory-limit") {
+      name == "precision" || name == "memory-limit" || name == "tune-calls") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback") return false;
@@ -501,6 +509,10 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     absl::StatusOr<CompileOptions::Precision> p = ParsePrecision(value);
     if (!p.ok()) return UsageError(sub, p.status().message());
     c.precision = *p;
+  } else if (name == "tune-calls") {
+    absl::StatusOr<CompileOptions::CallTuning> t = ParseCallTuning(value);
+    if (!t.ok()) return UsageError(sub, t.status().message());
+    c.call_tuning = *t;
   } else if (name == "input") {
     absl::StatusOr<std::pair<std::string, std::string>> i = ParseInputFlag(value);
     if (!i.ok()) return UsageError(sub, i.status().message());
@@ -958,6 +970,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
                                           : CompileOptions::Mode::kCompiled;
   o.disabled_passes = flags.disabled_passes;
   o.precision = flags.precision;
+  o.call_tuning = flags.call_tuning;
   o.memory_limit_bytes = flags.memory_limit_bytes;
   return o;
 }

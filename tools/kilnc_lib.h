@@ -62,6 +62,8 @@ struct CompileFlags {
   std::string cache_dir;  // --cache-dir; as given, resolve with ResolvePath
   // --precision: what Conv/MatMul/Gemm compute in (CompileOptions::precision).
   CompileOptions::Precision precision = CompileOptions::Precision::kF32;
+  // --tune-calls: CompileOptions::call_tuning.
+  CompileOptions::CallTuning call_tuning = CompileOptions::CallTuning::kOff;
   // --memory-limit: CompileOptions::memory_limit_bytes; 0: none.
   int64_t memory_limit_bytes = 0;
 };

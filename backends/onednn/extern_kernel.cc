@@ -1055,19 +1055,41 @@ OneDnnExternKernel::~OneDnnExternKernel() = default;
 absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
     const LoopProgram& program, const Kernel& kernel,
     const std::map<int32_t, std::shared_ptr<const Tensor>>& constants,
-    const OneDnnCallOptions& options) {
+    const OneDnnCallOptions& caller_options) {
   if (kernel.kind == Kernel::Kind::kExtern && OneDnnRnnKernel::Handles(kernel.call.op)) {
     auto impl = std::make_unique<Impl>();
     KILN_ASSIGN_OR_RETURN(impl->rnn,
-                          OneDnnRnnKernel::Create(program, kernel, constants, options));
+                          OneDnnRnnKernel::Create(program, kernel, constants, caller_options));
     return std::unique_ptr<OneDnnExternKernel>(new OneDnnExternKernel(std::move(impl)));
   }
   Translator tr(program, kernel, constants);
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
 
+  // The activation form the compile-time tuner chose; a form this CPU's
+  // oneDNN refuses (another machine's choice) runs the rule's instead.
+  OneDnnCallOptions options = caller_options;
+  std::string form, form_refused;
+  if (auto it = kernel.call.attrs.find(ir::loop::kAttrCallForm);
+      it != kernel.call.attrs.end() &&
+      options.activation_form == OneDnnCallOptions::ActivationForm::kRule) {
+    const std::string* name = std::get_if<std::string>(&it->second);
+    if (name == nullptr) {
+      return tr.Annotate(absl::InvalidArgumentError(
+          absl::StrCat(ir::loop::kAttrCallForm, " is not a string")));
+    }
+    absl::StatusOr<OneDnnCallOptions::ActivationForm> f = ParseActivationForm(*name);
+    if (!f.ok()) return tr.Annotate(f.status());
+    options.activation_form = *f;
+    form = *name;
+  }
   absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
       OneDnnCall::Create(t.call, t.weights, t.bias, options);
+  if (!form.empty() && absl::IsUnimplemented(call.status())) {
+    form_refused = std::string(call.status().message());
+    options.activation_form = OneDnnCallOptions::ActivationForm::kRule;
+    call = OneDnnCall::Create(t.call, t.weights, t.bias, options);
+  }
   if (absl::IsUnimplemented(call.status()) && SumAsBinaryAdd(t)) {
     call = OneDnnCall::Create(t.call, t.weights, t.bias, options);
   }
@@ -1104,11 +1126,15 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   info.call = fc.ToString();
   for (const PostOp& p : fc.post_ops) info.post_ops.push_back(p.ToString());
   info.weight_layout = impl->call->weights_layout();
+  info.src_layout = impl->call->src_layout();
+  info.dst_layout = impl->call->dst_layout();
   info.prepacked_bytes = impl->call->prepacked_bytes();
   info.reorders_per_call = impl->call->reorders_per_call();
   info.impl = impl->call->impl_name();
   info.precision = impl->call->bf16() ? "bf16" : "f32";
   info.bf16_refused = std::move(bf16_refused);
+  info.form = form_refused.empty() ? form : "";
+  info.form_refused = std::move(form_refused);
   return std::unique_ptr<OneDnnExternKernel>(new OneDnnExternKernel(std::move(impl)));
 }
 

@@ -36,6 +36,7 @@ struct ExternKernelInfo {
   std::string call;  // FusedCall::ToString()
   std::vector<std::string> post_ops;  // PostOp::ToString() of each, in order
   std::string weight_layout;          // OneDnnCall::weights_layout()
+  std::string src_layout, dst_layout; // OneDnnCall::src_layout(), dst_layout()
   int64_t prepacked_bytes = 0;
   int reorders_per_call = 0;
   std::string impl;  // oneDNN's implementation name
@@ -43,6 +44,11 @@ struct ExternKernelInfo {
   // else "f32"; with bf16 asked for and refused, `bf16_refused` says why.
   std::string precision = "f32";
   std::string bf16_refused;
+  // The activation form the call runs on when the kernel carries
+  // ir::loop::kAttrCallForm ("nhwc", ...; empty: the rule's); with the form
+  // refused on this CPU, `form_refused` says why and the rule's runs.
+  std::string form;
+  std::string form_refused;
 };
 
 // Why a class: the FusedCall translation, the oneDNN primitive and the

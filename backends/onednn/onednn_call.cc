@@ -89,6 +89,17 @@ Tag ChannelBlockedTag(size_t rank, int64_t block) {
   return kTags[rank - 3][b];
 }
 
+// N spatial... C for an N C spatial... activation of `rank` (nwc, nhwc,
+// ndhwc); undef for other ranks.
+Tag ChannelsLastTag(size_t rank) {
+  switch (rank) {
+    case 3: return Tag::nwc;
+    case 4: return Tag::nhwc;
+    case 5: return Tag::ndhwc;
+    default: return Tag::undef;
+  }
+}
+
 // The channel block of a oneDNN activation descriptor laid out as N C
 // spatial... with one inner block of channels (nChw8c -> 8); 0 otherwise.
 int64_t ChannelBlockOf(const memory::desc& md) {
@@ -512,6 +523,34 @@ std::optional<ConvForm> LinearAsConv(const FusedCall& call) {
 
 }  // namespace
 
+namespace {
+constexpr std::pair<OneDnnCallOptions::ActivationForm, const char*> kFormNames[] = {
+    {OneDnnCallOptions::ActivationForm::kRule, "rule"},
+    {OneDnnCallOptions::ActivationForm::kCaller, "caller"},
+    {OneDnnCallOptions::ActivationForm::kAny, "any"},
+    {OneDnnCallOptions::ActivationForm::kNhwc, "nhwc"},
+    {OneDnnCallOptions::ActivationForm::kBlocked8, "blocked8"},
+    {OneDnnCallOptions::ActivationForm::kBlocked16, "blocked16"},
+};
+}  // namespace
+
+const char* ActivationFormName(OneDnnCallOptions::ActivationForm form) {
+  for (const auto& [f, name] : kFormNames) {
+    if (f == form) return name;
+  }
+  return "?";
+}
+
+absl::StatusOr<OneDnnCallOptions::ActivationForm> ParseActivationForm(
+    absl::string_view name) {
+  for (const auto& [f, n] : kFormNames) {
+    if (name == n) return f;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown library-call activation form '", name,
+      "' (rule, caller, any, nhwc, blocked8, blocked16)"));
+}
+
 struct OneDnnCall::Impl {
   FusedCall call;
   OneDnnCallOptions options;
@@ -764,14 +803,51 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     // gemm-based or NHWC kernels on the caller's layout, see
     // fusion_benchmark), then one on the caller's layouts, then anything but
     // the reference implementation.
-    std::optional<dnnl::primitive_desc> on_user_layout, on_any_layout;
-    try {
-      on_user_layout =
-          MakePrimitiveDesc(call, conv, pd_user_src, w_md, b, user_dst_md, attr);
-    } catch (const dnnl::error&) {
-      if (!options.any_activation_layout) throw;
+    using Form = OneDnnCallOptions::ActivationForm;
+    const Form form = is_conv ? options.activation_form : Form::kRule;
+    std::optional<dnnl::primitive_desc> forced;
+    if (form != Form::kRule) {
+      // One primitive on the activation layouts the tuner measured fastest.
+      auto laid_out = [&](const memory::desc& like) -> memory::desc {
+        switch (form) {
+          case Form::kCaller: return like;
+          case Form::kAny: return AnyDesc(like);
+          case Form::kNhwc:
+            return memory::desc(like.dims(), like.data_type(), ChannelsLastTag(rank));
+          case Form::kBlocked8:
+          case Form::kBlocked16:
+            return memory::desc(like.dims(), like.data_type(),
+                                ChannelBlockedTag(rank, form == Form::kBlocked8 ? 8 : 16));
+          case Form::kRule: break;
+        }
+        return like;
+      };
+      if ((form == Form::kNhwc && ChannelsLastTag(rank) == Tag::undef) ||
+          ((form == Form::kBlocked8 || form == Form::kBlocked16) &&
+           ChannelBlockedTag(rank, 8) == Tag::undef)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "oneDNN call ", call.ToString(), ": no ", ActivationFormName(form),
+            " activation layout at rank ", rank));
+      }
+      forced = MakePrimitiveDesc(call, conv, laid_out(pd_user_src), w_md, b,
+                                 laid_out(user_dst_md), attr);
+      if (absl::StartsWith(forced->impl_info_str(), "ref") && !options.allow_reference_impl) {
+        return absl::UnimplementedError(absl::StrCat(
+            "oneDNN has only its slow reference implementation (", forced->impl_info_str(),
+            ") for ", call.ToString(), " on ", ActivationFormName(form),
+            " activations"));
+      }
     }
-    if (options.any_activation_layout) {
+    std::optional<dnnl::primitive_desc> on_user_layout, on_any_layout;
+    if (!forced) {
+      try {
+        on_user_layout =
+            MakePrimitiveDesc(call, conv, pd_user_src, w_md, b, user_dst_md, attr);
+      } catch (const dnnl::error&) {
+        if (!options.any_activation_layout) throw;
+      }
+    }
+    if (!forced && options.any_activation_layout) {
       try {
         on_any_layout = MakePrimitiveDesc(call, conv, AnyDesc(pd_user_src), w_md,
                                           b, AnyDesc(user_dst_md), attr);
@@ -800,6 +876,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     if (on_user_layout && direct(*on_user_layout)) candidates.push_back(*on_user_layout);
     if (on_user_layout) candidates.push_back(*on_user_layout);
     if (on_any_layout) candidates.push_back(*on_any_layout);
+    if (forced) candidates.assign(1, *forced);
     auto chosen = std::find_if(candidates.begin(), candidates.end(),
                                [&](const auto& pd) { return !starts(pd, "ref"); });
     if (chosen == candidates.end()) {

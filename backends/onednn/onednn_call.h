@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "backends/onednn/fused_call.h"
 #include "ir/graph/tensor.h"
@@ -59,7 +60,23 @@ struct OneDnnCallOptions {
   // f32 calls with constant weights and prepacking on; otherwise ignored (the
   // call runs in f32: OneDnnCall::bf16() says which).
   bool bf16 = false;
+  // The activation layouts a Conv/ConvTranspose primitive runs on, chosen by
+  // measurement at compile time (backends/onednn/call_tuner.h); kRule: the
+  // preference order above. The others build exactly one primitive on src
+  // and dst laid out so (reordered from and to the caller's layouts when they
+  // differ) and are Unimplemented when only oneDNN's reference
+  // implementation takes it: kCaller the caller's layouts, kAny oneDNN's
+  // format_tag::any pick, kNhwc channels last, kBlocked8 / kBlocked16
+  // nChw8c / nChw16c. Ignored for MatMul and inner products.
+  enum class ActivationForm { kRule, kCaller, kAny, kNhwc, kBlocked8, kBlocked16 };
+  ActivationForm activation_form = ActivationForm::kRule;
 };
+
+// "rule", "caller", "any", "nhwc", "blocked8", "blocked16"; and back
+// (InvalidArgument for anything else).
+const char* ActivationFormName(OneDnnCallOptions::ActivationForm form);
+absl::StatusOr<OneDnnCallOptions::ActivationForm> ParseActivationForm(
+    absl::string_view name);
 
 // Rows (M) from which kAuto runs a gemm-based linear layer as a 1x1 conv. At
 // M = 1 the gemm's matrix-vector path is as fast; above, the conv is faster

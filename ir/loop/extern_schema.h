@@ -43,6 +43,13 @@ inline constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
 // int: the channel block b of the blocked operands.
 inline constexpr char kAttrChannelBlock[] = "kiln_channel_block";
 
+// string: the activation layouts a library conv runs on, chosen by timing
+// the candidates at compile time (backends/onednn/call_tuner.h): "caller",
+// "any", "nhwc", "blocked8" or "blocked16" (OneDnnCallOptions::
+// ActivationForm). Absent: the library's rule. Only written when tuning is on
+// and the measured choice differs from the rule's.
+inline constexpr char kAttrCallForm[] = "kiln_call_form";
+
 // A reference fallback call: a node lowering cannot compile, run on the
 // reference interpreter (interp/) as one extern kernel.
 inline constexpr char kReferenceCallOp[] = "kiln.Reference";
