@@ -112,7 +112,8 @@ class Executable final : public CompiledModel {
       ordered.push_back(it->second);
     }
     if (inputs.size() != inputs_.size()) {
-      for (const auto& [name, t] : inputs) {
+      for (const auto& named : inputs) {
+        const std::string& name = named.first;  // a lambda cannot capture a binding in C++17
         if (std::none_of(inputs_.begin(), inputs_.end(),
                          [&](const TensorInfo& i) { return i.name == name; })) {
           return absl::InvalidArgumentError(
