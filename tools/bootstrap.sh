@@ -12,6 +12,8 @@ PKGS=(
   libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # clang with libFuzzer, the sanitizer runtimes and an omp.h: bazel --config=fuzz
+  clang libclang-rt-14-dev libomp-14-dev
 )
 if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then
   PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
