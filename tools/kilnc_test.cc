@@ -1435,6 +1435,12 @@ TEST(KilncEndToEnd, MemoryLimitIsCheckedAtCompileTime) {
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
   r = Kilnc({"run", model, "--memory-limit=1000"});
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  // check too: a model that does not fit is 3, not a wrong result (1).
+  r = Kilnc({"check", TinyCnn(), "--memory-limit=1000"});
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.out, HasSubstr("compile: FAIL RESOURCE_EXHAUSTED: model '"));
+  EXPECT_EQ(Kilnc({"check", TinyCnn(), absl::StrCat("--memory-limit=", total)}).exit_code,
+            kExitOk);
   EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=-5"}).exit_code, kExitBadInput);
   EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=1G"}).exit_code, kExitBadInput);
 }
