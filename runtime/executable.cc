@@ -115,7 +115,8 @@ class Executable final : public CompiledModel {
       ordered.push_back(it->second);
     }
     if (inputs.size() != inputs_.size()) {
-      for (const auto& [name, t] : inputs) {
+      for (const auto& named : inputs) {
+        const std::string& name = named.first;  // a lambda cannot capture a binding in C++17
         if (std::none_of(inputs_.begin(), inputs_.end(),
                          [&](const TensorInfo& i) { return i.name == name; })) {
           return absl::InvalidArgumentError(
@@ -492,6 +493,57 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
       }
     }
   }
+  // Memory.
+  MemoryPlanOptions mo;
+  mo.share = !eager;
+  KILN_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(program, mo));
+  exe->offsets_ = plan.offsets;
+  exe->arena_bytes_ = plan.arena_bytes;
+  report.arena_bytes = plan.arena_bytes;
+  report.intermediate_bytes = plan.intermediate_bytes;
+  for (const auto& [b, tensor] : lowered.constants) {
+    report.constant_bytes += static_cast<int64_t>(tensor->byte_size());
+  }
+
+  // Interface.
+  absl::flat_hash_set<int32_t> seen_outputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int32_t b = lowered.inputs[i];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size() ||
+        !program.buffers[b].IsRowMajor()) {
+      return InternalError("input ", i, " has no row-major buffer");
+    }
+    exe->input_buffers_.push_back(b);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const int32_t b = lowered.outputs[o];
+    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
+      return InternalError("output ", o, " has no buffer");
+    }
+    const Buffer& buf = program.buffers[b];
+    exe->output_buffers_.push_back(b);
+    const bool is_dynamic = dynamic[b];
+    exe->output_dynamic_.push_back(is_dynamic);
+    const bool in_place = !is_dynamic && buf.kind == BufferKind::kOutput &&
+                          buf.IsRowMajor() && seen_outputs.insert(b).second;
+    exe->output_in_place_.push_back(in_place);
+    if (!is_dynamic && !in_place && buf.kind == BufferKind::kOutput) {
+      // Computed into the arena, copied out after the run.
+      exe->offsets_[b] = exe->arena_bytes_;
+      exe->arena_bytes_ += (ByteSize(buf) + kArenaAlignment - 1) /
+                           kArenaAlignment * kArenaAlignment;
+    }
+  }
+  // The budget before any weight is prepacked: the arena and the constants
+  // are known now, so a model over the limit is refused before its weights
+  // are copied into library layouts.
+  MemoryFootprint before_prepacking;
+  before_prepacking.arena_bytes = exe->arena_bytes_;
+  before_prepacking.constant_bytes = report.constant_bytes;
+  before_prepacking.prepacked_known = false;
+  KILN_RETURN_IF_ERROR(
+      CheckMemoryBudget(report.model, before_prepacking, options.memory_limit_bytes));
+
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const Kernel& kernel = program.kernels[k];
     Step step;
@@ -538,47 +590,6 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   report.reorders += ir::loop::CountLayoutReorderKernels(program);
   report.library_ms = Ms(t);
 
-  // Memory.
-  MemoryPlanOptions mo;
-  mo.share = !eager;
-  KILN_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(program, mo));
-  exe->offsets_ = plan.offsets;
-  exe->arena_bytes_ = plan.arena_bytes;
-  report.arena_bytes = plan.arena_bytes;
-  report.intermediate_bytes = plan.intermediate_bytes;
-  for (const auto& [b, tensor] : lowered.constants) {
-    report.constant_bytes += static_cast<int64_t>(tensor->byte_size());
-  }
-
-  // Interface.
-  absl::flat_hash_set<int32_t> seen_outputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const int32_t b = lowered.inputs[i];
-    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size() ||
-        !program.buffers[b].IsRowMajor()) {
-      return InternalError("input ", i, " has no row-major buffer");
-    }
-    exe->input_buffers_.push_back(b);
-  }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    const int32_t b = lowered.outputs[o];
-    if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
-      return InternalError("output ", o, " has no buffer");
-    }
-    const Buffer& buf = program.buffers[b];
-    exe->output_buffers_.push_back(b);
-    const bool is_dynamic = dynamic[b];
-    exe->output_dynamic_.push_back(is_dynamic);
-    const bool in_place = !is_dynamic && buf.kind == BufferKind::kOutput &&
-                          buf.IsRowMajor() && seen_outputs.insert(b).second;
-    exe->output_in_place_.push_back(in_place);
-    if (!is_dynamic && !in_place && buf.kind == BufferKind::kOutput) {
-      // Computed into the arena, copied out after the run.
-      exe->offsets_[b] = exe->arena_bytes_;
-      exe->arena_bytes_ += (ByteSize(buf) + kArenaAlignment - 1) /
-                           kArenaAlignment * kArenaAlignment;
-    }
-  }
   MemoryFootprint footprint;
   footprint.arena_bytes = exe->arena_bytes_;
   footprint.constant_bytes = report.constant_bytes;

@@ -111,6 +111,12 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
 absl::Status CheckMemoryBudget(absl::string_view model, const MemoryFootprint& planned,
                                int64_t limit_bytes) {
   if (limit_bytes <= 0 || planned.total() <= limit_bytes) return absl::OkStatus();
+  if (!planned.prepacked_known) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model '", model, "' needs at least ", planned.total(), " bytes before its weights are "
+        "prepacked (arena ", planned.arena_bytes, " + constants ", planned.constant_bytes,
+        "), over its memory limit of ", limit_bytes, " bytes"));
+  }
   return absl::ResourceExhaustedError(absl::StrCat(
       "model '", model, "' needs ", planned.total(), " bytes (arena ", planned.arena_bytes,
       " + constants ", planned.constant_bytes, " + prepacked weights ",

@@ -58,12 +58,16 @@ struct MemoryFootprint {
   int64_t arena_bytes = 0;
   int64_t constant_bytes = 0;
   int64_t prepacked_bytes = 0;
+  // False before the library calls are built: prepacked_bytes is not known
+  // yet, and total() is a lower bound.
+  bool prepacked_known = true;
   int64_t total() const { return arena_bytes + constant_bytes + prepacked_bytes; }
 };
 
 // OK when `limit_bytes` is 0 (no budget) or the footprint fits in it; else
 // ResourceExhausted naming `model`, the planned bytes (each part and their
-// sum) and the budget (CompileOptions::memory_limit_bytes).
+// sum; "at least" before prepacking) and the budget
+// (CompileOptions::memory_limit_bytes).
 absl::Status CheckMemoryBudget(absl::string_view model, const MemoryFootprint& planned,
                                int64_t limit_bytes);
 

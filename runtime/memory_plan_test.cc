@@ -116,6 +116,15 @@ TEST(CheckMemoryBudget, RefusesAFootprintOverTheLimit) {
   EXPECT_EQ(over.message(),
             "model 'm' needs 1230 bytes (arena 1000 + constants 200 + prepacked weights 30), "
             "over its memory limit of 1229 bytes");
+  // Before prepacking the total is a lower bound, and says so.
+  planned.prepacked_bytes = 0;
+  planned.prepacked_known = false;
+  EXPECT_TRUE(CheckMemoryBudget("m", planned, 1200).ok());
+  const absl::Status early = CheckMemoryBudget("m", planned, 1199);
+  EXPECT_EQ(early.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(early.message(),
+            "model 'm' needs at least 1200 bytes before its weights are prepacked (arena 1000 + "
+            "constants 200), over its memory limit of 1199 bytes");
 }
 
 }  // namespace

@@ -14,6 +14,8 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # The Python module (python/, tools/install_python.sh) and its tests.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-onnx
+  # clang with libFuzzer, the sanitizer runtimes and an omp.h: bazel --config=fuzz
+  clang libclang-rt-14-dev libomp-14-dev
 )
 if [[ "${KILN_BOOTSTRAP_ZOO:-0}" == "1" ]]; then
   PKGS+=(python3-torch python3-torchvision)

@@ -385,7 +385,9 @@ int RunCheck(const Command& cmd) {
     std::cout << "kilnc check " << dir << "\n"
               << "compile: FAIL " << exe.status().ToString() << "\n"
               << "result: FAIL (the model did not compile)\n";
-    return kExitWrongResult;
+    // Out of memory (or over --memory-limit) is 3, as on every command.
+    return ExitCodeFor(exe.status()) == kExitResourceExhausted ? kExitResourceExhausted
+                                                               : kExitWrongResult;
   }
   // An fp16 model's outputs are judged at fp16's precision: ONNX Runtime
   // rounds every op's result to f16, kiln computes in f32 (both differ from
@@ -409,6 +411,9 @@ int RunCheck(const Command& cmd) {
   bool warnings_shown = false;
 
   int outputs_compared = 0, outputs_failed = 0, runs_failed = 0;
+  // Runs (or re-compiles) that failed for want of memory; when nothing else
+  // failed, check exits 3 as every command does.
+  int runs_out_of_memory = 0;
   for (const std::string& ds : data_sets) {
     const std::string folder = dir + "/" + ds;
     absl::StatusOr<std::vector<ir::Tensor>> inputs = LoadNumbered(folder, "input", exe->inputs());
@@ -436,6 +441,7 @@ int RunCheck(const Command& cmd) {
         if (ExitCodeFor(again.status()) == kExitBadInput) return BadInput("check", message);
         std::cout << ds << ": FAIL " << message << "\n";
         ++runs_failed;
+        if (ExitCodeFor(again.status()) == kExitResourceExhausted) ++runs_out_of_memory;
         continue;
       }
       std::cout << "re-" << exe->LoadVerb() << (exe->LoadVerb()[0] == 'i' ? "ed" : "d")
@@ -463,6 +469,7 @@ int RunCheck(const Command& cmd) {
       std::cout << ds << ": FAIL run error after " << FormatMs(run_ms) << ": "
                 << got.status().ToString() << "\n";
       ++runs_failed;
+      if (ExitCodeFor(got.status()) == kExitResourceExhausted) ++runs_out_of_memory;
       continue;
     }
     std::cout << ds << ": run " << FormatMs(run_ms) << "\n";
@@ -524,7 +531,11 @@ int RunCheck(const Command& cmd) {
             << outputs_failed << " failed"
             << (runs_failed ? absl::StrCat(", ", runs_failed, " run(s) failed") : "")
             << ")\n";
-  return ok ? kExitOk : kExitWrongResult;
+  if (ok) return kExitOk;
+  // A wrong output outranks memory: only a check whose every failure was
+  // running out of memory exits 3.
+  const bool only_memory = outputs_failed == 0 && runs_failed == runs_out_of_memory;
+  return only_memory ? kExitResourceExhausted : kExitWrongResult;
 }
 
 // ---------------------------------------------------------------- run

@@ -1506,7 +1506,8 @@ TEST(KilncEndToEnd, DataDependentShapesProfile) {
 // --memory-limit: the budget counts the arena, the constants and the
 // prepacked weights the compile report lists; a model over it is refused at
 // compile time (exit 3) with the planned bytes and the budget, one at it
-// compiles.
+// compiles. A model whose arena and constants alone are over it is refused
+// before any weight is prepacked.
 TEST(KilncEndToEnd, MemoryLimitIsCheckedAtCompileTime) {
   const std::string model = TinyCnn() + "/model.onnx";
   const Result explained = Kilnc({"explain", model, "--json"});
@@ -1517,33 +1518,40 @@ TEST(KilncEndToEnd, MemoryLimitIsCheckedAtCompileTime) {
   const int64_t prepacked = j["prepacked_bytes"].get<int64_t>();
   const int64_t arena = j["arena_bytes"].get<int64_t>();
   ASSERT_GT(constants, 0);
+  ASSERT_GT(prepacked, 0);
 
   Result r = Kilnc({"compile", model, "--memory-limit=1000"});
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
   EXPECT_THAT(r.err, HasSubstr("RESOURCE_EXHAUSTED: model '"));
   EXPECT_THAT(r.err, HasSubstr("over its memory limit of 1000 bytes"));
-  EXPECT_THAT(r.err, HasSubstr(absl::StrCat(" + constants ", constants,
-                                            " + prepacked weights ", prepacked, ")")));
-  // The planned total, as the message states it: the report's parts (the
-  // arena also holds outputs copied out of it, so it is at least the
-  // report's).
-  const size_t at = r.err.find(" needs ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const int64_t total = std::stoll(r.err.substr(at + 7));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat(" bytes before its weights are prepacked (arena ")));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat(" + constants ", constants, "), over")));
+  // The planned arena, as the message states it: the report's (the arena
+  // also holds outputs copied out of it, so it is at least the report's).
   const size_t arena_at = r.err.find("(arena ");
   ASSERT_NE(arena_at, std::string::npos) << r.err;
   const int64_t planned_arena = std::stoll(r.err.substr(arena_at + 7));
   EXPECT_GE(planned_arena, arena);
-  EXPECT_EQ(total, planned_arena + constants + prepacked);
+  const int64_t total = planned_arena + constants + prepacked;
 
+  // Over the limit only with the prepacked weights: refused after them.
   r = Kilnc({"compile", model, absl::StrCat("--memory-limit=", total - 1)});
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("needs ", total, " bytes (arena ", planned_arena,
+                                            " + constants ", constants,
+                                            " + prepacked weights ", prepacked, ")")));
   r = Kilnc({"compile", model, absl::StrCat("--memory-limit=", total)});
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
   r = Kilnc({"run", model, absl::StrCat("--memory-limit=", total)});
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
   r = Kilnc({"run", model, "--memory-limit=1000"});
   EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  // check too: a model that does not fit is 3, not a wrong result (1).
+  r = Kilnc({"check", TinyCnn(), "--memory-limit=1000"});
+  EXPECT_EQ(r.exit_code, kExitResourceExhausted) << r.output;
+  EXPECT_THAT(r.out, HasSubstr("compile: FAIL RESOURCE_EXHAUSTED: model '"));
+  EXPECT_EQ(Kilnc({"check", TinyCnn(), absl::StrCat("--memory-limit=", total)}).exit_code,
+            kExitOk);
   EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=-5"}).exit_code, kExitBadInput);
   EXPECT_EQ(Kilnc({"compile", model, "--memory-limit=1G"}).exit_code, kExitBadInput);
 }

@@ -535,6 +535,9 @@ class Folder {
   // within the size limits.
   std::optional<std::vector<std::shared_ptr<const ir::Tensor>>> Evaluate(
       const onnx::NodeProto& node) {
+    const int64_t max_in = HeavyOps().contains(node.op_type())
+                               ? options_.max_heavy_input_elements
+                               : options_.max_input_elements;
     int64_t in_elements = 0;
     int64_t in_bytes = 0;
     std::vector<std::string> names;  // distinct inputs, in order
@@ -547,12 +550,11 @@ class Folder {
       if (!n.has_value() || elem_bytes == 0) return std::nullopt;
       if (std::find(names.begin(), names.end(), in) != names.end()) continue;
       names.push_back(in);
+      // Over the limit alone: stop before the sums below can overflow.
+      if (*n > max_in) return std::nullopt;
       in_elements += *n;
       in_bytes += *n * elem_bytes;
     }
-    const int64_t max_in = HeavyOps().contains(node.op_type())
-                               ? options_.max_heavy_input_elements
-                               : options_.max_input_elements;
     if (in_elements > max_in) return std::nullopt;
     const int64_t max_out_bytes = std::max(in_bytes, options_.max_growth_bytes);
     // Outputs shape inference already sized are checked before running.
@@ -574,6 +576,9 @@ class Folder {
         all_sized = false;
         continue;
       }
+      // Over the limit alone (shape inference may say 2^61 elements): stop
+      // before the sums below can overflow.
+      if (*n > options_.max_output_elements) return std::nullopt;
       out_elements += *n;
       out_bytes += *n * eb;
     }

@@ -324,6 +324,31 @@ TEST(FoldShapesTest, DequantizeLinearOfConstantsIsLeftForTheGraphPasses) {
   EXPECT_THAT(Ops(r.graph), ::testing::ElementsAre("DequantizeLinear", "MatMul"));
 }
 
+// A fuzzer's finding: a ConstantOfShape whose inferred output has about
+// 2^61 elements overflowed the folder's byte count (undefined behaviour, seen
+// under UBSan) before the size limit refused it. The node is not folded and
+// the import ends with a clean status.
+TEST(FoldShapesTest, AnOutputOfAbout2To61ElementsIsNotFolded) {
+  ModelBuilder m(13);
+  m.Input("x", TP::FLOAT, {1, 3});
+  testing::FillInt64s(m.graph()->add_initializer(), "dims", {2},
+                      {int64_t{68398419307134978}, 36});
+  onnx::NodeProto* cos = m.Node("ConstantOfShape", {"dims"}, {"z"}, "cos");
+  testing::FillFloats(testing::AttrTensor(cos, "value"), "", {1}, {1.5f});
+  m.Node("Mul", {"z", "x"}, {"y"}, "mul");
+  m.Output("y", TP::FLOAT, {2, 3});
+  for (bool fold : {true, false}) {
+    ImportOptions opts;
+    opts.fold_shapes = fold;
+    absl::StatusOr<ImportResult> r = ImportModelBytes(m.Bytes(), opts, "fold_test.onnx");
+    if (r.ok()) {
+      EXPECT_THAT(Ops(r->graph), ::testing::Contains("ConstantOfShape"));
+    } else {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    }
+  }
+}
+
 TEST(FoldShapesTest, RandomOpsAndGraphOutputsAreNotFolded) {
   ModelBuilder m(17);
   m.Input("x", TP::FLOAT, {2, 3});

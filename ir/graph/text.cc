@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::ir {
@@ -786,14 +787,16 @@ class Parser {
     Next();
     return true;
   }
+  // A token as an error quotes it: long ones cut after 40 bytes.
   static std::string Describe(const Token& t) {
+    constexpr size_t kMax = 40;
+    const absl::string_view text = absl::string_view(t.text).substr(0, kMax);
+    const char* more = t.text.size() > kMax ? "..." : "";
     switch (t.kind) {
       case Tok::kEof: return "end of input";
-      case Tok::kValue: return ValueNameText(t.text);
-      case Tok::kString:
-        return t.text.size() > 40 ? Quote(t.text.substr(0, 40)) + "..."
-                                  : Quote(t.text);
-      default: return absl::StrCat("'", t.text, "'");
+      case Tok::kValue: return absl::StrCat(ValueNameText(text), more);
+      case Tok::kString: return absl::StrCat(Quote(text), more);
+      default: return absl::StrCat("'", EscapeForMessage(text), more, "'");
     }
   }
   static absl::Status ErrorAt(const Token& t, absl::string_view msg) {
@@ -1573,8 +1576,12 @@ std::string PrintValueName(absl::string_view name) {
 
 absl::StatusOr<Graph> ParseGraph(absl::string_view text,
                                  const ParseOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lexer(text).Run());
-  return Parser(std::move(tokens), options).ParseTop();
+  absl::StatusOr<std::vector<Token>> tokens = Lexer(text).Run();
+  absl::StatusOr<Graph> graph =
+      tokens.ok() ? Parser(*std::move(tokens), options).ParseTop() : tokens.status();
+  // Names from the text in an error: escaped, each line capped.
+  if (!graph.ok()) return SanitizedStatus(graph.status(), /*keep_line_breaks=*/false);
+  return graph;
 }
 
 }  // namespace kiln::ir

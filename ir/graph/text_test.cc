@@ -703,5 +703,21 @@ TEST(TextParse, BFloat16ConstantsRoundTripBitExactly) {
       ParseGraph("graph m() -> () opset 18 {\n  %c = constant bf16[] nan(0x7f80)\n}\n").ok());
 }
 
+// A fuzzer's finding: an error quoted a 1,000-byte token whole.
+TEST(TextParse, ErrorsCutLongTokensAndEscapeControlBytes) {
+  const std::string long_name = "%" + std::string(1000, 'g');
+  absl::StatusOr<Graph> g = ParseGraph("graph m" + long_name + "() -> () opset 18 {}\n");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("1:8: expected '(' to start the graph inputs, got %" +
+                        std::string(40, 'g') + "..."));
+  EXPECT_LT(g.status().message().size(), 200u);
+  absl::StatusOr<Graph> bel = ParseGraph("graph m \x07\x1b[31m");
+  ASSERT_FALSE(bel.ok());
+  EXPECT_EQ(bel.status().message().find('\x1b'), absl::string_view::npos) << bel.status();
+  EXPECT_EQ(bel.status().message().find('\x07'), absl::string_view::npos) << bel.status();
+}
+
 }  // namespace
 }  // namespace kiln::ir

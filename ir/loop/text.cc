@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/loop/text_lexer.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::ir::loop {
@@ -702,8 +703,12 @@ std::string PrintProgram(const LoopProgram& program) {
 }
 
 absl::StatusOr<LoopProgram> ParseProgram(absl::string_view text) {
-  KILN_ASSIGN_OR_RETURN(std::vector<Token> tokens, text_internal::Lex(text));
-  return Parser(std::move(tokens)).Run();
+  absl::StatusOr<std::vector<Token>> tokens = text_internal::Lex(text);
+  absl::StatusOr<LoopProgram> program =
+      tokens.ok() ? Parser(*std::move(tokens)).Run() : tokens.status();
+  // Names from the text in an error: escaped, each line capped.
+  if (!program.ok()) return SanitizedStatus(program.status(), /*keep_line_breaks=*/false);
+  return program;
 }
 
 }  // namespace kiln::ir::loop

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::ir::loop::text_internal {
@@ -425,13 +426,15 @@ absl::Status Cursor::Expected(absl::string_view what) const {
 }
 
 std::string Cursor::Describe(const Token& t) {
+  // Long tokens are cut after 40 bytes.
+  constexpr size_t kMax = 40;
+  const absl::string_view text = absl::string_view(t.text).substr(0, kMax);
+  const char* more = t.text.size() > kMax ? "..." : "";
   switch (t.kind) {
     case Tok::kEof: return "end of input";
-    case Tok::kValue: return absl::StrCat("'%", t.text, "'");
-    case Tok::kString:
-      return t.text.size() > 40 ? Quote(t.text.substr(0, 40)) + "..."
-                                : Quote(t.text);
-    default: return absl::StrCat("'", t.text, "'");
+    case Tok::kValue: return absl::StrCat("'%", EscapeForMessage(text), more, "'");
+    case Tok::kString: return absl::StrCat(Quote(text), more);
+    default: return absl::StrCat("'", EscapeForMessage(text), more, "'");
   }
 }
 

@@ -357,5 +357,26 @@ TEST(LoopText, RandomMutationsNeverCrash) {
   EXPECT_GT(parsed, 0);
 }
 
+// A fuzzer's finding: an error quoted a 1,000-byte token whole.
+TEST(LoopText, ErrorsCutLongTokensAndEscapeControlBytes) {
+  absl::StatusOr<LoopProgram> p =
+      ParseProgram("buffer %x f32[1] input  # " + std::string(1000, 'c') + "\n" +
+                   "buffer %y: f32[1] " + std::string(1000, 'k') + "\n");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("1:11: expected ':'"));
+  absl::StatusOr<LoopProgram> q = ParseProgram("buffer %" + std::string(1000, 'g') + " f32[1]");
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(q.status().message(), HasSubstr("got 'f32'"));
+  absl::StatusOr<LoopProgram> r = ParseProgram("buffer %x: f32[1] " + std::string(1000, 'k'));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("'" + std::string(40, 'k') + "...'"));
+  EXPECT_LT(r.status().message().size(), 200u);
+  absl::StatusOr<LoopProgram> bel = ParseProgram("buffer %x: f32[1] \x07\x1b[31m");
+  ASSERT_FALSE(bel.ok());
+  EXPECT_EQ(bel.status().message().find('\x1b'), absl::string_view::npos) << bel.status();
+  EXPECT_EQ(bel.status().message().find('\x07'), absl::string_view::npos) << bel.status();
+}
+
 }  // namespace
 }  // namespace kiln::ir::loop
