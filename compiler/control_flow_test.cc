@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/compiler.h"
+#include "compiler/test_util.h"
 #include "gtest/gtest.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
@@ -19,36 +20,9 @@
 namespace kiln {
 namespace {
 
-CompileOptions Options() {
-  CompileOptions o;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  o.cache_dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_cache";
-  return o;
-}
-
-ir::Tensor Random(const ir::Shape& shape, uint32_t seed) {
-  ir::Tensor t(ir::DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-// Parses `text`; its `<elided>` f32 constants get seeded random data.
-ir::Graph Parse(const char* text) {
-  ir::ParseOptions po;
-  po.allow_elided_constants = true;
-  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text, po);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return ir::Graph("invalid");
-  for (ir::ValueId v = 0; v < static_cast<ir::ValueId>(g->num_values()); ++v) {
-    const ir::Tensor* c = g->constant(v);
-    if (c != nullptr && c->dtype() == ir::DType::kF32) {
-      g->SetConstant(v, Random(c->shape(), 1000 + v));
-    }
-  }
-  return *std::move(g);
-}
+using compiler_testing::Options;
+using compiler_testing::Parse;
+using compiler_testing::Random;
 
 template <typename T>
 ir::Tensor Scalar(T v) {

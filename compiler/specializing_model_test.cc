@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/compiler.h"
+#include "compiler/test_util.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/test_models.h"
 #include "gmock/gmock.h"
@@ -23,6 +24,8 @@
 
 namespace kiln {
 namespace {
+
+using compiler_testing::Random;
 
 using ::testing::HasSubstr;
 namespace ft = frontend::testing;
@@ -55,14 +58,6 @@ std::string WriteModel(const std::string& name) {
   const std::string path = TempPath(name);
   std::ofstream(path, std::ios::binary) << m.Bytes();
   return path;
-}
-
-ir::Tensor Random(const ir::Shape& shape, uint32_t seed) {
-  ir::Tensor t(ir::DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
 }
 
 std::vector<ir::Tensor> Inputs(int64_t n) {
