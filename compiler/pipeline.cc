@@ -163,13 +163,11 @@ PipelineOptions PipelineOptionsFor(const CompileOptions& options) {
   p.eager = options.mode == CompileOptions::Mode::kEager;
   p.disabled_passes = options.disabled_passes;
   p.reference_fallback = options.reference_fallback;
-  // With library calls tuned, narrow non-overlapping ConvTransposes, which
-  // oneDNN runs on padded blocks, its gemm-based kernel or a slow jit
-  // deconvolution, are loop kernels (0045).
-  // Not in eager mode: its baseline runs each op as PyTorch eager would.
-  if (options.call_tuning != CompileOptions::CallTuning::kOff && !p.eager) {
-    p.conv_transpose_loop_max_channels = 32;
-  }
+  // Narrow non-overlapping ConvTransposes, which oneDNN runs on padded
+  // blocks, its gemm-based kernel or a slow jit deconvolution, are loop
+  // kernels (0045, by rule: no tuning needed). Not in eager mode: its
+  // baseline runs each op as PyTorch eager would.
+  if (!p.eager) p.conv_transpose_loop_max_channels = 32;
   return p;
 }
 
