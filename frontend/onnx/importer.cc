@@ -528,7 +528,18 @@ absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
       }
     }
   }
+  // The same exporters write -1 in outputs and value_info: unknown there too.
+  for (auto* infos : {g->mutable_output(), g->mutable_value_info()}) {
+    for (onnx::ValueInfoProto& v : *infos) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
+      for (onnx::TensorShapeProto::Dimension& d :
+           *v.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+        if (d.has_dim_value() && d.dim_value() == -1) d.clear_dim_value();
+      }
+    }
+  }
   std::vector<std::string> bound_to_one;
+  std::vector<std::string> minus_one_dims;
   std::map<std::string, int64_t> symbols;
   std::set<std::string> conflicting;
   for (onnx::ValueInfoProto& in : *g->mutable_input()) {
@@ -538,6 +549,16 @@ absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
     auto given_it = options.input_shapes.find(in.name());
     const ir::Shape* given =
         given_it == options.input_shapes.end() ? nullptr : &given_it->second;
+    // Paddle's and some TF exporters write an unknown dim as dim_value -1
+    // (ONNX wants dim_param or nothing); ONNX Runtime reads it as unknown,
+    // and so does kiln. Any other negative value is refused below.
+    for (int i = 0; tt->has_shape() && i < tt->shape().dim_size(); ++i) {
+      onnx::TensorShapeProto::Dimension* d = tt->mutable_shape()->mutable_dim(i);
+      if (d->has_dim_value() && d->dim_value() == -1) {
+        d->clear_dim_value();
+        minus_one_dims.push_back(DimName(in.name(), i, *d));
+      }
+    }
     DeclaredInput& record = declared_inputs->emplace_back();
     record.name = in.name();
     record.ranked = tt->has_shape();
@@ -593,6 +614,10 @@ absl::Status BindInputShapes(onnx::GraphProto* g, const ImportOptions& options,
       }
       d->set_dim_value(v);
     }
+  }
+  if (!minus_one_dims.empty()) {
+    warnings->push_back(absl::StrCat(
+        "input dims declared as -1 read as dynamic: ", absl::StrJoin(minus_one_dims, ", ")));
   }
   if (!bound_to_one.empty()) {
     warnings->push_back(absl::StrCat(

@@ -312,6 +312,34 @@ TEST(ImporterTest, BindsDynamicDimsToOneWithOneWarning) {
   EXPECT_EQ(g.value(Find(g, "w")).shape, (ir::Shape{1}));
 }
 
+// Paddle writes unknown dims as dim_value -1; ONNX Runtime accepts them.
+TEST(ImporterTest, MinusOneDimIsDynamicOtherNegativesAreRefused) {
+  auto build = [](int64_t dim) {
+    ModelBuilder m;
+    m.Input("x", TP::FLOAT, {dim, int64_t{3}});
+    m.Node("Relu", {"x"}, {"y"}, "relu");
+    m.Output("y", TP::FLOAT, {dim, int64_t{3}});
+    return m;
+  };
+  absl::StatusOr<ImportResult> r = Import(build(-1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->warnings.size(), 2u) << absl::StrJoin(r->warnings, "\n");
+  EXPECT_THAT(r->warnings[0], HasSubstr("declared as -1 read as dynamic: input 'x' dim 0"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("input 'x' dim 0 -> 1"));
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape, (ir::Shape{1, 3}));
+
+  ImportOptions opts;
+  opts.input_shapes["x"] = {5, 3};
+  r = Import(build(-1), opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape, (ir::Shape{5, 3}));
+
+  r = Import(build(-2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("'x' dim 0"), HasSubstr("negative (-2)")));
+}
+
 TEST(ImporterTest, InputShapesOptionBindsDims) {
   ModelBuilder m;
   m.Input("x", TP::FLOAT, {std::string("N"), int64_t{3}});
