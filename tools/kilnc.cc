@@ -929,6 +929,18 @@ absl::Status VsStatic(const CompiledModel& model, const std::vector<TensorInfo>&
   return absl::OkStatus();
 }
 
+// bench times a cold compile unless --warm-only: without --cache-dir, that
+// compile goes to a fresh cache in `fresh`, removed when `fresh` is.
+absl::Status UseFreshCacheForColdRuns(const BenchOptions& opts, CompileOptions* options,
+                                      TempDir* fresh) {
+  if (!options->cache_dir.empty() || opts.warm_only) return absl::OkStatus();
+  absl::StatusOr<TempDir> d = TempDir::Make("bench_cache_");
+  if (!d.ok()) return d.status();
+  *fresh = *std::move(d);
+  options->cache_dir = fresh->path();
+  return absl::OkStatus();
+}
+
 // bench with several shapes (BenchOptions::sweep): one compile with the
 // swept dims unbound, then per shape the first run (compiling its
 // specialization) and the steady latency.
@@ -946,11 +958,8 @@ int RunBenchSweep(const Command& cmd) {
   if (!IsFile(path)) return BadInput("bench", absl::StrCat("no such model file: ", path));
   CompileOptions options = ToCompileOptions(flags, WorkingDir());
   TempDir fresh_cache;
-  if (options.cache_dir.empty() && !opts.warm_only) {
-    absl::StatusOr<TempDir> d = TempDir::Make("bench_cache_");
-    if (!d.ok()) return Failed("bench", d.status());
-    fresh_cache = *std::move(d);
-    options.cache_dir = fresh_cache.path();
+  if (absl::Status st = UseFreshCacheForColdRuns(opts, &options, &fresh_cache); !st.ok()) {
+    return Failed("bench", st);
   }
   // Every shape of the sweep must stay compiled while it is timed.
   options.max_shape_specializations =
@@ -1070,11 +1079,8 @@ int RunBench(const Command& cmd) {
 
   CompileOptions options = ToCompileOptions(flags, WorkingDir());
   TempDir fresh_cache;
-  if (options.cache_dir.empty() && !opts.warm_only) {
-    absl::StatusOr<TempDir> d = TempDir::Make("bench_cache_");
-    if (!d.ok()) return Failed("bench", d.status());
-    fresh_cache = *std::move(d);
-    options.cache_dir = fresh_cache.path();
+  if (absl::Status st = UseFreshCacheForColdRuns(opts, &options, &fresh_cache); !st.ok()) {
+    return Failed("bench", st);
   }
   BenchResult res;
   res.model = path;
