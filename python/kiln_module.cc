@@ -137,15 +137,30 @@ int64_t SteadyNs() {
 struct NodeArg {
   std::string name;
   std::string type;
-  // Dims as ints; a data-dependent dim is None; an output whose rank is
-  // known only at run time has shape None.
+  // Dims as ints; a dim each run chooses is its symbol (dim_param) or None,
+  // as is a data-dependent dim; an output whose rank is known only at run
+  // time has shape None.
   py::object shape;
 
   static NodeArg From(const TensorInfo& info) {
     NodeArg a;
     a.name = info.name;
     a.type = OrtTypeName(info.dtype);
-    if (!info.shape_known) {
+    if (!info.declared_shape.empty()) {
+      // An input whose dims each run chooses: ORT gives such a dim as its
+      // symbol (dim_param), else None.
+      py::list dims;
+      for (size_t d = 0; d < info.declared_shape.size(); ++d) {
+        if (info.declared_shape[d] != ir::kDynamicDim) {
+          dims.append(info.declared_shape[d]);
+        } else if (d < info.dim_params.size() && !info.dim_params[d].empty()) {
+          dims.append(info.dim_params[d]);
+        } else {
+          dims.append(py::none());
+        }
+      }
+      a.shape = dims;
+    } else if (!info.shape_known) {
       a.shape = py::none();
     } else {
       py::list dims;
@@ -487,15 +502,20 @@ class InferenceSession {
                                         OrtTypeName(info.dtype), ", got ",
                                         NumpyTypeName(a.dtype())));
     }
-    if (a.ndim() != static_cast<py::ssize_t>(info.shape.size())) {
+    // An input with dims each run may choose (declared_shape) takes any size
+    // there; the model compiles a specialization for a new size.
+    const ir::Shape& expect = info.declared_shape.empty() ? info.shape : info.declared_shape;
+    if (a.ndim() != static_cast<py::ssize_t>(expect.size())) {
       throw py::value_error(absl::StrCat("run: input '", info.name, "': expected rank ",
-                                         info.shape.size(), " ", ir::ShapeToString(info.shape),
+                                         expect.size(), " ", ir::ShapeToString(expect),
                                          ", got rank ", a.ndim(), " ", ShapeText(a)));
     }
-    for (size_t d = 0; d < info.shape.size(); ++d) {
-      if (a.shape(d) != info.shape[d]) {
+    ir::Shape shape(expect.size());
+    for (size_t d = 0; d < expect.size(); ++d) {
+      shape[d] = a.shape(d);
+      if (expect[d] != ir::kDynamicDim && a.shape(d) != expect[d]) {
         throw py::value_error(absl::StrCat("run: input '", info.name, "': expected shape ",
-                                           ir::ShapeToString(info.shape), ", got ",
+                                           ir::ShapeToString(expect), ", got ",
                                            ShapeText(a), " (dim ", d, ")"));
       }
     }
@@ -506,10 +526,10 @@ class InferenceSession {
           "' is not C-contiguous; pass numpy.ascontiguousarray(...) of it"));
     }
     if ((flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0) {
-      return ir::Tensor::FromBytes(info.dtype, info.shape, a.data());
+      return ir::Tensor::FromBytes(info.dtype, shape, a.data());
     }
     keep->push_back(a);
-    return ir::Tensor::Borrow(info.dtype, info.shape, a.data());
+    return ir::Tensor::Borrow(info.dtype, shape, a.data());
   }
 
   // A numpy array over an output tensor, which the array keeps alive.
