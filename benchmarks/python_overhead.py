@@ -54,19 +54,25 @@ def measure(name, model, threads, min_time, min_rounds):
         after.append((t1 - run_end) * 1e-9)
         cpp.extend(sess._time_cpp_run(feeds, 1))
     own = [b + a for b, a in zip(before, after)]
-    # A call that does no model work (get_inputs), right after a C++ Run and
-    # right after itself: what running any Python code with the caches the
-    # model's run left behind costs.
-    cold, warm = [], []
-    for _ in range(min(len(py), 30)):
-        sess._time_cpp_run(feeds, 1)
-        t0 = time.perf_counter_ns()
-        sess.get_inputs()
-        t1 = time.perf_counter_ns()
-        sess.get_inputs()
-        t2 = time.perf_counter_ns()
-        cold.append((t1 - t0) * 1e-9)
-        warm.append((t2 - t1) * 1e-9)
+    # What running any Python code costs with the caches the model's run left
+    # behind: calls that do no model work, right after a C++ Run and right
+    # after themselves (an empty call; get_inputs; a 1000-float numpy array).
+    floors = {"empty call": lambda: None, "get_inputs()": sess.get_inputs,
+              "np.empty(1000)": lambda: np.empty(1000, np.float32)}
+    floor_text = []
+    for label, fn in floors.items():
+        cold, warm = [], []
+        for _ in range(min(len(py), 30)):
+            sess._time_cpp_run(feeds, 1)
+            t0 = time.perf_counter_ns()
+            fn()
+            t1 = time.perf_counter_ns()
+            fn()
+            t2 = time.perf_counter_ns()
+            cold.append((t1 - t0) * 1e-9)
+            warm.append((t2 - t1) * 1e-9)
+        floor_text.append(f"{label} after a C++ Run {statistics.median(cold) * 1e6:.2f} us, "
+                          f"after itself {statistics.median(warm) * 1e6:.2f} us")
     mp, mc = statistics.median(py), statistics.median(cpp)
     paired = statistics.median(p - c for p, c in zip(py, cpp))
     print(f"{name}: {len(py)} rounds, threads {threads}: python run() median {mp * 1e6:.1f} us, "
@@ -75,8 +81,7 @@ def measure(name, model, threads, min_time, min_rounds):
           f"run() minus its own C++ Run: median {statistics.median(own) * 1e6:.2f} us "
           f"(before {statistics.median(before) * 1e6:.2f}, after {statistics.median(after) * 1e6:.2f}), "
           f"p90 {sorted(own)[int(0.9 * (len(own) - 1))] * 1e6:.2f} us; "
-          f"get_inputs() after a C++ Run {statistics.median(cold) * 1e6:.2f} us, "
-          f"after itself {statistics.median(warm) * 1e6:.2f} us")
+          + "; ".join(floor_text))
 
 
 def main():
