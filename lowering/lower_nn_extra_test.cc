@@ -241,6 +241,34 @@ TEST(LowerConvTransposeLoopForm, MatchesReference) {
   }
 }
 
+// kiln.FusedConvTranspose whose fused Add (a "sum" post-op) reads a
+// same-shaped operand, input 3, between or after its activations.
+std::string FusedSumGraph(const std::string& post_ops, const std::string& alphas,
+                          const std::string& inputs) {
+  return absl::StrCat(R"(
+graph g(%x: f32[2,6,5,7], %w: f32[6,3,2,2], %b: f32[3], %r: f32[2,3,10,14]) -> (%y) opset 17 {
+  %y = kiln.FusedConvTranspose(%x, %w, %b, %r) {strides=[2, 2], post_ops=)", post_ops,
+                      ", post_op_alphas=", alphas, ", post_op_betas=[0.0, 0.0], post_op_inputs=",
+                      inputs, R"(} : f32[2,3,10,14]
+}
+)");
+}
+
+TEST(LowerConvTransposeLoopForm, SumPostOpMatchesReference) {
+  CheckOptions o;
+  o.lowering.conv_transpose_loop_max_channels = 4;
+  o.rtol = 1e-5;
+  o.atol = 1e-5;
+  for (const std::string& text :
+       {FusedSumGraph(R"(["relu", "sum"])", "[0.0, 1.0]", "[-1, 3]"),
+        FusedSumGraph(R"(["sum", "sigmoid"])", "[1.0, 0.0]", "[3, -1]")}) {
+    EXPECT_EQ(Externs(text), 0) << text;
+    EXPECT_TRUE(CheckLowering(text, o).ok()) << CheckLowering(text, o) << text;
+  }
+  // A scaled sum stays a library call.
+  EXPECT_EQ(Externs(FusedSumGraph(R"(["relu", "sum"])", "[0.0, 0.5]", "[-1, 3]")), 1);
+}
+
 TEST(LowerConvTransposeLoopForm, OtherFormsStayLibraryCalls) {
   // Overlapping kernel, too many channels (5 out, and 6 in above the limit
   // of 4), padding.

@@ -993,16 +993,45 @@ absl::StatusOr<bool> LowerConvTransposeLoopForm(Lowerer& L, const ir::Node& n) {
   }
   const Shape out = {x.shape[0], o, x.shape[2] * kh, x.shape[3] * kw};
   if (y.shape != out) return false;
-  // kiln.FusedConvTranspose: its bias is input 2, its post-ops relu or
-  // sigmoid only (no operand).
-  std::vector<std::string> post_ops;
+  // kiln.FusedConvTranspose: its bias is input 2; its post-ops relu,
+  // sigmoid, or sum (the fused Add of a same-shaped operand at scale 1).
+  struct PostOp {
+    std::string kind;
+    std::optional<Operand> addend;  // sum
+  };
+  std::vector<PostOp> post_ops;
   if (n.domain == ir::loop::kKilnDomain) {
-    KILN_ASSIGN_OR_RETURN(post_ops,
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> kinds,
                           n.AttrOr<std::vector<std::string>>("post_ops", {}));
-    for (const std::string& p : post_ops) {
-      if (p != "relu" && p != "sigmoid") return false;
+    KILN_ASSIGN_OR_RETURN(std::vector<float> alphas,
+                          n.AttrOr<std::vector<float>>("post_op_alphas", {}));
+    KILN_ASSIGN_OR_RETURN(std::vector<float> betas,
+                          n.AttrOr<std::vector<float>>("post_op_betas", {}));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> inputs,
+                          n.AttrOr<std::vector<int64_t>>("post_op_inputs", {}));
+    std::vector<bool> input_used(n.inputs.size(), false);
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      PostOp p{kinds[i], std::nullopt};
+      if (p.kind == "sum") {
+        const int64_t in = i < inputs.size() ? inputs[i] : -1;
+        if (in < 3 || (i < alphas.size() && alphas[i] != 1.0) ||
+            (i < betas.size() && betas[i] != 0.0) || !L.HasInput(static_cast<int>(in))) {
+          return false;
+        }
+        KILN_ASSIGN_OR_RETURN(p.addend, L.Input(static_cast<int>(in)));
+        if (p.addend->dtype != DType::kF32 ||
+            p.addend->shape != Shape{x.shape[0], o, x.shape[2] * kh, x.shape[3] * kw}) {
+          return false;
+        }
+        input_used[in] = true;
+      } else if (p.kind != "relu" && p.kind != "sigmoid") {
+        return false;
+      }
+      post_ops.push_back(std::move(p));
     }
-    if (n.num_present_inputs() > 3) return false;
+    for (int i = 3; i < static_cast<int>(n.inputs.size()); ++i) {
+      if (L.HasInput(i) && !input_used[i]) return false;
+    }
   }
   std::optional<Operand> bias;
   if (L.HasInput(2)) {
@@ -1024,23 +1053,40 @@ absl::StatusOr<bool> LowerConvTransposeLoopForm(Lowerer& L, const ir::Node& n) {
     KILN_ASSIGN_OR_RETURN(int32_t bv, k->Load(*bias, {k->i(1)}));
     v = k->Bin(OpCode::kAdd, v, bv);
   }
-  for (const std::string& p : post_ops) {
-    v = p == "relu" ? k->Bin(OpCode::kMax, v, k->Const(DType::kF32, 0))
-                    : k->b().Unary(OpCode::kSigmoid, v);
+  // Post-ops before the first sum apply to the sums; a sum's operand is in
+  // the output's layout, so it and what follows apply in the copy below.
+  const auto first_sum = std::find_if(post_ops.begin(), post_ops.end(),
+                                      [](const PostOp& p) { return p.addend.has_value(); });
+  for (auto p = post_ops.begin(); p != first_sum; ++p) {
+    v = p->kind == "relu" ? k->Bin(OpCode::kMax, v, k->Const(DType::kF32, 0))
+                          : k->b().Unary(OpCode::kSigmoid, v);
   }
   k->Store(sums, sums_shape, k->IterCoords(), v);
   if (n.domain == ir::loop::kKilnDomain) {
     // A fused node's kernel computes the nodes it replaced, as its call would.
     KILN_ASSIGN_OR_RETURN(std::vector<std::string> fused,
                           n.AttrOr<std::vector<std::string>>("fused_nodes", {}));
-    if (!fused.empty()) k->b().kernel().ops = std::move(fused);
+    const bool named = std::none_of(fused.begin(), fused.end(),
+                                    [](const std::string& f) { return f.empty(); });
+    if (!fused.empty() && named) k->b().kernel().ops = std::move(fused);
   }
   const Shape view = {n_, o, h, kh, wd, kw};
   const int32_t buffer = L.OutputBuffer(0);
   auto copy = L.NewKernel(view);
-  const int32_t sv = copy->b().Load(
+  int32_t sv = copy->b().Load(
       sums, RowMajor(*copy, sums_shape,
                      {copy->i(0), copy->i(1), copy->i(3), copy->i(5), copy->i(2), copy->i(4)}));
+  const Coords at_output = {copy->i(0), copy->i(1), copy->Simplify(copy->i(2) * kh + copy->i(3)),
+                            copy->Simplify(copy->i(4) * kw + copy->i(5))};
+  for (auto p = first_sum; p != post_ops.end(); ++p) {
+    if (p->addend) {
+      KILN_ASSIGN_OR_RETURN(int32_t r, copy->LoadBroadcast(*p->addend, at_output));
+      sv = copy->Bin(OpCode::kAdd, sv, r);
+    } else {
+      sv = p->kind == "relu" ? copy->Bin(OpCode::kMax, sv, copy->Const(DType::kF32, 0))
+                             : copy->b().Unary(OpCode::kSigmoid, sv);
+    }
+  }
   copy->Store(buffer, view, copy->IterCoords(), sv);
   return true;
 }

