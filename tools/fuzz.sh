@@ -2,8 +2,6 @@
 # File: tools/fuzz.sh — runs one libFuzzer target of testing/fuzz for SECONDS
 # under ASan+UBSan (bazel --config=fuzz: Debian's clang).
 #   tools/fuzz.sh onnx_import 300          # onnx_import, graph_text, loop_text, aot_description
-# (aot_description needs a clang that takes backends/onednn/rnn_kernel.cc:
-# clang 14 refuses its lambda capturing a structured binding; decision 0046.)
 #   tools/fuzz.sh loop_text 60 -jobs=2     # extra flags go to libFuzzer
 # New inputs go to $KILN_FUZZ_DIR/TARGET/corpus (default /tmp/kiln_fuzz), the
 # committed corpus testing/fuzz/corpus/TARGET is only read; a crash, a hang

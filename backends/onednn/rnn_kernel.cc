@@ -182,7 +182,8 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
 
   // Attributes: only those this mapping understands, at values it computes
   // exactly as ONNX does.
-  for (const auto& [name, value] : k.call.attrs) {
+  for (const auto& attr : k.call.attrs) {
+    const std::string& name = attr.first;
     if (absl::StartsWith(name, "kiln_")) continue;
     static const char* const kKnown[] = {
         "activation_alpha", "activation_beta", "activations", "clip", "direction",
