@@ -26,6 +26,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/compiler.h"
 #include "frontend/onnx/importer.h"
+#include "frontend/onnx/model_metadata.h"
 #include "interp/interpreter.h"
 #include "ir/graph/dtype.h"
 #include "ir/graph/graph.h"
@@ -251,8 +253,11 @@ class InferenceSession {
     std::string bytes, path;
     if (from_bytes) {
       bytes = model.cast<std::string>();
+      absl::StatusOr<frontend::ModelMetadata> meta = frontend::ReadModelMetadata(bytes);
+      if (meta.ok()) metadata_ = *std::move(meta);
     } else if (py::isinstance<py::str>(model) || py::hasattr(model, "__fspath__")) {
       path = PathOf(model);
+      path_ = path;
     } else {
       throw py::type_error(absl::StrCat(
           "kiln.InferenceSession: expected a path (str, os.PathLike) or the model's bytes, got ",
@@ -287,6 +292,17 @@ class InferenceSession {
       warnings_ = model_->report().warnings;
     }
     for (const TensorInfo& t : inputs_) input_dtypes_.push_back(NumpyDType(t.dtype));
+  }
+
+  // ORT's get_modelmeta(): the model's producer, domain, version, doc
+  // strings and metadata_props (read from the file on first use).
+  const frontend::ModelMetadata& GetModelMeta() {
+    if (!metadata_.has_value()) {
+      absl::StatusOr<frontend::ModelMetadata> meta = frontend::ReadModelMetadataFile(path_);
+      if (!meta.ok()) RaiseRunError(meta.status());
+      metadata_ = *std::move(meta);
+    }
+    return *metadata_;
   }
 
   std::vector<NodeArg> GetInputs() const { return Args(inputs_); }
@@ -544,6 +560,8 @@ class InferenceSession {
   std::shared_ptr<const ir::Graph> graph_;  // engine "reference"
   std::vector<TensorInfo> inputs_, outputs_;
   std::vector<py::dtype> input_dtypes_;
+  std::string path_;  // the model file ("" for a model given as bytes)
+  std::optional<frontend::ModelMetadata> metadata_;
   std::vector<std::string> warnings_;
   mutable std::atomic<int64_t> last_run_start_ns_{0}, last_run_end_ns_{0};
 };
@@ -572,6 +590,28 @@ PYBIND11_MODULE(kiln, m) {
       .def_readonly("shape", &NodeArg::shape, "dims as ints; None for a data-dependent dim")
       .def("__repr__", &NodeArg::Repr);
 
+  py::class_<kiln::frontend::ModelMetadata>(m, "ModelMetadata",
+                                      "A model's descriptive fields, as ONNX Runtime's "
+                                      "ModelMetadata.")
+      .def_readonly("producer_name", &kiln::frontend::ModelMetadata::producer_name)
+      .def_readonly("producer_version", &kiln::frontend::ModelMetadata::producer_version)
+      .def_readonly("domain", &kiln::frontend::ModelMetadata::domain)
+      .def_readonly("description", &kiln::frontend::ModelMetadata::description,
+                    "the model's doc_string")
+      .def_readonly("version", &kiln::frontend::ModelMetadata::version, "the model_version")
+      .def_readonly("graph_name", &kiln::frontend::ModelMetadata::graph_name)
+      .def_readonly("graph_description", &kiln::frontend::ModelMetadata::graph_description,
+                    "the graph's doc_string")
+      .def_property_readonly(
+          "custom_metadata_map",
+          [](const kiln::frontend::ModelMetadata& meta) {
+            // metadata_props as a dict; a repeated key keeps its last value.
+            py::dict d;
+            for (const auto& [key, value] : meta.custom_metadata) d[py::str(key)] = value;
+            return d;
+          },
+          "metadata_props as {key: value}");
+
   py::class_<InferenceSession>(m, "InferenceSession",
                                "An ONNX model compiled by kiln for this CPU.")
       .def(py::init<const py::object&, const py::object&, const py::object&, int,
@@ -592,6 +632,20 @@ PYBIND11_MODULE(kiln, m) {
            "precision: 'f32', 'bf16' or 'auto' for Conv/MatMul/Gemm.")
       .def("get_inputs", &InferenceSession::GetInputs)
       .def("get_outputs", &InferenceSession::GetOutputs)
+      .def("get_modelmeta", &InferenceSession::GetModelMeta, py::return_value_policy::copy,
+           "The model's producer, domain, version, doc strings and metadata_props.")
+      .def(
+          "get_providers",
+          [](const InferenceSession&) { return std::vector<std::string>{"CPUExecutionProvider"}; },
+          "['CPUExecutionProvider']: kiln runs on this CPU, as ORT's CPU provider.")
+      .def(
+          "get_provider_options",
+          [](const InferenceSession&) {
+            py::dict d;
+            d["CPUExecutionProvider"] = py::dict();
+            return d;
+          },
+          "{'CPUExecutionProvider': {}}")
       .def("run", &InferenceSession::Run, py::arg("output_names"), py::arg("input_feed"),
            py::arg("run_options") = py::none(),
            "Runs the model on {input name: numpy array}; returns the outputs named\n"

@@ -345,6 +345,32 @@ def test_bad_session_arguments(kwargs, error, message, cache_dir):
                               **kwargs)
 
 
+def test_modelmeta_and_providers(tmp_path, cache_dir):
+    """ONNX Runtime's get_modelmeta(), get_providers() and get_provider_options(),
+    for a session over a file and one over bytes, compiled and reference."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "meta_graph", [x], [y],
+                              doc_string="the graph")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                              producer_name="exporter", producer_version="9.1",
+                              domain="ai.example", model_version=7, doc_string="a model")
+    helper.set_model_props(model, {"author": "someone", "labels": "a,b"})
+    path = tmp_path / "meta.onnx"
+    onnx.save(model, str(path))
+    for source in (str(path), model.SerializeToString()):
+        for engine in ("compiled", "reference"):
+            sess = kiln.InferenceSession(source, threads=1, cache_dir=cache_dir, engine=engine)
+            meta = sess.get_modelmeta()
+            assert (meta.producer_name, meta.producer_version, meta.domain) == (
+                "exporter", "9.1", "ai.example")
+            assert (meta.version, meta.description) == (7, "a model")
+            assert (meta.graph_name, meta.graph_description) == ("meta_graph", "the graph")
+            assert meta.custom_metadata_map == {"author": "someone", "labels": "a,b"}
+            assert sess.get_providers() == ["CPUExecutionProvider"]
+            assert sess.get_provider_options() == {"CPUExecutionProvider": {}}
+
+
 def test_cpu_provider_is_accepted(tiny_data, cache_dir):
     x, probs = tiny_data
     sess = kiln.InferenceSession(os.path.join(TINY_CNN, "model.onnx"), cache_dir=cache_dir,

@@ -1,7 +1,9 @@
 // File: testing/fuzz/onnx_import_fuzzer.cc — fuzz target: ONNX model bytes
 // -> frontend import (checker, shape inference, folding) -> graph verifier
-// (Blame::kModel, as the compile pipeline's first stage). Each gives OK or an
-// error that blames the model; never a crash, a hang or an internal error.
+// (Blame::kModel, as the compile pipeline's first stage), and the same bytes
+// -> ReadModelMetadata. Each gives OK or an error that blames the model;
+// never a crash, a hang or an internal error; a model that imports has
+// readable metadata.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "frontend/onnx/importer.h"
+#include "frontend/onnx/model_metadata.h"
 #include "ir/graph/verifier.h"
 #include "testing/fuzz/fuzz_checks.h"
 
@@ -26,7 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            StatusCode::kResourceExhausted, StatusCode::kNotFound,
                            StatusCode::kDataLoss, StatusCode::kOutOfRange},
                           "ImportModelBytes");
+  absl::StatusOr<kiln::frontend::ModelMetadata> meta = kiln::frontend::ReadModelMetadata(bytes);
+  kiln::fuzz::CheckStatus(meta.status(), {StatusCode::kInvalidArgument}, "ReadModelMetadata");
   if (!r.ok()) return 0;
+  if (!meta.ok()) {
+    kiln::fuzz::Fail("ReadModelMetadata refused a model ImportModelBytes took",
+                     meta.status().ToString());
+  }
   // As compiler::Compile's first stage does: an imported graph may still be
   // one kiln cannot compile (a value shape inference could not type), which
   // is the model's error.
