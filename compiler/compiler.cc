@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -471,6 +472,81 @@ auto CatchOutOfMemory(absl::string_view model, Fn fn) -> decltype(fn()) {
   }
 }
 
+// Whether a declared input has a dynamic dim `io` leaves unbound.
+bool HasUnboundDynamicDims(const frontend::ImportResult& imported,
+                           const frontend::ImportOptions& io) {
+  for (const frontend::DeclaredInput& d : imported.declared_inputs) {
+    if (d.ranked && !io.input_shapes.count(d.name) &&
+        std::count(d.shape.begin(), d.shape.end(), ir::kDynamicDim) > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The model `import` reads (again = false; true when a specialization
+// reads it with its shapes bound), compiled; when its inputs have dynamic
+// dims the options leave unbound, wrapped to compile a specialization per
+// new input shape (decision 0044).
+using ImportFn = std::function<absl::StatusOr<frontend::ImportResult>(
+    const frontend::ImportOptions& options, bool again)>;
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompileImported(const CompileOptions& options,
+                                                               const std::string& name,
+                                                               const ImportFn& import) {
+  if (options.max_shape_specializations < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_shape_specializations must be >= 0, got ", options.max_shape_specializations));
+  }
+  CompileReport report;
+  report.model = name;
+  const absl::Time start = absl::Now();
+  frontend::ImportOptions io;
+  for (const auto& [input, shape] : options.input_shapes) io.input_shapes[input] = shape;
+  KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, import(io, /*again=*/false));
+  report.import_ms = Ms(start);
+  report.warnings = std::move(imported.warnings);
+  // Inputs with dynamic dims the options leave unbound take any size at Run.
+  const bool dynamic =
+      HasUnboundDynamicDims(imported, io) && options.max_shape_specializations > 0;
+  if (dynamic) {
+    report.warnings.push_back(
+        "inputs with dynamic dims take any size at Run: each new shape compiles a "
+        "specialization on first use (CompileOptions::max_shape_specializations)");
+  }
+  std::vector<frontend::DeclaredInput> declared = std::move(imported.declared_inputs);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> first,
+                        Safe(CompileOne(options, std::move(imported.graph), std::move(report))));
+  if (!dynamic) return first;
+  auto count = std::make_shared<std::atomic<int>>(0);
+  compiler::SpecializeFn specialize =
+      [options, name, import, count](const std::map<std::string, ir::Shape>& shapes)
+      -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
+    CompileOptions bound = options;
+    bound.input_shapes = shapes;
+    const int n = ++*count;
+    if (!options.dump_dir.empty()) bound.dump_dir = absl::StrCat(options.dump_dir, "/shape_", n);
+    return CatchOutOfMemory(name, [&]() -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
+      CompileReport report;
+      report.model = name;
+      const absl::Time start = absl::Now();
+      frontend::ImportOptions io;
+      for (const auto& [input, shape] : bound.input_shapes) io.input_shapes[input] = shape;
+      KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, import(io, /*again=*/true));
+      report.import_ms = Ms(start);
+      report.warnings = std::move(imported.warnings);
+      return Safe(CompileOne(bound, std::move(imported.graph), std::move(report)));
+    });
+  };
+  // Inputs the options bound take only that shape.
+  for (frontend::DeclaredInput& d : declared) {
+    if (options.input_shapes.count(d.name)) d.shape = options.input_shapes.at(d.name);
+  }
+  return compiler::SpecializingModel::Create(std::move(declared), std::move(first),
+                                             Ms(start), options.max_shape_specializations,
+                                             std::move(specialize));
+}
+
 }  // namespace
 
 Compiler::Compiler(CompileOptions options) : options_(std::move(options)) {}
@@ -482,70 +558,17 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFile(
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileFileImpl(
     const std::string& path) const {
-  if (options_.max_shape_specializations < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_shape_specializations must be >= 0, got ", options_.max_shape_specializations));
-  }
-  CompileReport report;
-  report.model = path;
-  const absl::Time start = absl::Now();
-  frontend::ImportOptions io;
-  for (const auto& [name, shape] : options_.input_shapes) io.input_shapes[name] = shape;
-  KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(path, io));
-  report.import_ms = Ms(start);
-  report.warnings = std::move(imported.warnings);
-  // Inputs with dynamic dims the options leave unbound take any size at Run.
-  bool dynamic = false;
-  for (const frontend::DeclaredInput& d : imported.declared_inputs) {
-    dynamic = dynamic || (d.ranked && !options_.input_shapes.count(d.name) &&
-                          std::count(d.shape.begin(), d.shape.end(), ir::kDynamicDim) > 0);
-  }
-  dynamic = dynamic && options_.max_shape_specializations > 0;
-  if (dynamic) {
-    report.warnings.push_back(
-        "inputs with dynamic dims take any size at Run: each new shape compiles a "
-        "specialization on first use (CompileOptions::max_shape_specializations)");
-  }
-  std::vector<frontend::DeclaredInput> declared = std::move(imported.declared_inputs);
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> first,
-                        Safe(CompileOne(options_, std::move(imported.graph), std::move(report))));
-  if (!dynamic) return first;
   std::error_code ec;
   const auto stamp = std::filesystem::last_write_time(path, ec);
-  const CompileOptions options = options_;
-  auto count = std::make_shared<std::atomic<int>>(0);
-  compiler::SpecializeFn specialize =
-      [options, path, stamp, count](const std::map<std::string, ir::Shape>& shapes)
-      -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
+  return CompileImported(options_, path, [path, stamp](const frontend::ImportOptions& io,
+                                             bool again) -> absl::StatusOr<frontend::ImportResult> {
     std::error_code ec;
-    if (std::filesystem::last_write_time(path, ec) != stamp || ec) {
+    if (again && (std::filesystem::last_write_time(path, ec) != stamp || ec)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the model file '", path, "' changed or went away since it was compiled"));
     }
-    CompileOptions bound = options;
-    bound.input_shapes = shapes;
-    const int n = ++*count;
-    if (!options.dump_dir.empty()) bound.dump_dir = absl::StrCat(options.dump_dir, "/shape_", n);
-    return CatchOutOfMemory(path, [&]() -> absl::StatusOr<std::unique_ptr<CompiledModel>> {
-      CompileReport report;
-      report.model = path;
-      const absl::Time start = absl::Now();
-      frontend::ImportOptions io;
-      for (const auto& [name, shape] : bound.input_shapes) io.input_shapes[name] = shape;
-      KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
-                            frontend::ImportModelFile(path, io));
-      report.import_ms = Ms(start);
-      report.warnings = std::move(imported.warnings);
-      return Safe(CompileOne(bound, std::move(imported.graph), std::move(report)));
-    });
-  };
-  // Inputs the options bound take only that shape.
-  for (frontend::DeclaredInput& d : declared) {
-    if (options_.input_shapes.count(d.name)) d.shape = options_.input_shapes.at(d.name);
-  }
-  return compiler::SpecializingModel::Create(std::move(declared), std::move(first),
-                                             Ms(start), options_.max_shape_specializations,
-                                             std::move(specialize));
+    return frontend::ImportModelFile(path, io);
+  });
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytes(
@@ -555,16 +578,21 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytes(
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileBytesImpl(
     absl::string_view bytes, const std::string& name) const {
-  CompileReport report;
-  report.model = name;
-  const absl::Time start = absl::Now();
-  frontend::ImportOptions io;
-  for (const auto& [input, shape] : options_.input_shapes) io.input_shapes[input] = shape;
-  KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported,
-                        frontend::ImportModelBytes(bytes, io, name));
-  report.import_ms = Ms(start);
-  report.warnings = std::move(imported.warnings);
-  return Safe(CompileOne(options_, std::move(imported.graph), std::move(report)));
+  // `bytes` is read during this call only (again = false). A copy is kept,
+  // for the specializations to import again, only when the model's inputs
+  // have dynamic dims the options leave unbound.
+  auto kept = std::make_shared<std::string>();
+  return CompileImported(
+      options_, name,
+      [bytes, name, kept](const frontend::ImportOptions& io,
+                          bool again) -> absl::StatusOr<frontend::ImportResult> {
+        if (!again) {
+          absl::StatusOr<frontend::ImportResult> r = frontend::ImportModelBytes(bytes, io, name);
+          if (r.ok() && HasUnboundDynamicDims(*r, io)) kept->assign(bytes.data(), bytes.size());
+          return r;
+        }
+        return frontend::ImportModelBytes(*kept, io, name);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> Compiler::CompileGraph(ir::Graph graph) const {

@@ -36,7 +36,8 @@ class Compiler {
   // Unimplemented naming the node for what kiln cannot compile yet.
   absl::StatusOr<std::unique_ptr<CompiledModel>> CompileFile(const std::string& path) const;
   // A serialized ModelProto in memory (a model without external data);
-  // `name` stands for it in the report and in error messages.
+  // `name` stands for it in the report and in error messages. Dynamic input
+  // dims specialize as for a file; the model then keeps a copy of `bytes`.
   absl::StatusOr<std::unique_ptr<CompiledModel>> CompileBytes(
       absl::string_view bytes, const std::string& name = "<memory>") const;
   // A graph already imported (tests, tools). Shapes must be static.
