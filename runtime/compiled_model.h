@@ -203,6 +203,9 @@ struct CompileReport {
   int64_t arena_bytes = 0;         // peak activation memory of one context
   int64_t intermediate_bytes = 0;  // what one buffer per intermediate costs
   int64_t constant_bytes = 0;      // weights as the model holds them
+  // Weights released after their library calls prepacked them (nothing
+  // reads them at run time); not counted in constant_bytes.
+  int64_t released_constant_bytes = 0;
   int64_t prepacked_bytes = 0;     // oneDNN's packed weight copies
   int reorders = 0;                // activation reorders per run
   // Element-wise nodes right after a library call that stayed out of its

@@ -585,6 +585,33 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
     }
     exe->steps_.push_back(std::move(step));
   }
+  // Constants no step reads at run time (weights a library call holds
+  // prepacked, or shares) are released: the model keeps one copy of its
+  // weights, not two. Not with control flow, whose steps bind outer
+  // buffers for their subprograms.
+  if (prebuilt.empty()) {
+    absl::flat_hash_set<int32_t> read;
+    read.insert(exe->output_buffers_.begin(), exe->output_buffers_.end());
+    for (const Step& step : exe->steps_) {
+      const Kernel& kernel = program.kernels[step.kernel];
+      if (step.library == nullptr) {
+        read.insert(step.args.begin(), step.args.end());
+        continue;
+      }
+      for (size_t i = 0; i < kernel.call.inputs.size(); ++i) {
+        if (step.library->ReadsInput(i)) read.insert(kernel.call.inputs[i]);
+      }
+    }
+    for (auto it = lowered.constants.begin(); it != lowered.constants.end();) {
+      if (read.count(it->first) == 0) {
+        report.released_constant_bytes += static_cast<int64_t>(it->second->byte_size());
+        it = lowered.constants.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    report.constant_bytes -= report.released_constant_bytes;
+  }
   // Loop kernels that convert between the plain and the channel-blocked
   // layout (propagate-layout's boundaries) are reorders too.
   report.reorders += ir::loop::CountLayoutReorderKernels(program);
@@ -592,7 +619,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
 
   MemoryFootprint footprint;
   footprint.arena_bytes = exe->arena_bytes_;
-  footprint.constant_bytes = report.constant_bytes;
+  // The peak while loading: released weights were held until their calls
+  // had prepacked them.
+  footprint.constant_bytes = report.constant_bytes + report.released_constant_bytes;
   footprint.prepacked_bytes = report.prepacked_bytes;
   KILN_RETURN_IF_ERROR(CheckMemoryBudget(report.model, footprint, options.memory_limit_bytes));
   exe->inputs_ = std::move(inputs);

@@ -37,6 +37,10 @@ class OneDnnStep final : public ExternStep {
     return call_->Run(in_ptrs_, out_ptrs_);
   }
 
+  bool ReadsInput(size_t input) const override {
+    return call_->ReadsInput(input);  // fixed at creation: no lock needed
+  }
+
  private:
   std::vector<int32_t> inputs_, outputs_;
   mutable absl::Mutex mu_;

@@ -38,6 +38,10 @@ class ExternStep {
   // touch those) it points to the ir::Tensor holding the value in this run,
   // which the producing call assigns.
   virtual absl::Status Run(absl::Span<void* const> buffers) const = 0;
+  // Whether Run reads the buffer of kernel.call.inputs[input]. A step that
+  // holds a constant input's data itself (prepacked weights) says false,
+  // and the model need not keep that constant.
+  virtual bool ReadsInput(size_t input) const { return true; }
 };
 
 // Makes the step that runs extern kernel `kernel` of `program` on the

@@ -125,10 +125,11 @@ std::string CompileReport::ToText() const {
   }
   absl::StrAppend(&s, ")\n");
   absl::StrAppendFormat(&s,
-                        "arena %s (one buffer per intermediate: %s); weights %s, prepacked %s; "
-                        "activation reorders per run %d\n",
+                        "arena %s (one buffer per intermediate: %s); weights %s, prepacked %s "
+                        "(%s of weights released once prepacked); activation reorders per "
+                        "run %d\n",
                         Mb(arena_bytes), Mb(intermediate_bytes), Mb(constant_bytes),
-                        Mb(prepacked_bytes), reorders);
+                        Mb(prepacked_bytes), Mb(released_constant_bytes), reorders);
   for (const TunedCall& t : tuned_calls) {
     absl::StrAppend(&s, "tuned call ", t.kernel, " (", t.why, "): ", t.choice,
                     t.cached ? " [cached]" : "", "\n");
@@ -228,6 +229,7 @@ std::string CompileReport::ToJson(int indent) const {
   j["arena_bytes"] = arena_bytes;
   j["intermediate_bytes"] = intermediate_bytes;
   j["constant_bytes"] = constant_bytes;
+  j["released_constant_bytes"] = released_constant_bytes;
   j["prepacked_bytes"] = prepacked_bytes;
   j["reorders"] = reorders;
   if (!tuned_calls.empty()) {

@@ -805,7 +805,8 @@ int RunExplain(const Command& cmd) {
   }
   std::cout << "\nmemory: arena " << FormatBytes(r.arena_bytes) << " (one buffer per intermediate "
             << FormatBytes(r.intermediate_bytes) << "), weights " << FormatBytes(r.constant_bytes)
-            << ", prepacked " << FormatBytes(r.prepacked_bytes)
+            << ", prepacked " << FormatBytes(r.prepacked_bytes) << " ("
+            << FormatBytes(r.released_constant_bytes) << " of weights released once prepacked)"
             << "; activation reorders per run: " << r.reorders << "\n";
   if (!r.qdq_patterns.empty()) {
     int integer = 0;

@@ -1147,8 +1147,12 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
         m.where, ": expects ", m.num_inputs, " inputs and ", m.num_outputs,
         " outputs, got ", inputs.size(), " and ", outputs.size()));
   }
-  if (std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end() ||
-      outputs[0] == nullptr) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr && ReadsInput(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(m.where, ": null buffer pointer"));
+    }
+  }
+  if (outputs[0] == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(m.where, ": null buffer pointer"));
   }
   for (size_t i = 0; i < m.binary.size(); ++i) {
@@ -1174,6 +1178,15 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
           : m.call->Execute(src, m.binary_ptrs, dst);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
   return absl::OkStatus();
+}
+
+bool OneDnnExternKernel::ReadsInput(size_t input) const {
+  const Impl& m = *impl_;
+  if (m.rnn != nullptr) return true;
+  const int i = static_cast<int>(input);
+  if (i == m.src_input || i == m.weights_input || (m.sum && m.sum->input == i)) return true;
+  return std::any_of(m.binary.begin(), m.binary.end(),
+                     [i](const auto& b) { return b.input == i; });
 }
 
 const ExternKernelInfo& OneDnnExternKernel::info() const {

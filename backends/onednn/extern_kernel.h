@@ -72,11 +72,17 @@ class OneDnnExternKernel {
   OneDnnExternKernel& operator=(const OneDnnExternKernel&) = delete;
 
   // `inputs`: one pointer per kernel.call.inputs (the storage of that
-  // buffer, constants included); `outputs`: one per kernel.call.outputs.
+  // buffer; may be nullptr where ReadsInput is false); `outputs`: one per
+  // kernel.call.outputs.
   // A "sum" post-op accumulates into the output: when its operand is another
   // buffer, Run copies it into the output first.
   absl::Status Run(absl::Span<void* const> inputs,
                    absl::Span<void* const> outputs);
+
+  // Whether Run reads the buffer of call input `input`: false for constant
+  // weights and bias, which the call holds itself (prepacked, or a share of
+  // the constant's bytes); Run then takes nullptr for it.
+  bool ReadsInput(size_t input) const;
 
   const ExternKernelInfo& info() const;
 
