@@ -152,7 +152,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       site.kernel = static_cast<int>(k);
       absl::StatusOr<ir::Graph> body = absl::UnknownError("");
       if (op == "Loop") {
-        absl::StatusOr<compiler::LoopBody> loop = compiler::ExtractLoopBody(program, kernel);
+        absl::StatusOr<compiler::LoopBody> loop =
+            compiler::ExtractLoopBody(program, p.program.module.constants, kernel);
         if (loop.ok()) {
           body = std::move(loop->graph);
           site.loop = std::move(loop->call);
@@ -160,7 +161,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
           body = loop.status();
         }
       } else {
-        absl::StatusOr<compiler::ScanBody> scan = compiler::ExtractScanBody(program, kernel);
+        absl::StatusOr<compiler::ScanBody> scan =
+            compiler::ExtractScanBody(program, p.program.module.constants, kernel);
         if (scan.ok()) {
           body = std::move(scan->graph);
           site.scan = std::move(scan->call);
@@ -184,7 +186,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       continue;
     }
     if (op != "If") continue;
-    absl::StatusOr<compiler::IfBranches> branches = compiler::ExtractIfBranches(program, kernel);
+    absl::StatusOr<compiler::IfBranches> branches =
+        compiler::ExtractIfBranches(program, p.program.module.constants, kernel);
     if (!branches.ok()) continue;
     Site site;
     site.op = Site::Op::kIf;

@@ -1048,17 +1048,52 @@ bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::
   return true;
 }
 
+// Outer constants at most this large that a branch reads are given to its
+// fold as data, not only as types: shape arithmetic in branches reads them
+// (Slice bounds, Concat parts of a Reshape target, Gather indices).
+constexpr int64_t kMaxPassedConstantElements = 4096;
+
+// The small constants of `graph` by name: its initializers and the tensors
+// of its Constant nodes, within kMaxPassedConstantElements (detached ones
+// excluded: their data is elsewhere).
+absl::flat_hash_map<std::string, const onnx::TensorProto*> SmallConstants(
+    const onnx::GraphProto& graph, const FoldShapesOptions& options) {
+  absl::flat_hash_map<std::string, const onnx::TensorProto*> out;
+  auto small = [](const onnx::TensorProto& t) {
+    std::optional<int64_t> n = Elements(Dims(t.dims().begin(), t.dims().end()));
+    return n.has_value() && *n <= kMaxPassedConstantElements && !t.has_data_location();
+  };
+  for (const auto& t : graph.initializer()) {
+    if (options.detached != nullptr && options.detached->contains(t.name())) continue;
+    if (small(t)) out[t.name()] = &t;
+  }
+  for (const auto& node : graph.node()) {
+    if (!node.domain().empty() || node.op_type() != "Constant" || node.output_size() != 1 ||
+        node.attribute_size() != 1 || node.attribute(0).name() != "value" ||
+        !node.attribute(0).has_t() || !small(node.attribute(0).t())) {
+      continue;
+    }
+    out[node.output(0)] = &node.attribute(0).t();
+  }
+  return out;
+}
+
 // Each If branch of `graph`'s nodes is folded as a model of its own: the
-// outer values it reads become typed inputs, so shape inference and folding
+// outer values it reads become typed inputs (small constants: initializers
+// with their data), so shape inference and folding
 // run on it to their fixpoint (Ifs in it included, recursively), and its
 // nodes, initializers and value types replace the branch's. Loop bodies
 // with untyped formal inputs are typed (TypeLoopBody; `typed_loops` counts
 // them); other Loop and Scan bodies are left alone: their inputs' declared
-// types need not hold on every iteration. Returns the Ifs inlined in
-// branches.
+// types need not hold on every iteration. A branch output the folding
+// types statically takes that type (the branch declares it with the
+// exporter's symbolic dims), so the next inference round types the If's
+// outputs from both branches' static types; `retyped` counts such outputs.
+// Returns the Ifs inlined in branches.
 absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* graph,
                                  const OuterTypes& outer, const FoldShapesOptions& options,
-                                 std::vector<std::string>* warnings, int* typed_loops) {
+                                 std::vector<std::string>* warnings, int* typed_loops,
+                                 int* retyped) {
   FoldShapesOptions sub_options = options;
   sub_options.file_index = nullptr;
   sub_options.detached = nullptr;
@@ -1067,6 +1102,8 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
   // computes what it would propagate (Shape, Gather, Concat, ...) anyway.
   sub_options.data_propagation = false;
   int inlined = 0;
+  const absl::flat_hash_map<std::string, const onnx::TensorProto*> constants =
+      SmallConstants(*graph, options);
   for (onnx::NodeProto& node : *graph->mutable_node()) {
     if (node.domain().empty() && node.op_type() == "Loop") {
       if (TypeLoopBody(*model, graph, &node, outer, sub_options)) ++*typed_loops;
@@ -1080,10 +1117,19 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       alone.set_ir_version(std::max<int64_t>(model->ir_version(), 4));
       *alone.mutable_opset_import() = model->opset_import();
       *alone.mutable_graph() = *branch;
-      absl::flat_hash_set<std::string> reads;
+      absl::flat_hash_set<std::string> reads, passed;
       for (const std::string& name : OuterScopeNames(*branch)) {
+        if (reads.contains(name) || passed.contains(name)) continue;
+        if (auto c = constants.find(name); c != constants.end()) {
+          onnx::TensorProto* t = alone.mutable_graph()->add_initializer();
+          *t = *c->second;
+          t->set_name(name);
+          passed.insert(name);
+          continue;
+        }
         auto it = outer.find(name);
-        if (it == outer.end() || !reads.insert(name).second) continue;
+        if (it == outer.end()) continue;
+        reads.insert(name);
         onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
         in->set_name(name);
         *in->mutable_type() = it->second;
@@ -1094,10 +1140,23 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       if (!stats.ok() || !failures.empty() || !EveryValueTyped(alone.graph())) continue;
       inlined += stats->inlined_ifs;
       onnx::GraphProto* folded = alone.mutable_graph();
+      for (int o = 0; o < branch->output_size() && o < folded->output_size(); ++o) {
+        const onnx::TypeProto* t = TypeIn(*folded, folded->output(o).name());
+        if (t == nullptr || !StaticTensorType(*t) ||
+            SameStaticType(*t, branch->output(o).type())) {
+          continue;
+        }
+        *branch->mutable_output(o)->mutable_type() = *t;
+        ++*retyped;
+      }
       branch->mutable_node()->Swap(folded->mutable_node());
+      // The outer constants stay the enclosing graph's (read by scope).
+      RemoveIf(folded->mutable_initializer(), [&](const onnx::TensorProto& t) {
+        return passed.contains(t.name());
+      });
       branch->mutable_initializer()->Swap(folded->mutable_initializer());
       RemoveIf(folded->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
-        return reads.contains(v.name());
+        return reads.contains(v.name()) || passed.contains(v.name());
       });
       branch->mutable_value_info()->Swap(folded->mutable_value_info());
     }
@@ -1134,13 +1193,15 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
     if (folded == 0) {
       // The branches last, once this graph's own types are final.
       int typed_loops = 0;
+      int retyped = 0;
       KILN_ASSIGN_OR_RETURN(int sub_inlined,
                             FoldBranches(model, model->mutable_graph(),
                                          folder.TypesForSubgraphs(), options, warnings,
-                                         &typed_loops));
+                                         &typed_loops, &retyped));
       subgraph_inlined += sub_inlined;
-      // A typed Loop body types what follows the Loop in the next round.
-      if (typed_loops > 0) folded = -1;
+      // A typed Loop body types what follows the Loop in the next round,
+      // a retyped branch output what follows its If.
+      if (typed_loops > 0 || retyped > 0) folded = -1;
     }
     stats.inlined_ifs = folder.inlined_ifs() + subgraph_inlined;
     stats.folded_nodes += std::max(folded, 0);
