@@ -60,6 +60,9 @@ struct Prepared {
     // Indices into the batch: If: then, else; Loop, Scan: the body.
     std::vector<int> models;
     std::vector<int32_t> then_buffers, else_buffers;  // If
+    // If: per branch (then, else), why it is left uncompiled (its model
+    // index is then -1); empty for a compiled branch.
+    std::string unfit[2];
     runtime::LoopCall loop;
     runtime::ScanCall scan;
   };
@@ -195,6 +198,17 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
     bool ok = true;
     for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
       const char* which = b == &branches->then_branch ? "then" : "else";
+      if (!b->unfit.empty()) {
+        // It cannot run with these shapes: nothing to compile; taking it
+        // runs the If on the reference, which reports why.
+        site.models.push_back(-1);
+        site.unfit[b == &branches->then_branch ? 0 : 1] = b->unfit;
+        p.report.warnings.push_back(absl::StrCat(
+            "If '", kernel.name, "': its ", which,
+            " branch cannot run with the input shapes the model is compiled for (", b->unfit,
+            "); it is not compiled, and taking it fails"));
+        continue;
+      }
       absl::StatusOr<int> index =
           PrepareSubgraph(options, model, kernel, which, std::move(b->graph), depth, batch);
       if (!index.ok()) {
@@ -209,17 +223,26 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       (b == &branches->then_branch ? site.then_buffers : site.else_buffers) =
           std::move(b->buffers);
     }
-    if (ok) p.sites.push_back(std::move(site));
+    // Both unfit: nothing compiled, the If stays a reference call.
+    if (ok && (site.models[0] >= 0 || site.models[1] >= 0)) p.sites.push_back(std::move(site));
   }
   batch->push_back(std::move(p));
   return static_cast<int>(batch->size()) - 1;
 }
 
-// What a compiled If's, Loop's or Scan's report line says of a subgraph.
+// What a compiled If's, Loop's or Scan's report line says of a subgraph;
+// with reference calls, why the first one is one (in a branch typed from
+// the outer shapes, a shape that depends on run-time data).
 std::string BranchSummary(const CompileReport& r) {
-  return absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
-                      " vectorized), ", r.library_calls, " library calls (",
-                      r.reference_calls, " reference)");
+  std::string s = absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
+                               " vectorized), ", r.library_calls, " library calls (",
+                               r.reference_calls, " reference)");
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "reference" || k.reason.empty()) continue;
+    absl::StrAppend(&s, " [first reference call: ", k.reason, "]");
+    break;
+  }
+  return s;
 }
 
 // Every program of the batch in one LoopProgram: buffers and kernels
@@ -300,6 +323,7 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
                                                   : "Scan";
     bool built = true;
     for (int m : site.models) {
+      if (m < 0) continue;  // an unfit branch
       absl::StatusOr<std::unique_ptr<CompiledModel>>& r = (*results)[m];
       if (!r.ok() || *r == nullptr) {
         p.report.warnings.push_back(absl::StrCat(
@@ -313,6 +337,10 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
     if (!built) continue;
     std::vector<std::shared_ptr<const CompiledModel>> models;
     for (int m : site.models) {
+      if (m < 0) {
+        models.emplace_back(nullptr);
+        continue;
+      }
       models.emplace_back(std::move(*(*results)[m]));
       (*results)[m] = InternalError("model taken as a subgraph");
     }
@@ -323,16 +351,34 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
     step.report.vectorized = true;
     step.report.call = op;
     for (const auto& m : models) {
+      if (m == nullptr) continue;
       step.reference_calls += m->report().reference_calls;
       step.fallback_calls += m->report().fallback_calls;
     }
     absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made;
     if (site.op == Site::Op::kIf) {
       step.report.status = "branches";
-      step.report.reason = absl::StrCat("then: ", BranchSummary(models[0]->report()),
-                                        "; else: ", BranchSummary(models[1]->report()));
-      made = runtime::CreateIfStep(program, kernel, {models[0], site.then_buffers},
-                                   {models[1], site.else_buffers});
+      auto summary = [&](int k) {
+        return models[k] != nullptr
+                   ? BranchSummary(models[k]->report())
+                   : absl::StrCat("not compiled, cannot run with these input shapes (",
+                                  site.unfit[k], ")");
+      };
+      step.report.reason = absl::StrCat("then: ", summary(0), "; else: ", summary(1));
+      std::unique_ptr<runtime::ExternStep> reference;
+      if (models[0] == nullptr || models[1] == nullptr) {
+        absl::StatusOr<std::unique_ptr<runtime::ExternStep>> r =
+            runtime::CreateReferenceStep(program, kernel);
+        if (!r.ok()) {
+          p.report.warnings.push_back(std::string(r.status().message()));
+          continue;
+        }
+        reference = *std::move(r);
+      }
+      made = runtime::CreateIfStep(program, kernel,
+                                   {models[0], site.then_buffers, site.unfit[0]},
+                                   {models[1], site.else_buffers, site.unfit[1]},
+                                   std::move(reference));
     } else if (site.op == Site::Op::kLoop) {
       step.report.status = "body";
       step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()),

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/graph/text.h"
 #include "ir/loop/extern_schema.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::compiler {
@@ -417,6 +418,13 @@ absl::StatusOr<IfBranches> ExtractIfBranches(const ir::loop::LoopProgram& progra
                         Standalone(*then_graph, kernel, outer_position, constants));
   KILN_ASSIGN_OR_RETURN(out.else_branch,
                         Standalone(*else_graph, kernel, outer_position, constants));
+  for (auto [branch, attr] : {std::pair{&out.then_branch, "then_branch"},
+                              std::pair{&out.else_branch, "else_branch"}}) {
+    auto it = node.attrs.find(absl::StrCat(ir::kAttrUnfitBranchPrefix, attr));
+    if (it != node.attrs.end() && std::holds_alternative<std::string>(it->second)) {
+      branch->unfit = EscapeForMessage(std::get<std::string>(it->second), 512);
+    }
+  }
   return out;
 }
 

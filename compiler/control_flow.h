@@ -34,6 +34,10 @@ struct IfBranch {
   ir::Graph graph;
   // Per input of `graph`: the buffer of the enclosing program bound to it.
   std::vector<int32_t> buffers;
+  // Why the branch cannot run with the model's input shapes, when the
+  // importer found so (ir::kAttrUnfitBranchPrefix); empty otherwise. Such
+  // a branch is not compiled.
+  std::string unfit;
 };
 struct IfBranches {
   IfBranch then_branch, else_branch;

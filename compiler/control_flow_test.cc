@@ -495,6 +495,81 @@ TEST(CompiledIf, BranchShapesFollowFromOuterShapes) {
   }
 }
 
+// y = If(c) then x * w (w f32[4]: x must be [N,4]) else x @ W (W f32[8,4]:
+// x must be [N,8]). For either binding of x, one branch cannot run.
+std::string OneBranchPerWidthIf() {
+  namespace ft = frontend::testing;
+  using TP = onnx::TensorProto;
+  ft::ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {std::string("N"), std::string("K")});
+  m.Input("c", TP::BOOL, {});
+  m.Initializer("w", {4}, {0.5f, -1.0f, 2.0f, 0.25f});
+  std::vector<float> big(32);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = 0.125f * static_cast<float>(i % 7) - 0.3f;
+  m.Initializer("W", {8, 4}, big);
+  onnx::NodeProto* node = m.Node("If", {"c"}, {"y"}, "if");
+  onnx::GraphProto* t = ft::AttrGraph(node, "then_branch");
+  t->set_name("then");
+  ft::AddNode(t, "Mul", {"x", "w"}, {"t_y"}, "t_mul");
+  ft::AddValueInfo(t->mutable_output(), "t_y", TP::FLOAT, {std::string("N"), int64_t{4}});
+  onnx::GraphProto* e = ft::AttrGraph(node, "else_branch");
+  e->set_name("else");
+  ft::AddNode(e, "MatMul", {"x", "W"}, {"e_y"}, "e_matmul");
+  ft::AddValueInfo(e->mutable_output(), "e_y", TP::FLOAT, {std::string("N"), int64_t{4}});
+  m.Node("Neg", {"y"}, {"out"}, "neg");
+  m.Output("out", TP::FLOAT, {std::string("N"), int64_t{4}});
+  return m.Bytes();
+}
+
+// The branch shape inference refuses for the bound shapes is not compiled:
+// taking it is InvalidArgument naming the If, the branch and the node, as
+// ONNX Runtime fails there too; the other branch runs compiled, with no
+// reference call, and what follows the If is typed from it.
+TEST(CompiledIf, BranchThatCannotRunWithTheBoundShapesIsNotCompiled) {
+  const std::string bytes = OneBranchPerWidthIf();
+  for (int64_t k : {int64_t{4}, int64_t{8}}) {
+    SCOPED_TRACE(absl::StrCat("K=", k));
+    CompileOptions o = Options();
+    o.input_shapes["x"] = {2, k};
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileBytes(bytes);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const CompileReport& report = (*model)->report();
+    EXPECT_EQ(CompiledCalls(**model), std::vector<std::string>{"If"}) << report.ToText();
+    EXPECT_EQ(report.reference_calls, 0) << report.ToText();
+    const bool fit = k == 4;  // the then branch's width
+    const std::string unfit = fit ? "else branch" : "then branch";
+    bool warned = false;
+    for (const std::string& w : report.warnings) warned = warned || absl::StrContains(w, unfit);
+    EXPECT_TRUE(warned) << report.ToText();
+    frontend::ImportOptions io;
+    io.fold_shapes = false;
+    io.input_shapes["x"] = {2, k};
+    absl::StatusOr<frontend::ImportResult> plain = frontend::ImportModelBytes(bytes, io);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const std::vector<ir::Tensor> good = {Random({2, k}, 90), Scalar<bool>(fit)};
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(plain->graph, good);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(good);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ((*got)[0].shape(), (ir::Shape{2, 4}));
+    interp::CompareResult r =
+        interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{1e-5, 1e-6, {}});
+    EXPECT_TRUE(r.ok) << r.message;
+    // The other branch: the reference fails too, and so does the model.
+    const std::vector<ir::Tensor> bad = {Random({2, k}, 91), Scalar<bool>(!fit)};
+    EXPECT_FALSE(interp::Run(plain->graph, bad).ok());
+    absl::StatusOr<std::vector<ir::Tensor>> failed = (*model)->Run(bad);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(failed.status().message(),
+                                  absl::StrCat("If 'if': its ", unfit, " cannot run")))
+        << failed.status();
+    EXPECT_TRUE(absl::StrContains(failed.status().message(), fit ? "MatMul" : "Mul"))
+        << failed.status();
+  }
+}
+
 // A branch reads an outer constant (a weight) and an outer input.
 constexpr char kIfReadingAConstant[] = R"(
 graph g(%x: f32[3,4], %c: bool[]) -> (%y) opset 13 {

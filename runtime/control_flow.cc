@@ -28,6 +28,11 @@ bool PlainStatic(const Buffer& b) {
   return b.IsRowMajor();
 }
 
+// What the step's refusals and errors call the node: its label.
+std::string NodeOf(const Kernel& kernel) {
+  return kernel.ops.empty() ? kernel.name : kernel.ops[0];
+}
+
 absl::Status Refuse(const Kernel& kernel, const std::string& why) {
   return absl::UnimplementedError(
       absl::StrCat("If '", kernel.name, "' stays a reference call: ", why));
@@ -35,9 +40,14 @@ absl::Status Refuse(const Kernel& kernel, const std::string& why) {
 
 class IfStep final : public ExternStep {
  public:
-  IfStep(int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
-         std::vector<int32_t> outputs, std::vector<std::optional<ir::Shape>> output_shapes)
-      : cond_(cond), outputs_(std::move(outputs)), output_shapes_(std::move(output_shapes)) {
+  IfStep(std::string name, int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
+         std::unique_ptr<ExternStep> reference, std::vector<int32_t> outputs,
+         std::vector<std::optional<ir::Shape>> output_shapes)
+      : name_(std::move(name)),
+        cond_(cond),
+        reference_(std::move(reference)),
+        outputs_(std::move(outputs)),
+        output_shapes_(std::move(output_shapes)) {
     branches_[0] = std::move(else_branch);
     branches_[1] = std::move(then_branch);
   }
@@ -45,6 +55,14 @@ class IfStep final : public ExternStep {
   absl::Status Run(absl::Span<void* const> buffers) const override {
     const bool cond = *static_cast<const bool*>(buffers[cond_]);
     const CompiledBranch& b = branches_[cond ? 1 : 0];
+    if (b.model == nullptr) {
+      absl::Status s = reference_->Run(buffers);
+      if (s.ok()) return s;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "If '", name_, "': its ", cond ? "then" : "else",
+          " branch cannot run with the input shapes this model was compiled for (", b.unfit,
+          "); on the reference interpreter: ", s.message()));
+    }
     std::vector<const void*> in(b.inputs.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = buffers[b.inputs[i]];
     std::vector<void*> out(outputs_.size());
@@ -53,8 +71,10 @@ class IfStep final : public ExternStep {
   }
 
  private:
+  std::string name_;
   int32_t cond_;
   CompiledBranch branches_[2];  // else, then
+  std::unique_ptr<ExternStep> reference_;  // for an unfit branch
   std::vector<int32_t> outputs_;
   // nullopt: an output of data-dependent shape (its buffer is the
   // ir::Tensor holding it).
@@ -78,7 +98,8 @@ bool Fits(const TensorInfo& info, const ir::Shape& shape) {
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& program,
                                                          const Kernel& kernel,
                                                          CompiledBranch then_branch,
-                                                         CompiledBranch else_branch) {
+                                                         CompiledBranch else_branch,
+                                                         std::unique_ptr<ExternStep> reference) {
   if (kernel.kind != Kernel::Kind::kExtern || kernel.call.inputs.empty()) {
     return InternalError("kernel '", kernel.name, "' is not an If call");
   }
@@ -100,6 +121,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   }
   for (const CompiledBranch* br : {&then_branch, &else_branch}) {
     const char* which = br == &then_branch ? "then" : "else";
+    if (br->model == nullptr && !br->unfit.empty() && reference != nullptr) continue;
     if (br->model == nullptr) return InternalError("If '", kernel.name, "': no ", which, " branch");
     const std::vector<TensorInfo>& ins = br->model->inputs();
     const std::vector<TensorInfo>& outs = br->model->outputs();
@@ -139,8 +161,8 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
     }
   }
   return std::unique_ptr<ExternStep>(std::make_unique<IfStep>(
-      kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
-      kernel.call.outputs, std::move(output_shapes)));
+      NodeOf(kernel), kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
+      std::move(reference), kernel.call.outputs, std::move(output_shapes)));
 }
 
 // ---- Loop and Scan.
@@ -163,11 +185,6 @@ int64_t NumElements(const ir::Shape& shape) {
 
 int64_t ByteSize(ir::DType dtype, const ir::Shape& shape) {
   return NumElements(shape) * static_cast<int64_t>(ir::DTypeSize(dtype));
-}
-
-// What the step's refusals and errors call the node: its label.
-std::string NodeOf(const Kernel& kernel) {
-  return kernel.ops.empty() ? kernel.name : kernel.ops[0];
 }
 
 absl::Status RefuseOp(const char* op, const Kernel& kernel, const std::string& why) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,10 +17,13 @@
 namespace kiln::runtime {
 
 // One branch: its executable (made by BuildExecutable) and the buffers of
-// the enclosing program bound to its inputs, in order.
+// the enclosing program bound to its inputs, in order. Or, with no model, a
+// branch left uncompiled because shape inference found that it cannot run
+// with the program's input shapes: `unfit` says why.
 struct CompiledBranch {
   std::shared_ptr<const CompiledModel> model;
   std::vector<int32_t> inputs;
+  std::string unfit;
 };
 
 // The step for extern kernel `kernel` of `program`, an If whose condition
@@ -30,11 +34,17 @@ struct CompiledBranch {
 // condition is one bool, every bound input buffer is row-major of static
 // shape, and each branch's interface fits the buffers: a static If output
 // takes a branch output of its shape, or one of data-dependent shape that
-// has it on each run (InvalidArgument otherwise).
+// has it on each run (InvalidArgument otherwise). An unfit branch (no
+// model) needs `reference`, the If's reference step: taking that branch
+// runs the If on the interpreter, and its error (the branch's shapes do not
+// fit, as ONNX Runtime reports too) comes back as InvalidArgument naming the
+// If, the branch and `unfit`; should the interpreter run it, its results
+// stand.
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const ir::loop::LoopProgram& program,
                                                          const ir::loop::Kernel& kernel,
                                                          CompiledBranch then_branch,
-                                                         CompiledBranch else_branch);
+                                                         CompiledBranch else_branch,
+                                                         std::unique_ptr<ExternStep> reference);
 
 // A Loop's operands, as buffers of the enclosing program (-1: absent).
 // The body's executable takes (iteration i64, condition bool, carried...,

@@ -4,6 +4,7 @@
 #include "frontend/onnx/fold_shapes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <deque>
@@ -13,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
@@ -930,6 +932,23 @@ bool StaticTensorType(const onnx::TypeProto& t) {
   return true;
 }
 
+// Whether every node output of `graph` has a static tensor type.
+bool EveryValueStatic(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> static_values;
+  for (const auto& list : {graph.input(), graph.value_info(), graph.output()}) {
+    for (const auto& v : list) {
+      if (StaticTensorType(v.type())) static_values.insert(v.name());
+    }
+  }
+  for (const auto& t : graph.initializer()) static_values.insert(t.name());
+  for (const auto& node : graph.node()) {
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !static_values.contains(out)) return false;
+    }
+  }
+  return true;
+}
+
 bool SameStaticType(const onnx::TypeProto& a, const onnx::TypeProto& b) {
   if (!StaticTensorType(a) || !StaticTensorType(b) ||
       a.tensor_type().elem_type() != b.tensor_type().elem_type()) {
@@ -1048,6 +1067,33 @@ bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::
   return true;
 }
 
+// The first node error of libonnx's shape inference in strict mode on
+// `model` (the non-strict inference the fold runs skips such nodes
+// silently), when it is a shape or type inference error; empty otherwise.
+std::string FirstInferenceError(const onnx::ModelProto& model) {
+  onnx::ModelProto copy = model;
+  try {
+    onnx::shape_inference::InferShapes(
+        copy, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type_val=*/false, /*strict_mode_val=*/1,
+                                    /*data_prop_val=*/false));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    // "[ShapeInferenceError] Inference error(s): (op_type:X, node name: Y):
+    // [ShapeInferenceError] ...\n(op_type:...": the first node's error.
+    const size_t first = what.find("(op_type:");
+    if (first == std::string::npos) return "";
+    what = what.substr(first);
+    what = what.substr(0, what.find('\n'));
+    if (!absl::StrContains(what, "[ShapeInferenceError]") &&
+        !absl::StrContains(what, "[TypeInferenceError]")) {
+      return "";
+    }
+    return what;
+  }
+  return "";
+}
+
 // Outer constants at most this large that a branch reads are given to its
 // fold as data, not only as types: shape arithmetic in branches reads them
 // (Slice bounds, Concat parts of a Reshape target, Gather indices).
@@ -1110,14 +1156,24 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       continue;
     }
     if (!node.domain().empty() || node.op_type() != "If") continue;
+    // Unfit branches found by an earlier call (and any such attribute the
+    // model brings) are kept: their fold would fail again.
+    absl::flat_hash_set<std::string> unfit;
+    for (const auto& a : node.attribute()) {
+      if (absl::StartsWith(a.name(), ir::kAttrUnfitBranchPrefix)) {
+        unfit.insert(a.name().substr(std::strlen(ir::kAttrUnfitBranchPrefix)));
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> found_unfit;  // branch, why
     for (auto& a : *node.mutable_attribute()) {
-      if (!a.has_g()) continue;
+      if (!a.has_g() || unfit.contains(a.name())) continue;
       onnx::GraphProto* branch = a.mutable_g();
       onnx::ModelProto alone;
       alone.set_ir_version(std::max<int64_t>(model->ir_version(), 4));
       *alone.mutable_opset_import() = model->opset_import();
       *alone.mutable_graph() = *branch;
       absl::flat_hash_set<std::string> reads, passed;
+      bool all_static = true;  // every outer value the branch reads
       for (const std::string& name : OuterScopeNames(*branch)) {
         if (reads.contains(name) || passed.contains(name)) continue;
         if (auto c = constants.find(name); c != constants.end()) {
@@ -1128,7 +1184,11 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
           continue;
         }
         auto it = outer.find(name);
-        if (it == outer.end()) continue;
+        if (it == outer.end()) {
+          all_static = false;
+          continue;
+        }
+        all_static = all_static && StaticTensorType(it->second);
         reads.insert(name);
         onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
         in->set_name(name);
@@ -1137,7 +1197,16 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       // Kept only when inference typed the whole folded branch.
       std::vector<std::string> failures;
       absl::StatusOr<FoldShapesStats> stats = FoldToFixpoint(&alone, sub_options, &failures);
-      if (!stats.ok() || !failures.empty() || !EveryValueTyped(alone.graph())) continue;
+      const bool typed = stats.ok() && failures.empty() && EveryValueTyped(alone.graph());
+      // Inference refusing a branch whose outer values all have static
+      // types: the branch cannot run with these shapes (silero VAD's
+      // 8 kHz branch given a 16 kHz chunk: its LSTM input gets rank 5).
+      if (stats.ok() && all_static && (!typed || !EveryValueStatic(alone.graph()))) {
+        std::string why = stats->inference_error;
+        if (why.empty()) why = FirstInferenceError(alone);
+        if (!why.empty()) found_unfit.emplace_back(a.name(), why);
+      }
+      if (!typed) continue;
       inlined += stats->inlined_ifs;
       onnx::GraphProto* folded = alone.mutable_graph();
       for (int o = 0; o < branch->output_size() && o < folded->output_size(); ++o) {
@@ -1159,6 +1228,34 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
         return reads.contains(v.name()) || passed.contains(v.name());
       });
       branch->mutable_value_info()->Swap(folded->mutable_value_info());
+    }
+    for (const auto& [name, why] : found_unfit) {
+      onnx::AttributeProto* attr = node.add_attribute();
+      attr->set_name(absl::StrCat(ir::kAttrUnfitBranchPrefix, name));
+      attr->set_type(onnx::AttributeProto::STRING);
+      attr->set_s(absl::StrCat("ONNX shape inference: ", why));
+      unfit.insert(name);
+    }
+    // An unfit branch never yields values: it takes the other branch's
+    // static output types, so the If's outputs are typed from that branch.
+    if (unfit.size() == 1) {
+      onnx::GraphProto* fit = nullptr;
+      onnx::GraphProto* bad = nullptr;
+      for (auto& a : *node.mutable_attribute()) {
+        if (!a.has_g()) continue;
+        (unfit.contains(a.name()) ? bad : fit) = a.mutable_g();
+      }
+      if (fit != nullptr && bad != nullptr && fit->output_size() == bad->output_size()) {
+        for (int o = 0; o < fit->output_size(); ++o) {
+          const onnx::TypeProto* t = TypeIn(*fit, fit->output(o).name());
+          if (t == nullptr || !StaticTensorType(*t) ||
+              SameStaticType(*t, bad->output(o).type())) {
+            continue;
+          }
+          *bad->mutable_output(o)->mutable_type() = *t;
+          ++*retyped;
+        }
+      }
     }
   }
   return inlined;
@@ -1183,8 +1280,9 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
                                       /*strict_mode_val=*/0,
                                       /*data_prop_val=*/options.data_propagation));
     } catch (const std::exception& e) {
+      stats.inference_error = OneLine(e.what());
       warnings->push_back(absl::StrCat(
-          "ONNX shape inference failed (", OneLine(e.what()),
+          "ONNX shape inference failed (", stats.inference_error,
           "); values it did not reach keep their declared shapes"));
       return stats;
     }
