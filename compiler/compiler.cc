@@ -26,6 +26,7 @@
 #include "compiler/report.h"
 #include "compiler/specializing_model.h"
 #include "frontend/onnx/importer.h"
+#include "interp/interpreter.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
 #include "ir/status_macros.h"
@@ -120,6 +121,31 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
                                         CompileReport report, int depth,
                                         std::vector<Prepared>* batch);
 
+// A branch the importer found unfit for the input shapes (`why`), checked
+// on the reference interpreter, the judge of what runs: on zeros of its
+// inputs' static types it must fail too. Returns `why` with the
+// interpreter's error, or empty when the interpreter runs it (libonnx
+// refused a node the interpreter takes): then the branch is compiled.
+// libonnx's inference never sees the inputs' values, so its refusal holds
+// for any data; the run on zeros only guards against its being stricter
+// than the interpreter.
+std::string ConfirmUnfit(const ir::Graph& branch, const std::string& why) {
+  std::vector<ir::Tensor> zeros;
+  for (ir::ValueId in : branch.inputs()) {
+    const ir::Value& v = branch.value(in);
+    if (!v.shape_known) return why;
+    for (int64_t d : v.shape) {
+      if (d < 0) return why;
+    }
+    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(v.dtype, v.shape, "a branch input");
+    if (!t.ok()) return why;
+    zeros.push_back(*std::move(t));
+  }
+  absl::StatusOr<std::vector<ir::Tensor>> ran = interp::Run(branch, zeros);
+  if (ran.ok()) return "";
+  return absl::StrCat(why, "; on the reference interpreter: ", ran.status().message());
+}
+
 // `graph`, the subgraph `what` ("then", "body") of kernel `kernel`,
 // prepared into `batch`; its index there.
 absl::StatusOr<int> PrepareSubgraph(const CompileOptions& options, const std::string& model,
@@ -198,13 +224,14 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
     bool ok = true;
     for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
       const char* which = b == &branches->then_branch ? "then" : "else";
+      if (!b->unfit.empty()) b->unfit = ConfirmUnfit(b->graph, b->unfit);
       if (!b->unfit.empty()) {
         // It cannot run with these shapes: nothing to compile; taking it
-        // runs the If on the reference, which reports why.
+        // is an error saying why.
         site.models.push_back(-1);
         site.unfit[b == &branches->then_branch ? 0 : 1] = b->unfit;
         p.report.warnings.push_back(absl::StrCat(
-            "If '", kernel.name, "': its ", which,
+            "If '", kernel.ops.empty() ? kernel.name : kernel.ops[0], "': its ", which,
             " branch cannot run with the input shapes the model is compiled for (", b->unfit,
             "); it is not compiled, and taking it fails"));
         continue;
@@ -365,20 +392,9 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
                                   site.unfit[k], ")");
       };
       step.report.reason = absl::StrCat("then: ", summary(0), "; else: ", summary(1));
-      std::unique_ptr<runtime::ExternStep> reference;
-      if (models[0] == nullptr || models[1] == nullptr) {
-        absl::StatusOr<std::unique_ptr<runtime::ExternStep>> r =
-            runtime::CreateReferenceStep(program, kernel);
-        if (!r.ok()) {
-          p.report.warnings.push_back(std::string(r.status().message()));
-          continue;
-        }
-        reference = *std::move(r);
-      }
       made = runtime::CreateIfStep(program, kernel,
                                    {models[0], site.then_buffers, site.unfit[0]},
-                                   {models[1], site.else_buffers, site.unfit[1]},
-                                   std::move(reference));
+                                   {models[1], site.else_buffers, site.unfit[1]});
     } else if (site.op == Site::Op::kLoop) {
       step.report.status = "body";
       step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()),

@@ -41,11 +41,9 @@ absl::Status Refuse(const Kernel& kernel, const std::string& why) {
 class IfStep final : public ExternStep {
  public:
   IfStep(std::string name, int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
-         std::unique_ptr<ExternStep> reference, std::vector<int32_t> outputs,
-         std::vector<std::optional<ir::Shape>> output_shapes)
+         std::vector<int32_t> outputs, std::vector<std::optional<ir::Shape>> output_shapes)
       : name_(std::move(name)),
         cond_(cond),
-        reference_(std::move(reference)),
         outputs_(std::move(outputs)),
         output_shapes_(std::move(output_shapes)) {
     branches_[0] = std::move(else_branch);
@@ -56,12 +54,9 @@ class IfStep final : public ExternStep {
     const bool cond = *static_cast<const bool*>(buffers[cond_]);
     const CompiledBranch& b = branches_[cond ? 1 : 0];
     if (b.model == nullptr) {
-      absl::Status s = reference_->Run(buffers);
-      if (s.ok()) return s;
       return absl::InvalidArgumentError(absl::StrCat(
           "If '", name_, "': its ", cond ? "then" : "else",
-          " branch cannot run with the input shapes this model was compiled for (", b.unfit,
-          "); on the reference interpreter: ", s.message()));
+          " branch cannot run with the input shapes this model was compiled for: ", b.unfit));
     }
     std::vector<const void*> in(b.inputs.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = buffers[b.inputs[i]];
@@ -74,7 +69,6 @@ class IfStep final : public ExternStep {
   std::string name_;
   int32_t cond_;
   CompiledBranch branches_[2];  // else, then
-  std::unique_ptr<ExternStep> reference_;  // for an unfit branch
   std::vector<int32_t> outputs_;
   // nullopt: an output of data-dependent shape (its buffer is the
   // ir::Tensor holding it).
@@ -98,8 +92,7 @@ bool Fits(const TensorInfo& info, const ir::Shape& shape) {
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& program,
                                                          const Kernel& kernel,
                                                          CompiledBranch then_branch,
-                                                         CompiledBranch else_branch,
-                                                         std::unique_ptr<ExternStep> reference) {
+                                                         CompiledBranch else_branch) {
   if (kernel.kind != Kernel::Kind::kExtern || kernel.call.inputs.empty()) {
     return InternalError("kernel '", kernel.name, "' is not an If call");
   }
@@ -121,7 +114,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   }
   for (const CompiledBranch* br : {&then_branch, &else_branch}) {
     const char* which = br == &then_branch ? "then" : "else";
-    if (br->model == nullptr && !br->unfit.empty() && reference != nullptr) continue;
+    if (br->model == nullptr && !br->unfit.empty()) continue;
     if (br->model == nullptr) return InternalError("If '", kernel.name, "': no ", which, " branch");
     const std::vector<TensorInfo>& ins = br->model->inputs();
     const std::vector<TensorInfo>& outs = br->model->outputs();
@@ -162,7 +155,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   }
   return std::unique_ptr<ExternStep>(std::make_unique<IfStep>(
       NodeOf(kernel), kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
-      std::move(reference), kernel.call.outputs, std::move(output_shapes)));
+      kernel.call.outputs, std::move(output_shapes)));
 }
 
 // ---- Loop and Scan.

@@ -34,17 +34,12 @@ struct CompiledBranch {
 // condition is one bool, every bound input buffer is row-major of static
 // shape, and each branch's interface fits the buffers: a static If output
 // takes a branch output of its shape, or one of data-dependent shape that
-// has it on each run (InvalidArgument otherwise). An unfit branch (no
-// model) needs `reference`, the If's reference step: taking that branch
-// runs the If on the interpreter, and its error (the branch's shapes do not
-// fit, as ONNX Runtime reports too) comes back as InvalidArgument naming the
-// If, the branch and `unfit`; should the interpreter run it, its results
-// stand.
+// has it on each run (InvalidArgument otherwise). Taking an unfit branch
+// (no model) is InvalidArgument naming the If, the branch and `unfit`.
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const ir::loop::LoopProgram& program,
                                                          const ir::loop::Kernel& kernel,
                                                          CompiledBranch then_branch,
-                                                         CompiledBranch else_branch,
-                                                         std::unique_ptr<ExternStep> reference);
+                                                         CompiledBranch else_branch);
 
 // A Loop's operands, as buffers of the enclosing program (-1: absent).
 // The body's executable takes (iteration i64, condition bool, carried...,

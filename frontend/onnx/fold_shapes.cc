@@ -1070,11 +1070,11 @@ bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::
 // The first node error of libonnx's shape inference in strict mode on
 // `model` (the non-strict inference the fold runs skips such nodes
 // silently), when it is a shape or type inference error; empty otherwise.
-std::string FirstInferenceError(const onnx::ModelProto& model) {
-  onnx::ModelProto copy = model;
+// `model`'s value types may gain what the strict run infers.
+std::string FirstInferenceError(onnx::ModelProto* model) {
   try {
     onnx::shape_inference::InferShapes(
-        copy, onnx::OpSchemaRegistry::Instance(),
+        *model, onnx::OpSchemaRegistry::Instance(),
         onnx::ShapeInferenceOptions(/*check_type_val=*/false, /*strict_mode_val=*/1,
                                     /*data_prop_val=*/false));
   } catch (const std::exception& e) {
@@ -1203,7 +1203,7 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       // 8 kHz branch given a 16 kHz chunk: its LSTM input gets rank 5).
       if (stats.ok() && all_static && (!typed || !EveryValueStatic(alone.graph()))) {
         std::string why = stats->inference_error;
-        if (why.empty()) why = FirstInferenceError(alone);
+        if (why.empty()) why = FirstInferenceError(&alone);
         if (!why.empty()) found_unfit.emplace_back(a.name(), why);
       }
       if (!typed) continue;
@@ -1313,9 +1313,27 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
 
 }  // namespace
 
+namespace {
+
+// Drops the unfit-branch marks a model brings: only the fold sets them.
+void DropUnfitMarks(onnx::GraphProto* graph) {
+  for (onnx::NodeProto& node : *graph->mutable_node()) {
+    RemoveIf(node.mutable_attribute(), [](const onnx::AttributeProto& a) {
+      return absl::StartsWith(a.name(), ir::kAttrUnfitBranchPrefix);
+    });
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) DropUnfitMarks(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) DropUnfitMarks(&sub);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
     onnx::ModelProto* model, const FoldShapesOptions& options,
     std::vector<std::string>* warnings) {
+  DropUnfitMarks(model->mutable_graph());
   return FoldToFixpoint(model, options, warnings);
 }
 
