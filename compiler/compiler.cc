@@ -27,6 +27,7 @@
 #include "compiler/report.h"
 #include "compiler/specializing_model.h"
 #include "frontend/onnx/importer.h"
+#include "interp/interpreter.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
 #include "ir/status_macros.h"
@@ -61,6 +62,9 @@ struct Prepared {
     // Indices into the batch: If: then, else; Loop, Scan: the body.
     std::vector<int> models;
     std::vector<int32_t> then_buffers, else_buffers;  // If
+    // If: per branch (then, else), why it is left uncompiled (its model
+    // index is then -1); empty for a compiled branch.
+    std::string unfit[2];
     runtime::LoopCall loop;
     runtime::ScanCall scan;
   };
@@ -118,6 +122,31 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
                                         CompileReport report, int depth,
                                         std::vector<Prepared>* batch);
 
+// A branch the importer found unfit for the input shapes (`why`), checked
+// on the reference interpreter, the judge of what runs: on zeros of its
+// inputs' static types it must fail too. Returns `why` with the
+// interpreter's error, or empty when the interpreter runs it (libonnx
+// refused a node the interpreter takes): then the branch is compiled.
+// libonnx's inference never sees the inputs' values, so its refusal holds
+// for any data; the run on zeros only guards against its being stricter
+// than the interpreter.
+std::string ConfirmUnfit(const ir::Graph& branch, const std::string& why) {
+  std::vector<ir::Tensor> zeros;
+  for (ir::ValueId in : branch.inputs()) {
+    const ir::Value& v = branch.value(in);
+    if (!v.shape_known) return why;
+    for (int64_t d : v.shape) {
+      if (d < 0) return why;
+    }
+    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(v.dtype, v.shape, "a branch input");
+    if (!t.ok()) return why;
+    zeros.push_back(*std::move(t));
+  }
+  absl::StatusOr<std::vector<ir::Tensor>> ran = interp::Run(branch, zeros);
+  if (ran.ok()) return "";
+  return absl::StrCat(why, "; on the reference interpreter: ", ran.status().message());
+}
+
 // `graph`, the subgraph `what` ("then", "body") of kernel `kernel`,
 // prepared into `batch`; its index there.
 absl::StatusOr<int> PrepareSubgraph(const CompileOptions& options, const std::string& model,
@@ -153,7 +182,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       site.kernel = static_cast<int>(k);
       absl::StatusOr<ir::Graph> body = absl::UnknownError("");
       if (op == "Loop") {
-        absl::StatusOr<compiler::LoopBody> loop = compiler::ExtractLoopBody(program, kernel);
+        absl::StatusOr<compiler::LoopBody> loop =
+            compiler::ExtractLoopBody(program, p.program.module.constants, kernel);
         if (loop.ok()) {
           body = std::move(loop->graph);
           site.loop = std::move(loop->call);
@@ -161,7 +191,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
           body = loop.status();
         }
       } else {
-        absl::StatusOr<compiler::ScanBody> scan = compiler::ExtractScanBody(program, kernel);
+        absl::StatusOr<compiler::ScanBody> scan =
+            compiler::ExtractScanBody(program, p.program.module.constants, kernel);
         if (scan.ok()) {
           body = std::move(scan->graph);
           site.scan = std::move(scan->call);
@@ -185,7 +216,8 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       continue;
     }
     if (op != "If") continue;
-    absl::StatusOr<compiler::IfBranches> branches = compiler::ExtractIfBranches(program, kernel);
+    absl::StatusOr<compiler::IfBranches> branches =
+        compiler::ExtractIfBranches(program, p.program.module.constants, kernel);
     if (!branches.ok()) continue;
     Site site;
     site.op = Site::Op::kIf;
@@ -193,6 +225,18 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
     bool ok = true;
     for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
       const char* which = b == &branches->then_branch ? "then" : "else";
+      if (!b->unfit.empty()) b->unfit = ConfirmUnfit(b->graph, b->unfit);
+      if (!b->unfit.empty()) {
+        // It cannot run with these shapes: nothing to compile; taking it
+        // is an error saying why.
+        site.models.push_back(-1);
+        site.unfit[b == &branches->then_branch ? 0 : 1] = b->unfit;
+        p.report.warnings.push_back(absl::StrCat(
+            "If '", kernel.ops.empty() ? kernel.name : kernel.ops[0], "': its ", which,
+            " branch cannot run with the input shapes the model is compiled for (", b->unfit,
+            "); it is not compiled, and taking it fails"));
+        continue;
+      }
       absl::StatusOr<int> index =
           PrepareSubgraph(options, model, kernel, which, std::move(b->graph), depth, batch);
       if (!index.ok()) {
@@ -207,17 +251,26 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
       (b == &branches->then_branch ? site.then_buffers : site.else_buffers) =
           std::move(b->buffers);
     }
-    if (ok) p.sites.push_back(std::move(site));
+    // Both unfit: nothing compiled, the If stays a reference call.
+    if (ok && (site.models[0] >= 0 || site.models[1] >= 0)) p.sites.push_back(std::move(site));
   }
   batch->push_back(std::move(p));
   return static_cast<int>(batch->size()) - 1;
 }
 
-// What a compiled If's, Loop's or Scan's report line says of a subgraph.
+// What a compiled If's, Loop's or Scan's report line says of a subgraph;
+// with reference calls, why the first one is one (in a branch typed from
+// the outer shapes, a shape that depends on run-time data).
 std::string BranchSummary(const CompileReport& r) {
-  return absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
-                      " vectorized), ", r.library_calls, " library calls (",
-                      r.reference_calls, " reference)");
+  std::string s = absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
+                               " vectorized), ", r.library_calls, " library calls (",
+                               r.reference_calls, " reference)");
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "reference" || k.reason.empty()) continue;
+    absl::StrAppend(&s, " [first reference call: ", k.reason, "]");
+    break;
+  }
+  return s;
 }
 
 // Every program of the batch in one LoopProgram: buffers and kernels
@@ -298,6 +351,7 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
                                                   : "Scan";
     bool built = true;
     for (int m : site.models) {
+      if (m < 0) continue;  // an unfit branch
       absl::StatusOr<std::unique_ptr<CompiledModel>>& r = (*results)[m];
       if (!r.ok() || *r == nullptr) {
         p.report.warnings.push_back(absl::StrCat(
@@ -311,6 +365,10 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
     if (!built) continue;
     std::vector<std::shared_ptr<const CompiledModel>> models;
     for (int m : site.models) {
+      if (m < 0) {
+        models.emplace_back(nullptr);
+        continue;
+      }
       models.emplace_back(std::move(*(*results)[m]));
       (*results)[m] = InternalError("model taken as a subgraph");
     }
@@ -321,16 +379,23 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
     step.report.vectorized = true;
     step.report.call = op;
     for (const auto& m : models) {
+      if (m == nullptr) continue;
       step.reference_calls += m->report().reference_calls;
       step.fallback_calls += m->report().fallback_calls;
     }
     absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made;
     if (site.op == Site::Op::kIf) {
       step.report.status = "branches";
-      step.report.reason = absl::StrCat("then: ", BranchSummary(models[0]->report()),
-                                        "; else: ", BranchSummary(models[1]->report()));
-      made = runtime::CreateIfStep(program, kernel, {models[0], site.then_buffers},
-                                   {models[1], site.else_buffers});
+      auto summary = [&](int k) {
+        return models[k] != nullptr
+                   ? BranchSummary(models[k]->report())
+                   : absl::StrCat("not compiled, cannot run with these input shapes (",
+                                  site.unfit[k], ")");
+      };
+      step.report.reason = absl::StrCat("then: ", summary(0), "; else: ", summary(1));
+      made = runtime::CreateIfStep(program, kernel,
+                                   {models[0], site.then_buffers, site.unfit[0]},
+                                   {models[1], site.else_buffers, site.unfit[1]});
     } else if (site.op == Site::Op::kLoop) {
       step.report.status = "body";
       step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()),

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/graph/text.h"
 #include "ir/loop/extern_schema.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::compiler {
@@ -19,10 +20,23 @@ namespace {
 
 using ir::loop::Kernel;
 
-// `branch` with its captures turned into inputs; `outer_position` maps an
-// outer name to the call input it arrives as.
+// The data of buffer `b` when it is a constant buffer of `value`'s type
+// (the captured value it binds); nullptr otherwise.
+std::shared_ptr<const ir::Tensor> ConstantCapture(const ConstantBuffers& constants, int32_t b,
+                                                  const ir::Value& value) {
+  auto it = constants.find(b);
+  if (it == constants.end() || it->second == nullptr) return nullptr;
+  const ir::Tensor& t = *it->second;
+  if (t.dtype() != value.dtype || !value.shape_known || t.shape() != value.shape) return nullptr;
+  return it->second;
+}
+
+// `branch` with its captures turned into constants (of constant buffers)
+// or inputs; `outer_position` maps an outer name to the call input it
+// arrives as.
 absl::StatusOr<IfBranch> Standalone(const ir::Graph& branch, const Kernel& kernel,
-                                    const absl::flat_hash_map<std::string, int>& outer_position) {
+                                    const absl::flat_hash_map<std::string, int>& outer_position,
+                                    const ConstantBuffers& constants) {
   if (!branch.inputs().empty()) {
     return absl::UnimplementedError(
         absl::StrCat("If '", kernel.name, "': branch '", branch.name(), "' takes inputs"));
@@ -49,8 +63,13 @@ absl::StatusOr<IfBranch> Standalone(const ir::Graph& branch, const Kernel& kerne
       return InternalError("If '", kernel.name, "': captured value '", c.outer_name,
                            "' is not an input of its call");
     }
+    const int32_t b = kernel.call.inputs[it->second];
+    if (auto data = ConstantCapture(constants, b, g.value(c.inner))) {
+      g.SetConstant(c.inner, std::move(data));
+      continue;
+    }
     g.AddInput(c.inner);
-    out.buffers.push_back(kernel.call.inputs[it->second]);
+    out.buffers.push_back(b);
   }
   return out;
 }
@@ -71,12 +90,13 @@ bool Static(const ir::Value& v) {
 }
 
 // `sub` as a graph of its own: its formal inputs (typed by `formal` where
-// it leaves them open), then its captures as inputs; `capture_buffers`
-// gets the buffer of the enclosing program bound to each capture.
+// it leaves them open), then its captures as inputs, those of constant
+// buffers as constants; `capture_buffers` gets the buffer of the enclosing
+// program bound to each capture input.
 absl::StatusOr<ir::Graph> WithCapturesAsInputs(
     const ir::Graph& sub, const Kernel& kernel, const char* op,
     const absl::flat_hash_map<std::string, int>& outer_position,
-    const std::vector<std::optional<FormalType>>& formal,
+    const std::vector<std::optional<FormalType>>& formal, const ConstantBuffers& constants,
     std::vector<int32_t>* capture_buffers) {
   if (sub.inputs().size() != formal.size()) {
     return absl::InvalidArgumentError(absl::StrCat(op, " '", kernel.name, "': its body takes ",
@@ -117,8 +137,13 @@ absl::StatusOr<ir::Graph> WithCapturesAsInputs(
       return InternalError(op, " '", kernel.name, "': captured value '", c.outer_name,
                            "' is not an input of its call");
     }
+    const int32_t b = kernel.call.inputs[it->second];
+    if (auto data = ConstantCapture(constants, b, g.value(c.inner))) {
+      g.SetConstant(c.inner, std::move(data));
+      continue;
+    }
     g.AddInput(c.inner);
-    capture_buffers->push_back(kernel.call.inputs[it->second]);
+    capture_buffers->push_back(b);
   }
   return g;
 }
@@ -219,6 +244,7 @@ std::string ReferenceCallOp(const Kernel& kernel) {
 }
 
 absl::StatusOr<LoopBody> ExtractLoopBody(const ir::loop::LoopProgram& program,
+                                         const ConstantBuffers& constants,
                                          const Kernel& kernel) {
   KILN_ASSIGN_OR_RETURN(const ir::Graph call, ReferenceCallOf(kernel, "Loop"));
   const ir::Node& node = call.nodes()[0];
@@ -257,11 +283,12 @@ absl::StatusOr<LoopBody> ExtractLoopBody(const ir::loop::LoopProgram& program,
   }
   c.cond_passed_through = PassesThrough(*body, 0, 1);
   KILN_ASSIGN_OR_RETURN(out.graph, WithCapturesAsInputs(*body, kernel, "Loop", ops.outer_position,
-                                                        formal, &c.captures));
+                                                        formal, constants, &c.captures));
   return out;
 }
 
 absl::StatusOr<ScanBody> ExtractScanBody(const ir::loop::LoopProgram& program,
+                                         const ConstantBuffers& constants,
                                          const Kernel& kernel) {
   KILN_ASSIGN_OR_RETURN(const ir::Graph call, ReferenceCallOf(kernel, "Scan"));
   const ir::Node& node = call.nodes()[0];
@@ -353,11 +380,12 @@ absl::StatusOr<ScanBody> ExtractScanBody(const ir::loop::LoopProgram& program,
     }
   }
   KILN_ASSIGN_OR_RETURN(out.graph, WithCapturesAsInputs(*body, kernel, "Scan", ops.outer_position,
-                                                        formal, &c.captures));
+                                                        formal, constants, &c.captures));
   return out;
 }
 
 absl::StatusOr<IfBranches> ExtractIfBranches(const ir::loop::LoopProgram& program,
+                                             const ConstantBuffers& constants,
                                              const Kernel& kernel) {
   (void)program;
   if (!ir::loop::IsReferenceCall(kernel)) {
@@ -386,8 +414,17 @@ absl::StatusOr<IfBranches> ExtractIfBranches(const ir::loop::LoopProgram& progra
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ir::Graph> else_graph,
                         node.Attr<std::shared_ptr<const ir::Graph>>("else_branch"));
   IfBranches out;
-  KILN_ASSIGN_OR_RETURN(out.then_branch, Standalone(*then_graph, kernel, outer_position));
-  KILN_ASSIGN_OR_RETURN(out.else_branch, Standalone(*else_graph, kernel, outer_position));
+  KILN_ASSIGN_OR_RETURN(out.then_branch,
+                        Standalone(*then_graph, kernel, outer_position, constants));
+  KILN_ASSIGN_OR_RETURN(out.else_branch,
+                        Standalone(*else_graph, kernel, outer_position, constants));
+  for (auto [branch, attr] : {std::pair{&out.then_branch, "then_branch"},
+                              std::pair{&out.else_branch, "else_branch"}}) {
+    auto it = node.attrs.find(absl::StrCat(ir::kAttrUnfitBranchPrefix, attr));
+    if (it != node.attrs.end() && std::holds_alternative<std::string>(it->second)) {
+      branch->unfit = EscapeForMessage(std::get<std::string>(it->second), 512);
+    }
+  }
   return out;
 }
 

@@ -1,7 +1,8 @@
 // File: compiler/control_flow_test.cc — compiled Loop and Scan (decision
 // 0043) against the reference interpreter: carried state, run-time trip
 // counts and conditions, scan outputs, an If inside a Loop, the iteration
-// limit, and the forms that stay reference calls with the report's reason.
+// limit, and the forms that stay reference calls with the report's reason;
+// If branches typed from the outer scope's shapes (decision 0053).
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -10,12 +11,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backends/onednn/layout_oracle.h"
 #include "compiler/compiler.h"
+#include "compiler/control_flow.h"
+#include "compiler/pipeline.h"
 #include "compiler/test_util.h"
+#include "frontend/onnx/importer.h"
+#include "frontend/onnx/test_models.h"
 #include "gtest/gtest.h"
 #include "interp/compare.h"
 #include "interp/interpreter.h"
 #include "ir/graph/text.h"
+#include "isa/isa.h"
 
 namespace kiln {
 namespace {
@@ -386,6 +393,240 @@ TEST(CompiledScan, BatchedScan8MatchesReference) {
   EXPECT_EQ(CompiledCalls(*model), std::vector<std::string>{"Scan"})
       << model->report().ToText();
   ExpectSameAsReference(*model, kScan8, {Random({2, 4}, 50), Random({2, 3, 4}, 51)});
+}
+
+// An If on a run-time condition whose branches compute shapes from outer
+// values' shapes, as exported streaming models do (silero VAD's LSTM
+// state): then: y = Reshape(x * w, Concat(Slice(Shape(h), 1, 2), [-1])),
+// hn = Concat(Unsqueeze(Tanh(h[1])), Unsqueeze(h[0])); else: y = x - w,
+// hn = Concat(Unsqueeze(ConstantOfShape(Concat(Shape(x)[:1], [3]))),
+// Unsqueeze(Sigmoid(h[1]))). Each branch declares its outputs with the
+// exporter's symbolic dim ("batch"), which only the outer shapes fix.
+std::string ShapeFromOuterScopeIf() {
+  namespace ft = frontend::testing;
+  using TP = onnx::TensorProto;
+  ft::ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {std::string("N"), int64_t{4}});
+  m.Input("h", TP::FLOAT, {int64_t{2}, std::string("N"), int64_t{3}});
+  m.Input("c", TP::BOOL, {});
+  m.Initializer("w", {4}, {0.5f, -1.0f, 2.0f, 0.25f});
+  ft::FillInt64s(m.graph()->add_initializer(), "i0", {}, {0});
+  ft::FillInt64s(m.graph()->add_initializer(), "i1", {}, {1});
+  ft::FillInt64s(m.graph()->add_initializer(), "ax0", {1}, {0});
+  ft::FillInt64s(m.graph()->add_initializer(), "one", {1}, {1});
+  ft::FillInt64s(m.graph()->add_initializer(), "two", {1}, {2});
+  ft::FillInt64s(m.graph()->add_initializer(), "three", {1}, {3});
+  ft::FillInt64s(m.graph()->add_initializer(), "minus1", {1}, {-1});
+  onnx::NodeProto* node = m.Node("If", {"c"}, {"y", "hn"}, "if");
+  onnx::GraphProto* t = ft::AttrGraph(node, "then_branch");
+  t->set_name("then");
+  ft::AddNode(t, "Mul", {"x", "w"}, {"t_xw"}, "t_mul");
+  ft::AddNode(t, "Shape", {"h"}, {"t_sh"}, "t_shape");
+  ft::AddNode(t, "Slice", {"t_sh", "one", "two"}, {"t_n"}, "t_slice");
+  ft::AttrInt(ft::AddNode(t, "Concat", {"t_n", "minus1"}, {"t_target"}, "t_target"), "axis", 0);
+  ft::AddNode(t, "Reshape", {"t_xw", "t_target"}, {"t_y"}, "t_reshape");
+  ft::AddNode(t, "Gather", {"h", "i0"}, {"t_h0"}, "t_g0");
+  ft::AddNode(t, "Gather", {"h", "i1"}, {"t_h1"}, "t_g1");
+  ft::AddNode(t, "Tanh", {"t_h1"}, {"t_a"}, "t_tanh");
+  ft::AddNode(t, "Unsqueeze", {"t_a", "ax0"}, {"t_u0"}, "t_u0");
+  ft::AddNode(t, "Unsqueeze", {"t_h0", "ax0"}, {"t_u1"}, "t_u1");
+  ft::AttrInt(ft::AddNode(t, "Concat", {"t_u0", "t_u1"}, {"t_hn"}, "t_concat"), "axis", 0);
+  ft::AddValueInfo(t->mutable_output(), "t_y", TP::FLOAT, {std::string("batch"), int64_t{4}});
+  ft::AddValueInfo(t->mutable_output(), "t_hn", TP::FLOAT,
+                   {int64_t{2}, std::string("batch"), int64_t{3}});
+  onnx::GraphProto* e = ft::AttrGraph(node, "else_branch");
+  e->set_name("else");
+  ft::AddNode(e, "Sub", {"x", "w"}, {"e_y"}, "e_sub");
+  ft::AddNode(e, "Shape", {"x"}, {"e_sh"}, "e_shape");
+  ft::AddNode(e, "Slice", {"e_sh", "ax0", "one"}, {"e_n"}, "e_slice");
+  ft::AttrInt(ft::AddNode(e, "Concat", {"e_n", "three"}, {"e_zs"}, "e_zs"), "axis", 0);
+  ft::AddNode(e, "ConstantOfShape", {"e_zs"}, {"e_z"}, "e_zeros");
+  ft::AddNode(e, "Gather", {"h", "i1"}, {"e_h1"}, "e_g1");
+  ft::AddNode(e, "Sigmoid", {"e_h1"}, {"e_s"}, "e_sigmoid");
+  ft::AddNode(e, "Unsqueeze", {"e_z", "ax0"}, {"e_u0"}, "e_u0");
+  ft::AddNode(e, "Unsqueeze", {"e_s", "ax0"}, {"e_u1"}, "e_u1");
+  ft::AttrInt(ft::AddNode(e, "Concat", {"e_u0", "e_u1"}, {"e_hn"}, "e_concat"), "axis", 0);
+  ft::AddValueInfo(e->mutable_output(), "e_y", TP::FLOAT, {std::string("batch"), int64_t{4}});
+  ft::AddValueInfo(e->mutable_output(), "e_hn", TP::FLOAT,
+                   {int64_t{2}, std::string("batch"), int64_t{3}});
+  m.Node("Relu", {"y"}, {"out"}, "relu");
+  m.Output("out", TP::FLOAT, {std::string("N"), int64_t{4}});
+  m.Output("hn", TP::FLOAT, {int64_t{2}, std::string("N"), int64_t{3}});
+  return m.Bytes();
+}
+
+TEST(CompiledIf, BranchShapesFollowFromOuterShapes) {
+  const std::string bytes = ShapeFromOuterScopeIf();
+  for (int64_t n : {int64_t{1}, int64_t{3}}) {
+    SCOPED_TRACE(absl::StrCat("N=", n));
+    CompileOptions o = Options();
+    o.input_shapes["x"] = {n, 4};
+    o.input_shapes["h"] = {2, n, 3};
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileBytes(bytes);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const CompileReport& report = (*model)->report();
+    EXPECT_EQ(CompiledCalls(**model), std::vector<std::string>{"If"}) << report.ToText();
+    // Both branches and what follows the If are static: no reference call.
+    EXPECT_EQ(report.reference_calls, 0) << report.ToText();
+    // The oracle: the reference interpreter on the model imported without
+    // shape folding (its branches as the model wrote them).
+    frontend::ImportOptions io;
+    io.fold_shapes = false;
+    io.input_shapes["x"] = {n, 4};
+    io.input_shapes["h"] = {2, n, 3};
+    absl::StatusOr<frontend::ImportResult> plain = frontend::ImportModelBytes(bytes, io);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    for (bool c : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("c=", c));
+      const std::vector<ir::Tensor> in = {Random({n, 4}, 60 + n), Random({2, n, 3}, 70 + n),
+                                          Scalar<bool>(c)};
+      absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(plain->graph, in);
+      ASSERT_TRUE(want.ok()) << want.status();
+      absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), 2u);
+      for (size_t k = 0; k < 2; ++k) {
+        EXPECT_EQ((*got)[k].shape(), (*want)[k].shape()) << "output " << k;
+        interp::CompareResult r =
+            interp::CompareTensors((*got)[k], (*want)[k], interp::Tolerance{1e-5, 1e-6, {}});
+        EXPECT_TRUE(r.ok) << "output " << k << ": " << r.message;
+      }
+    }
+  }
+}
+
+// y = If(c) then x * w (w f32[4]: x must be [N,4]) else x @ W (W f32[8,4]:
+// x must be [N,8]). For either binding of x, one branch cannot run.
+std::string OneBranchPerWidthIf() {
+  namespace ft = frontend::testing;
+  using TP = onnx::TensorProto;
+  ft::ModelBuilder m(17);
+  m.Input("x", TP::FLOAT, {std::string("N"), std::string("K")});
+  m.Input("c", TP::BOOL, {});
+  m.Initializer("w", {4}, {0.5f, -1.0f, 2.0f, 0.25f});
+  std::vector<float> big(32);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = 0.125f * static_cast<float>(i % 7) - 0.3f;
+  m.Initializer("W", {8, 4}, big);
+  onnx::NodeProto* node = m.Node("If", {"c"}, {"y"}, "if");
+  onnx::GraphProto* t = ft::AttrGraph(node, "then_branch");
+  t->set_name("then");
+  ft::AddNode(t, "Mul", {"x", "w"}, {"t_y"}, "t_mul");
+  ft::AddValueInfo(t->mutable_output(), "t_y", TP::FLOAT, {std::string("N"), int64_t{4}});
+  onnx::GraphProto* e = ft::AttrGraph(node, "else_branch");
+  e->set_name("else");
+  ft::AddNode(e, "MatMul", {"x", "W"}, {"e_y"}, "e_matmul");
+  ft::AddValueInfo(e->mutable_output(), "e_y", TP::FLOAT, {std::string("N"), int64_t{4}});
+  m.Node("Neg", {"y"}, {"out"}, "neg");
+  m.Output("out", TP::FLOAT, {std::string("N"), int64_t{4}});
+  return m.Bytes();
+}
+
+// The branch shape inference refuses for the bound shapes is not compiled:
+// taking it is InvalidArgument naming the If, the branch and the node, as
+// ONNX Runtime fails there too; the other branch runs compiled, with no
+// reference call, and what follows the If is typed from it.
+TEST(CompiledIf, BranchThatCannotRunWithTheBoundShapesIsNotCompiled) {
+  const std::string bytes = OneBranchPerWidthIf();
+  for (int64_t k : {int64_t{4}, int64_t{8}}) {
+    SCOPED_TRACE(absl::StrCat("K=", k));
+    CompileOptions o = Options();
+    o.input_shapes["x"] = {2, k};
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileBytes(bytes);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const CompileReport& report = (*model)->report();
+    EXPECT_EQ(CompiledCalls(**model), std::vector<std::string>{"If"}) << report.ToText();
+    EXPECT_EQ(report.reference_calls, 0) << report.ToText();
+    const bool fit = k == 4;  // the then branch's width
+    const std::string unfit = fit ? "else branch" : "then branch";
+    bool warned = false;
+    for (const std::string& w : report.warnings) warned = warned || absl::StrContains(w, unfit);
+    EXPECT_TRUE(warned) << report.ToText();
+    frontend::ImportOptions io;
+    io.fold_shapes = false;
+    io.input_shapes["x"] = {2, k};
+    absl::StatusOr<frontend::ImportResult> plain = frontend::ImportModelBytes(bytes, io);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const std::vector<ir::Tensor> good = {Random({2, k}, 90), Scalar<bool>(fit)};
+    absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(plain->graph, good);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(good);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ((*got)[0].shape(), (ir::Shape{2, 4}));
+    interp::CompareResult r =
+        interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{1e-5, 1e-6, {}});
+    EXPECT_TRUE(r.ok) << r.message;
+    // The other branch: the reference fails too, and so does the model.
+    const std::vector<ir::Tensor> bad = {Random({2, k}, 91), Scalar<bool>(!fit)};
+    EXPECT_FALSE(interp::Run(plain->graph, bad).ok());
+    absl::StatusOr<std::vector<ir::Tensor>> failed = (*model)->Run(bad);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(failed.status().message(),
+                                  absl::StrCat("If 'if': its ", unfit, " cannot run")))
+        << failed.status();
+    EXPECT_TRUE(absl::StrContains(failed.status().message(), fit ? "MatMul" : "Mul"))
+        << failed.status();
+  }
+}
+
+// A branch reads an outer constant (a weight) and an outer input.
+constexpr char kIfReadingAConstant[] = R"(
+graph g(%x: f32[3,4], %c: bool[]) -> (%y) opset 13 {
+  %w = constant f32[4,4] <elided>
+  %y = If(%c) {
+    then_branch=graph t() captures(%x: f32[3,4] = %x, %w: f32[4,4] = %w) -> (%a) {
+      %a = MatMul(%x, %w) : f32[3,4]
+    },
+    else_branch=graph e() captures(%x: f32[3,4] = %x) -> (%b) {
+      %b = Neg(%x) : f32[3,4]
+    }
+  } name="if" : f32[3,4]
+}
+)";
+
+// The branch takes the outer constant as a constant of its own (its
+// weights are weights to its passes and library calls), the outer input
+// as its input.
+TEST(CompiledIf, ConstantCapturesBecomeBranchConstants) {
+  compiler::Target target;
+  target.isa = isa::FindIsa("scalar");
+  target.conv_layout_oracle = onednn::ConvLayoutOracle();
+  target.library_call_oracle = onednn::LibraryCallOracle();
+  absl::StatusOr<compiler::CompiledProgram> p =
+      compiler::Compile(Parse(kIfReadingAConstant), target, {}, nullptr);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const ir::loop::LoopProgram& program = p->module.program;
+  int found = 0;
+  for (const ir::loop::Kernel& k : program.kernels) {
+    if (compiler::ReferenceCallOp(k) != "If") continue;
+    ++found;
+    absl::StatusOr<compiler::IfBranches> b =
+        compiler::ExtractIfBranches(program, p->module.constants, k);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const ir::Graph& then_graph = b->then_branch.graph;
+    ASSERT_EQ(then_graph.inputs().size(), 1u);
+    EXPECT_EQ(then_graph.value(then_graph.inputs()[0]).name, "x");
+    EXPECT_EQ(b->then_branch.buffers.size(), 1u);
+    std::optional<ir::ValueId> w = then_graph.FindValue("w");
+    ASSERT_TRUE(w.has_value());
+    ASSERT_TRUE(then_graph.IsConstant(*w));
+    // The outer constant's own data, not a copy.
+    EXPECT_EQ(then_graph.constant(*w)->shape(), (ir::Shape{4, 4}));
+    bool shared = false;
+    for (const auto& [buffer, data] : p->module.constants) {
+      shared = shared || data.get() == then_graph.shared_constant(*w).get();
+    }
+    EXPECT_TRUE(shared);
+    EXPECT_EQ(b->else_branch.graph.inputs().size(), 1u);
+  }
+  EXPECT_EQ(found, 1);
+  std::unique_ptr<CompiledModel> model = Compile(kIfReadingAConstant);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CompiledCalls(*model), std::vector<std::string>{"If"}) << model->report().ToText();
+  for (bool c : {true, false}) {
+    ExpectSameAsReference(*model, kIfReadingAConstant, {Random({3, 4}, 80), Scalar<bool>(c)});
+  }
 }
 
 }  // namespace

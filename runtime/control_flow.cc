@@ -28,6 +28,11 @@ bool PlainStatic(const Buffer& b) {
   return b.IsRowMajor();
 }
 
+// What the step's refusals and errors call the node: its label.
+std::string NodeOf(const Kernel& kernel) {
+  return kernel.ops.empty() ? kernel.name : kernel.ops[0];
+}
+
 absl::Status Refuse(const Kernel& kernel, const std::string& why) {
   return absl::UnimplementedError(
       absl::StrCat("If '", kernel.name, "' stays a reference call: ", why));
@@ -35,9 +40,12 @@ absl::Status Refuse(const Kernel& kernel, const std::string& why) {
 
 class IfStep final : public ExternStep {
  public:
-  IfStep(int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
+  IfStep(std::string name, int32_t cond, CompiledBranch then_branch, CompiledBranch else_branch,
          std::vector<int32_t> outputs, std::vector<std::optional<ir::Shape>> output_shapes)
-      : cond_(cond), outputs_(std::move(outputs)), output_shapes_(std::move(output_shapes)) {
+      : name_(std::move(name)),
+        cond_(cond),
+        outputs_(std::move(outputs)),
+        output_shapes_(std::move(output_shapes)) {
     branches_[0] = std::move(else_branch);
     branches_[1] = std::move(then_branch);
   }
@@ -45,6 +53,11 @@ class IfStep final : public ExternStep {
   absl::Status Run(absl::Span<void* const> buffers) const override {
     const bool cond = *static_cast<const bool*>(buffers[cond_]);
     const CompiledBranch& b = branches_[cond ? 1 : 0];
+    if (b.model == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "If '", name_, "': its ", cond ? "then" : "else",
+          " branch cannot run with the input shapes this model was compiled for: ", b.unfit));
+    }
     std::vector<const void*> in(b.inputs.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = buffers[b.inputs[i]];
     std::vector<void*> out(outputs_.size());
@@ -53,6 +66,7 @@ class IfStep final : public ExternStep {
   }
 
  private:
+  std::string name_;
   int32_t cond_;
   CompiledBranch branches_[2];  // else, then
   std::vector<int32_t> outputs_;
@@ -100,6 +114,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   }
   for (const CompiledBranch* br : {&then_branch, &else_branch}) {
     const char* which = br == &then_branch ? "then" : "else";
+    if (br->model == nullptr && !br->unfit.empty()) continue;
     if (br->model == nullptr) return InternalError("If '", kernel.name, "': no ", which, " branch");
     const std::vector<TensorInfo>& ins = br->model->inputs();
     const std::vector<TensorInfo>& outs = br->model->outputs();
@@ -139,7 +154,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
     }
   }
   return std::unique_ptr<ExternStep>(std::make_unique<IfStep>(
-      kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
+      NodeOf(kernel), kernel.call.inputs[0], std::move(then_branch), std::move(else_branch),
       kernel.call.outputs, std::move(output_shapes)));
 }
 
@@ -163,11 +178,6 @@ int64_t NumElements(const ir::Shape& shape) {
 
 int64_t ByteSize(ir::DType dtype, const ir::Shape& shape) {
   return NumElements(shape) * static_cast<int64_t>(ir::DTypeSize(dtype));
-}
-
-// What the step's refusals and errors call the node: its label.
-std::string NodeOf(const Kernel& kernel) {
-  return kernel.ops.empty() ? kernel.name : kernel.ops[0];
 }
 
 absl::Status RefuseOp(const char* op, const Kernel& kernel, const std::string& why) {

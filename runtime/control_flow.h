@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,10 +17,13 @@
 namespace kiln::runtime {
 
 // One branch: its executable (made by BuildExecutable) and the buffers of
-// the enclosing program bound to its inputs, in order.
+// the enclosing program bound to its inputs, in order. Or, with no model, a
+// branch left uncompiled because shape inference found that it cannot run
+// with the program's input shapes: `unfit` says why.
 struct CompiledBranch {
   std::shared_ptr<const CompiledModel> model;
   std::vector<int32_t> inputs;
+  std::string unfit;
 };
 
 // The step for extern kernel `kernel` of `program`, an If whose condition
@@ -30,7 +34,8 @@ struct CompiledBranch {
 // condition is one bool, every bound input buffer is row-major of static
 // shape, and each branch's interface fits the buffers: a static If output
 // takes a branch output of its shape, or one of data-dependent shape that
-// has it on each run (InvalidArgument otherwise).
+// has it on each run (InvalidArgument otherwise). Taking an unfit branch
+// (no model) is InvalidArgument naming the If, the branch and `unfit`.
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const ir::loop::LoopProgram& program,
                                                          const ir::loop::Kernel& kernel,
                                                          CompiledBranch then_branch,

@@ -4,6 +4,7 @@
 #include "frontend/onnx/fold_shapes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <deque>
@@ -13,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
@@ -930,6 +932,23 @@ bool StaticTensorType(const onnx::TypeProto& t) {
   return true;
 }
 
+// Whether every node output of `graph` has a static tensor type.
+bool EveryValueStatic(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> static_values;
+  for (const auto& list : {graph.input(), graph.value_info(), graph.output()}) {
+    for (const auto& v : list) {
+      if (StaticTensorType(v.type())) static_values.insert(v.name());
+    }
+  }
+  for (const auto& t : graph.initializer()) static_values.insert(t.name());
+  for (const auto& node : graph.node()) {
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !static_values.contains(out)) return false;
+    }
+  }
+  return true;
+}
+
 bool SameStaticType(const onnx::TypeProto& a, const onnx::TypeProto& b) {
   if (!StaticTensorType(a) || !StaticTensorType(b) ||
       a.tensor_type().elem_type() != b.tensor_type().elem_type()) {
@@ -1048,17 +1067,79 @@ bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::
   return true;
 }
 
+// The first node error of libonnx's shape inference in strict mode on
+// `model` (the non-strict inference the fold runs skips such nodes
+// silently), when it is a shape or type inference error; empty otherwise.
+// `model`'s value types may gain what the strict run infers.
+std::string FirstInferenceError(onnx::ModelProto* model) {
+  try {
+    onnx::shape_inference::InferShapes(
+        *model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type_val=*/false, /*strict_mode_val=*/1,
+                                    /*data_prop_val=*/false));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    // "[ShapeInferenceError] Inference error(s): (op_type:X, node name: Y):
+    // [ShapeInferenceError] ...\n(op_type:...": the first node's error.
+    const size_t first = what.find("(op_type:");
+    if (first == std::string::npos) return "";
+    what = what.substr(first);
+    what = what.substr(0, what.find('\n'));
+    if (!absl::StrContains(what, "[ShapeInferenceError]") &&
+        !absl::StrContains(what, "[TypeInferenceError]")) {
+      return "";
+    }
+    return what;
+  }
+  return "";
+}
+
+// Outer constants at most this large that a branch reads are given to its
+// fold as data, not only as types: shape arithmetic in branches reads them
+// (Slice bounds, Concat parts of a Reshape target, Gather indices).
+constexpr int64_t kMaxPassedConstantElements = 4096;
+
+// The small constants of `graph` by name: its initializers and the tensors
+// of its Constant nodes, within kMaxPassedConstantElements (detached ones
+// excluded: their data is elsewhere).
+absl::flat_hash_map<std::string, const onnx::TensorProto*> SmallConstants(
+    const onnx::GraphProto& graph, const FoldShapesOptions& options) {
+  absl::flat_hash_map<std::string, const onnx::TensorProto*> out;
+  auto small = [](const onnx::TensorProto& t) {
+    std::optional<int64_t> n = Elements(Dims(t.dims().begin(), t.dims().end()));
+    return n.has_value() && *n <= kMaxPassedConstantElements && !t.has_data_location();
+  };
+  for (const auto& t : graph.initializer()) {
+    if (options.detached != nullptr && options.detached->contains(t.name())) continue;
+    if (small(t)) out[t.name()] = &t;
+  }
+  for (const auto& node : graph.node()) {
+    if (!node.domain().empty() || node.op_type() != "Constant" || node.output_size() != 1 ||
+        node.attribute_size() != 1 || node.attribute(0).name() != "value" ||
+        !node.attribute(0).has_t() || !small(node.attribute(0).t())) {
+      continue;
+    }
+    out[node.output(0)] = &node.attribute(0).t();
+  }
+  return out;
+}
+
 // Each If branch of `graph`'s nodes is folded as a model of its own: the
-// outer values it reads become typed inputs, so shape inference and folding
+// outer values it reads become typed inputs (small constants: initializers
+// with their data), so shape inference and folding
 // run on it to their fixpoint (Ifs in it included, recursively), and its
 // nodes, initializers and value types replace the branch's. Loop bodies
 // with untyped formal inputs are typed (TypeLoopBody; `typed_loops` counts
 // them); other Loop and Scan bodies are left alone: their inputs' declared
-// types need not hold on every iteration. Returns the Ifs inlined in
-// branches.
+// types need not hold on every iteration. A branch output the folding
+// types statically takes that type (the branch declares it with the
+// exporter's symbolic dims), so the next inference round types the If's
+// outputs from both branches' static types; `retyped` counts such outputs.
+// Returns the Ifs inlined in branches.
 absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* graph,
                                  const OuterTypes& outer, const FoldShapesOptions& options,
-                                 std::vector<std::string>* warnings, int* typed_loops) {
+                                 std::vector<std::string>* warnings, int* typed_loops,
+                                 int* retyped) {
   FoldShapesOptions sub_options = options;
   sub_options.file_index = nullptr;
   sub_options.detached = nullptr;
@@ -1067,23 +1148,48 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
   // computes what it would propagate (Shape, Gather, Concat, ...) anyway.
   sub_options.data_propagation = false;
   int inlined = 0;
+  const absl::flat_hash_map<std::string, const onnx::TensorProto*> constants =
+      SmallConstants(*graph, options);
   for (onnx::NodeProto& node : *graph->mutable_node()) {
     if (node.domain().empty() && node.op_type() == "Loop") {
       if (TypeLoopBody(*model, graph, &node, outer, sub_options)) ++*typed_loops;
       continue;
     }
     if (!node.domain().empty() || node.op_type() != "If") continue;
+    // Unfit branches found by an earlier call (and any such attribute the
+    // model brings) are kept: their fold would fail again.
+    absl::flat_hash_set<std::string> unfit;
+    for (const auto& a : node.attribute()) {
+      if (absl::StartsWith(a.name(), ir::kAttrUnfitBranchPrefix)) {
+        unfit.insert(a.name().substr(std::strlen(ir::kAttrUnfitBranchPrefix)));
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> found_unfit;  // branch, why
     for (auto& a : *node.mutable_attribute()) {
-      if (!a.has_g()) continue;
+      if (!a.has_g() || unfit.contains(a.name())) continue;
       onnx::GraphProto* branch = a.mutable_g();
       onnx::ModelProto alone;
       alone.set_ir_version(std::max<int64_t>(model->ir_version(), 4));
       *alone.mutable_opset_import() = model->opset_import();
       *alone.mutable_graph() = *branch;
-      absl::flat_hash_set<std::string> reads;
+      absl::flat_hash_set<std::string> reads, passed;
+      bool all_static = true;  // every outer value the branch reads
       for (const std::string& name : OuterScopeNames(*branch)) {
+        if (reads.contains(name) || passed.contains(name)) continue;
+        if (auto c = constants.find(name); c != constants.end()) {
+          onnx::TensorProto* t = alone.mutable_graph()->add_initializer();
+          *t = *c->second;
+          t->set_name(name);
+          passed.insert(name);
+          continue;
+        }
         auto it = outer.find(name);
-        if (it == outer.end() || !reads.insert(name).second) continue;
+        if (it == outer.end()) {
+          all_static = false;
+          continue;
+        }
+        all_static = all_static && StaticTensorType(it->second);
+        reads.insert(name);
         onnx::ValueInfoProto* in = alone.mutable_graph()->add_input();
         in->set_name(name);
         *in->mutable_type() = it->second;
@@ -1091,15 +1197,65 @@ absl::StatusOr<int> FoldBranches(onnx::ModelProto* model, onnx::GraphProto* grap
       // Kept only when inference typed the whole folded branch.
       std::vector<std::string> failures;
       absl::StatusOr<FoldShapesStats> stats = FoldToFixpoint(&alone, sub_options, &failures);
-      if (!stats.ok() || !failures.empty() || !EveryValueTyped(alone.graph())) continue;
+      const bool typed = stats.ok() && failures.empty() && EveryValueTyped(alone.graph());
+      // Inference refusing a branch whose outer values all have static
+      // types: the branch cannot run with these shapes (silero VAD's
+      // 8 kHz branch given a 16 kHz chunk: its LSTM input gets rank 5).
+      if (stats.ok() && all_static && (!typed || !EveryValueStatic(alone.graph()))) {
+        std::string why = stats->inference_error;
+        if (why.empty()) why = FirstInferenceError(&alone);
+        if (!why.empty()) found_unfit.emplace_back(a.name(), why);
+      }
+      if (!typed) continue;
       inlined += stats->inlined_ifs;
       onnx::GraphProto* folded = alone.mutable_graph();
+      for (int o = 0; o < branch->output_size() && o < folded->output_size(); ++o) {
+        const onnx::TypeProto* t = TypeIn(*folded, folded->output(o).name());
+        if (t == nullptr || !StaticTensorType(*t) ||
+            SameStaticType(*t, branch->output(o).type())) {
+          continue;
+        }
+        *branch->mutable_output(o)->mutable_type() = *t;
+        ++*retyped;
+      }
       branch->mutable_node()->Swap(folded->mutable_node());
+      // The outer constants stay the enclosing graph's (read by scope).
+      RemoveIf(folded->mutable_initializer(), [&](const onnx::TensorProto& t) {
+        return passed.contains(t.name());
+      });
       branch->mutable_initializer()->Swap(folded->mutable_initializer());
       RemoveIf(folded->mutable_value_info(), [&](const onnx::ValueInfoProto& v) {
-        return reads.contains(v.name());
+        return reads.contains(v.name()) || passed.contains(v.name());
       });
       branch->mutable_value_info()->Swap(folded->mutable_value_info());
+    }
+    for (const auto& [name, why] : found_unfit) {
+      onnx::AttributeProto* attr = node.add_attribute();
+      attr->set_name(absl::StrCat(ir::kAttrUnfitBranchPrefix, name));
+      attr->set_type(onnx::AttributeProto::STRING);
+      attr->set_s(absl::StrCat("ONNX shape inference: ", why));
+      unfit.insert(name);
+    }
+    // An unfit branch never yields values: it takes the other branch's
+    // static output types, so the If's outputs are typed from that branch.
+    if (unfit.size() == 1) {
+      onnx::GraphProto* fit = nullptr;
+      onnx::GraphProto* bad = nullptr;
+      for (auto& a : *node.mutable_attribute()) {
+        if (!a.has_g()) continue;
+        (unfit.contains(a.name()) ? bad : fit) = a.mutable_g();
+      }
+      if (fit != nullptr && bad != nullptr && fit->output_size() == bad->output_size()) {
+        for (int o = 0; o < fit->output_size(); ++o) {
+          const onnx::TypeProto* t = TypeIn(*fit, fit->output(o).name());
+          if (t == nullptr || !StaticTensorType(*t) ||
+              SameStaticType(*t, bad->output(o).type())) {
+            continue;
+          }
+          *bad->mutable_output(o)->mutable_type() = *t;
+          ++*retyped;
+        }
+      }
     }
   }
   return inlined;
@@ -1124,8 +1280,9 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
                                       /*strict_mode_val=*/0,
                                       /*data_prop_val=*/options.data_propagation));
     } catch (const std::exception& e) {
+      stats.inference_error = OneLine(e.what());
       warnings->push_back(absl::StrCat(
-          "ONNX shape inference failed (", OneLine(e.what()),
+          "ONNX shape inference failed (", stats.inference_error,
           "); values it did not reach keep their declared shapes"));
       return stats;
     }
@@ -1134,13 +1291,15 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
     if (folded == 0) {
       // The branches last, once this graph's own types are final.
       int typed_loops = 0;
+      int retyped = 0;
       KILN_ASSIGN_OR_RETURN(int sub_inlined,
                             FoldBranches(model, model->mutable_graph(),
                                          folder.TypesForSubgraphs(), options, warnings,
-                                         &typed_loops));
+                                         &typed_loops, &retyped));
       subgraph_inlined += sub_inlined;
-      // A typed Loop body types what follows the Loop in the next round.
-      if (typed_loops > 0) folded = -1;
+      // A typed Loop body types what follows the Loop in the next round,
+      // a retyped branch output what follows its If.
+      if (typed_loops > 0 || retyped > 0) folded = -1;
     }
     stats.inlined_ifs = folder.inlined_ifs() + subgraph_inlined;
     stats.folded_nodes += std::max(folded, 0);
@@ -1154,9 +1313,27 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
 
 }  // namespace
 
+namespace {
+
+// Drops the unfit-branch marks a model brings: only the fold sets them.
+void DropUnfitMarks(onnx::GraphProto* graph) {
+  for (onnx::NodeProto& node : *graph->mutable_node()) {
+    RemoveIf(node.mutable_attribute(), [](const onnx::AttributeProto& a) {
+      return absl::StartsWith(a.name(), ir::kAttrUnfitBranchPrefix);
+    });
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) DropUnfitMarks(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) DropUnfitMarks(&sub);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(
     onnx::ModelProto* model, const FoldShapesOptions& options,
     std::vector<std::string>* warnings) {
+  DropUnfitMarks(model->mutable_graph());
   return FoldToFixpoint(model, options, warnings);
 }
 

@@ -54,6 +54,8 @@ struct FoldShapesStats {
   int inference_runs = 0;
   int folded_nodes = 0;  // If nodes inlined included
   int inlined_ifs = 0;
+  // libonnx's error when shape inference failed (then the loop stopped).
+  std::string inference_error;
 };
 
 // Runs libonnx's shape inference on `model` (data propagation on), folds
@@ -68,8 +70,11 @@ struct FoldShapesStats {
 // from shapes) is replaced by the branch it selects, its values renamed
 // where names would clash, and inference then types what follows from
 // that branch alone. The branch of an If that stays is folded as a model of
-// its own (the outer values it reads as typed inputs), at any depth, so its
-// values get static types and its own constant Ifs fold. A shape-inference failure
+// its own (the outer values it reads as typed inputs, small outer constants
+// with their data), at any depth, so its values and outputs get static
+// types and its own constant Ifs fold; a branch that shape inference
+// refuses for the bound outer shapes is marked with the If attribute
+// ir::kAttrUnfitBranchPrefix + its name, saying why (decision 0053). A shape-inference failure
 // becomes a warning and stops the loop (values it did not reach keep their
 // declared shapes), as the importer always did.
 absl::StatusOr<FoldShapesStats> InferShapesToFixpoint(

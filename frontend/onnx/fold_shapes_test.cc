@@ -669,6 +669,56 @@ TEST(FoldShapesTest, IfsInsideBranchesFold) {
   }
 }
 
+// An If on a run-time condition whose branches declare their output with a
+// symbolic dim: then Mul(x, w) (w f32[4]), else MatMul(x, W) (W f32[8,4]).
+ModelBuilder WidthIf() {
+  ModelBuilder m(17);
+  m.Input("c", TP::BOOL, {});
+  m.Input("x", TP::FLOAT, {"N", "K"});
+  m.Initializer("w", {4}, {1, 2, 3, 4});
+  m.Initializer("W", {8, 4}, std::vector<float>(32, 0.5f));
+  onnx::NodeProto* node = m.Node("If", {"c"}, {"y"}, "if");
+  onnx::GraphProto* t = AttrGraph(node, "then_branch");
+  t->set_name("then");
+  testing::AddNode(t, "Mul", {"x", "w"}, {"a"}, "mul");
+  testing::AddValueInfo(t->mutable_output(), "a", TP::FLOAT, {"batch", 4});
+  onnx::GraphProto* e = AttrGraph(node, "else_branch");
+  e->set_name("else");
+  testing::AddNode(e, "MatMul", {"x", "W"}, {"b"}, "matmul");
+  testing::AddValueInfo(e->mutable_output(), "b", TP::FLOAT, {"batch", 4});
+  m.Node("Relu", {"y"}, {"z"}, "relu");
+  m.Output("z", TP::FLOAT, {"N", 4});
+  return m;
+}
+
+// With x [3,4] only the then branch can run. Its output takes its static type, the unfit else branch is marked with
+// libonnx's reason and takes the same output type, so the If and what
+// follows it are static.
+TEST(FoldShapesTest, BranchOutputsTakeStaticTypesAndUnfitBranchesAreMarked) {
+  ModelBuilder m = WidthIf();
+  ImportOptions opts;
+  opts.input_shapes["x"] = {3, 4};
+  ImportResult r = MustImport(m, true, opts);
+  ASSERT_THAT(Ops(r.graph), ::testing::ElementsAre("If", "Relu"));
+  EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+  EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{3, 4}));
+  const ir::Node& node = r.graph.nodes()[0];
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    const Graph& b = **node.Attr<std::shared_ptr<const Graph>>(branch);
+    EXPECT_EQ(b.value(b.outputs()[0]).shape, (ir::Shape{3, 4})) << branch;
+  }
+  EXPECT_FALSE(node.HasAttr("kiln_unfit_then_branch"));
+  absl::StatusOr<std::string> why = node.Attr<std::string>("kiln_unfit_else_branch");
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_THAT(*why, ::testing::HasSubstr("MatMul"));
+  // x [3,8]: the else branch fits, the then branch does not.
+  opts.input_shapes["x"] = {3, 8};
+  ImportResult r8 = MustImport(m, true, opts);
+  EXPECT_TRUE(r8.graph.nodes()[0].HasAttr("kiln_unfit_then_branch"));
+  EXPECT_FALSE(r8.graph.nodes()[0].HasAttr("kiln_unfit_else_branch"));
+  EXPECT_THAT(NonStatic(r8.graph), ::testing::IsEmpty());
+}
+
 // A Loop whose body leaves its carried input untyped (as ONNX's function
 // expansions do): body = `op`(prev, delta), the scan output stacks prev.
 ModelBuilder LoopWithUntypedState(const std::string& op) {

@@ -54,6 +54,13 @@ struct Value {
   bool shape_known = true;  // false: even the rank is unknown
 };
 
+// An attribute the importer adds to an If for a branch that shape
+// inference finds cannot run with the model's bound input shapes: this
+// prefix and the branch attribute's name ("kiln_unfit_else_branch"); its
+// value (a string) says why. The compiler leaves such a branch uncompiled
+// (decision 0053).
+inline constexpr char kAttrUnfitBranchPrefix[] = "kiln_unfit_";
+
 struct Node {
   std::string name;    // the model's node name; may be empty
   std::string op;      // op type, e.g. "Conv"
