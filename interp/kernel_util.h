@@ -214,7 +214,7 @@ std::optional<ir::DType> DTypeFromOnnx(int64_t onnx_type);
 template <typename... Args>
 absl::Status Unimplemented(const OpContext& ctx, const Args&... args) {
   return absl::UnimplementedError(
-      absl::StrCat(ctx.node.Describe(), ": ", args...));
+      absl::StrCat(ctx.node.Describe(), ": ", kiln::MessageArg(args)...));
 }
 
 // The single-tensor result of a kernel.
