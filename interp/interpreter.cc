@@ -26,14 +26,17 @@ using ir::ValueId;
 // subgraph captures resolve by name.
 class Scope {
  public:
-  Scope(const Graph& graph, const Scope* parent)
+  Scope(const Graph& graph, const Scope* parent, int64_t max_result_elements = 0)
       : graph_(graph),
         parent_(parent),
         opset_(parent ? parent->opset() : graph.opset()),
+        max_result_elements_(parent ? parent->max_result_elements() : max_result_elements),
         values_(graph.num_values()) {}
 
   // The model's opset: subgraphs inherit the top-level graph's.
   int64_t opset() const { return opset_; }
+  // RunOptions::max_result_elements, inherited as the opset is.
+  int64_t max_result_elements() const { return max_result_elements_; }
 
   const Tensor* Get(ValueId id) const {
     if (values_[id].has_value()) return &*values_[id];
@@ -55,6 +58,7 @@ class Scope {
   const Graph& graph_;
   const Scope* parent_;
   int64_t opset_;
+  int64_t max_result_elements_;
   std::vector<std::optional<Tensor>> values_;
 };
 
@@ -100,15 +104,15 @@ absl::StatusOr<std::vector<Tensor>> RunKernelChecked(const OpKernel& kernel,
   }
 }
 
-absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
-                                               absl::Span<const Tensor> inputs,
-                                               const Scope* parent) {
+absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph, absl::Span<const Tensor> inputs,
+                                               const Scope* parent,
+                                               int64_t max_result_elements = 0) {
   if (inputs.size() != graph.inputs().size()) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", EscapeForMessage(graph.name()),
                                                    "' takes ", graph.inputs().size(),
                                                    " inputs, got ", inputs.size()));
   }
-  Scope scope(graph, parent);
+  Scope scope(graph, parent, max_result_elements);
   for (size_t i = 0; i < inputs.size(); ++i) {
     try {
       scope.Set(graph.inputs()[i], inputs[i]);
@@ -160,7 +164,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
           where(), ": op '", node.domain.empty() ? "" : EscapeForMessage(node.domain),
           node.domain.empty() ? "" : ".", EscapeForMessage(node.op), "' has no reference kernel"));
     }
-    OpContext ctx{node, graph, scope.opset(), {}, {}};
+    OpContext ctx{node, graph, scope.opset(), {}, {}, scope.max_result_elements()};
     for (ValueId in : node.inputs) {
       if (in == ir::kNoValue) {
         ctx.inputs.push_back(nullptr);
@@ -273,12 +277,12 @@ const OpRegistry& OpRegistry::Default() {
   return *registry;
 }
 
-absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
-                                        absl::Span<const Tensor> inputs) {
+absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph, absl::Span<const Tensor> inputs,
+                                        const RunOptions& options) {
   KILN_RETURN_IF_ERROR(OpRegistry::Default().status());
   absl::StatusOr<std::vector<Tensor>> results;
   try {
-    results = RunInScope(graph, inputs, nullptr);
+    results = RunInScope(graph, inputs, nullptr, options.max_result_elements);
   } catch (const std::bad_alloc&) {
     // Kernels are covered node by node; this is the values' copies.
     results = absl::ResourceExhaustedError(absl::StrCat("out of memory running graph '",

@@ -35,6 +35,9 @@ struct OpContext {
   std::function<absl::StatusOr<std::vector<Tensor>>(
       const ir::Graph& subgraph, absl::Span<const Tensor> inputs)>
       run_subgraph;
+  // RunOptions::max_result_elements of this run (0: none); CheckResultShape
+  // and CheckOutputSize enforce it.
+  int64_t max_result_elements = 0;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
   bool has_input(int i) const {
