@@ -35,9 +35,7 @@ Result ConstantOfShape(OpContext& ctx) {
                        value.TypeString());
     }
   }
-  Tensor y = Remap(value, shape,
-                   [](int64_t, const std::vector<int64_t>&) { return 0; });
-  return std::vector<Tensor>{std::move(y)};
+  return One(Remap(value, shape, [](int64_t, const std::vector<int64_t>&) { return 0; }));
 }
 
 Result Range(OpContext& ctx) {
@@ -78,6 +76,7 @@ Result Range(OpContext& ctx) {
     }
     n = static_cast<int64_t>(count);
   }
+  KILN_RETURN_IF_ERROR(CheckRunLimit(ctx, n, {n}));
   Tensor y(dt, {n});
   DispatchDType(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;

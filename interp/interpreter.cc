@@ -10,8 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ir/status_macros.h"
 #include "interp/op_registry.h"
+#include "ir/message.h"
+#include "ir/status_macros.h"
 
 namespace kiln::interp {
 namespace {
@@ -25,14 +26,17 @@ using ir::ValueId;
 // subgraph captures resolve by name.
 class Scope {
  public:
-  Scope(const Graph& graph, const Scope* parent)
+  Scope(const Graph& graph, const Scope* parent, int64_t max_result_elements = 0)
       : graph_(graph),
         parent_(parent),
         opset_(parent ? parent->opset() : graph.opset()),
+        max_result_elements_(parent ? parent->max_result_elements() : max_result_elements),
         values_(graph.num_values()) {}
 
   // The model's opset: subgraphs inherit the top-level graph's.
   int64_t opset() const { return opset_; }
+  // RunOptions::max_result_elements, inherited as the opset is.
+  int64_t max_result_elements() const { return max_result_elements_; }
 
   const Tensor* Get(ValueId id) const {
     if (values_[id].has_value()) return &*values_[id];
@@ -54,6 +58,7 @@ class Scope {
   const Graph& graph_;
   const Scope* parent_;
   int64_t opset_;
+  int64_t max_result_elements_;
   std::vector<std::optional<Tensor>> values_;
 };
 
@@ -70,9 +75,8 @@ absl::Status CheckDeclaredType(const Graph& graph, const Node& node,
                                ValueId id, const Tensor& t) {
   const ir::Value& v = graph.value(id);
   if (v.dtype != ir::DType::kInvalid && v.dtype != t.dtype()) {
-    return kiln::InternalError(node.Describe(), " produced ", t.TypeString(),
-                               " for '", v.name, "' declared ",
-                               ir::DTypeName(v.dtype));
+    return kiln::InternalError(node.Describe(), " produced ", t.TypeString(), " for '",
+                               EscapeForMessage(v.name), "' declared ", ir::DTypeName(v.dtype));
   }
   return absl::OkStatus();
 }
@@ -89,7 +93,8 @@ absl::StatusOr<std::vector<Tensor>> RunKernelChecked(const OpKernel& kernel,
     for (ValueId out : ctx.node.outputs) {
       if (out == ir::kNoValue) continue;
       const ir::Value& v = ctx.graph.value(out);
-      outs.push_back(absl::StrCat("'", v.name, "' ", ir::TypeString(v.dtype, v.shape)));
+      outs.push_back(
+          absl::StrCat("'", EscapeForMessage(v.name), "' ", ir::TypeString(v.dtype, v.shape)));
       const int64_t n = ir::NumElements(v.shape);
       if (n > 0) bytes += n * static_cast<int64_t>(ir::DTypeSize(v.dtype));
     }
@@ -99,31 +104,31 @@ absl::StatusOr<std::vector<Tensor>> RunKernelChecked(const OpKernel& kernel,
   }
 }
 
-absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
-                                               absl::Span<const Tensor> inputs,
-                                               const Scope* parent) {
+absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph, absl::Span<const Tensor> inputs,
+                                               const Scope* parent,
+                                               int64_t max_result_elements = 0) {
   if (inputs.size() != graph.inputs().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph '", graph.name(), "' takes ", graph.inputs().size(),
-                     " inputs, got ", inputs.size()));
+    return absl::InvalidArgumentError(absl::StrCat("graph '", EscapeForMessage(graph.name()),
+                                                   "' takes ", graph.inputs().size(),
+                                                   " inputs, got ", inputs.size()));
   }
-  Scope scope(graph, parent);
+  Scope scope(graph, parent, max_result_elements);
   for (size_t i = 0; i < inputs.size(); ++i) {
     try {
       scope.Set(graph.inputs()[i], inputs[i]);
     } catch (const std::bad_alloc&) {
       return ir::OutOfMemoryError(
-          absl::StrCat("the copy of input '", graph.value(graph.inputs()[i]).name, "' ",
-                       inputs[i].TypeString()),
+          absl::StrCat("the copy of input '", EscapeForMessage(graph.value(graph.inputs()[i]).name),
+                       "' ", inputs[i].TypeString()),
           static_cast<int64_t>(inputs[i].byte_size()));
     }
   }
   for (const Graph::Capture& c : graph.captures()) {
     const Tensor* outer = parent ? parent->Lookup(c.outer_name) : nullptr;
     if (outer == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("graph '", graph.name(), "' captures '", c.outer_name,
-                       "', which no enclosing graph defines"));
+      return absl::InvalidArgumentError(absl::StrCat("graph '", EscapeForMessage(graph.name()),
+                                                     "' captures '", EscapeForMessage(c.outer_name),
+                                                     "', which no enclosing graph defines"));
     }
     scope.Set(c.inner, *outer);
   }
@@ -155,12 +160,11 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
     };
     const OpKernel* kernel = FindKernel(registry, node);
     if (kernel == nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat(where(), ": op '", node.domain.empty() ? "" : node.domain,
-                       node.domain.empty() ? "" : ".", node.op,
-                       "' has no reference kernel"));
+      return absl::UnimplementedError(absl::StrCat(
+          where(), ": op '", node.domain.empty() ? "" : EscapeForMessage(node.domain),
+          node.domain.empty() ? "" : ".", EscapeForMessage(node.op), "' has no reference kernel"));
     }
-    OpContext ctx{node, graph, scope.opset(), {}, {}};
+    OpContext ctx{node, graph, scope.opset(), {}, {}, scope.max_result_elements()};
     for (ValueId in : node.inputs) {
       if (in == ir::kNoValue) {
         ctx.inputs.push_back(nullptr);
@@ -168,9 +172,9 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
       }
       const Tensor* t = scope.Get(in);
       if (t == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), ": input '", graph.value(in).name,
-                         "' has no value (not produced before use)"));
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": input '",
+                                                       EscapeForMessage(graph.value(in).name),
+                                                       "' has no value (not produced before use)"));
       }
       ctx.inputs.push_back(t);
     }
@@ -193,8 +197,8 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
       ValueId out = node.outputs[i];
       if (out == ir::kNoValue) continue;
       if (i >= outs->size()) {
-        return kiln::InternalError(where(), " kernel did not produce output ",
-                                   i, " ('", graph.value(out).name, "')");
+        return kiln::InternalError(where(), " kernel did not produce output ", i, " ('",
+                                   EscapeForMessage(graph.value(out).name), "')");
       }
       KILN_RETURN_IF_ERROR(CheckDeclaredType(graph, node, out, (*outs)[i]));
       scope.Set(out, std::move((*outs)[i]));
@@ -210,7 +214,7 @@ absl::StatusOr<std::vector<Tensor>> RunInScope(const Graph& graph,
     const Tensor* t = scope.Get(out);
     if (t == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "graph output '", graph.value(out).name, "' is never produced"));
+          "graph output '", EscapeForMessage(graph.value(out).name), "' is never produced"));
     }
     results.push_back(*t);
   }
@@ -273,16 +277,22 @@ const OpRegistry& OpRegistry::Default() {
   return *registry;
 }
 
-absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
-                                        absl::Span<const Tensor> inputs) {
+absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph, absl::Span<const Tensor> inputs,
+                                        const RunOptions& options) {
   KILN_RETURN_IF_ERROR(OpRegistry::Default().status());
+  absl::StatusOr<std::vector<Tensor>> results;
   try {
-    return RunInScope(graph, inputs, nullptr);
+    results = RunInScope(graph, inputs, nullptr, options.max_result_elements);
   } catch (const std::bad_alloc&) {
     // Kernels are covered node by node; this is the values' copies.
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory running graph '", graph.name(), "' on the reference interpreter"));
+    results = absl::ResourceExhaustedError(absl::StrCat("out of memory running graph '",
+                                                        EscapeForMessage(graph.name()),
+                                                        "' on the reference interpreter"));
   }
+  // Every message leaves with model text escaped and capped, whichever
+  // kernel or check built it.
+  if (!results.ok()) return SanitizedStatus(results.status(), /*keep_line_breaks=*/false);
+  return results;
 }
 
 std::vector<std::string> UnsupportedOps(const Graph& graph) {

@@ -8,6 +8,7 @@
 #ifndef KILN_INTERP_INTERPRETER_H_
 #define KILN_INTERP_INTERPRETER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,20 @@
 
 namespace kiln::interp {
 
+// Limits of one run beyond the interpreter's own.
+struct RunOptions {
+  // A node whose result would have more elements than this fails with
+  // ResourceExhausted before it allocates anything (0: no limit beyond the
+  // interpreter's own, 2^34). Constant folding sets it, so a small model
+  // cannot make it materialize a huge value.
+  int64_t max_result_elements = 0;
+};
+
 // Runs `graph` on `inputs` (one per graph input, in order) and returns its
 // outputs in order. Errors name the node (name, index, op).
 absl::StatusOr<std::vector<ir::Tensor>> Run(const ir::Graph& graph,
-                                            absl::Span<const ir::Tensor> inputs);
+                                            absl::Span<const ir::Tensor> inputs,
+                                            const RunOptions& options = {});
 
 // Ops of `graph` (and its subgraphs) with no reference kernel, sorted and
 // de-duplicated; empty when everything can run.

@@ -119,6 +119,16 @@ absl::StatusOr<std::vector<int64_t>> IntsOr(const OpContext& ctx,
   return v;
 }
 
+absl::Status CheckRunLimit(const OpContext& ctx, int64_t elements, const Shape& shape) {
+  if (ctx.max_result_elements <= 0 || elements <= ctx.max_result_elements) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat(ctx.node.Describe(), ": result ", shape.empty() ? "" : ir::ShapeToString(shape),
+                   shape.empty() ? "" : " ", "has ", elements,
+                   " elements, over this run's limit of ", ctx.max_result_elements));
+}
+
 absl::Status CheckOutputSize(const OpContext& ctx, const Shape& shape) {
   for (int64_t d : shape) {
     if (d < 0) {
@@ -131,7 +141,7 @@ absl::Status CheckOutputSize(const OpContext& ctx, const Shape& shape) {
     return ctx.Error("output shape ", ir::ShapeToString(shape),
                      " is too large for the reference interpreter");
   }
-  return absl::OkStatus();
+  return CheckRunLimit(ctx, n, shape);
 }
 
 absl::Status CheckResultShape(const OpContext& ctx, const Shape& shape) {
@@ -152,7 +162,7 @@ absl::Status CheckResultShape(const OpContext& ctx, const Shape& shape) {
     }
     n *= d;
   }
-  return absl::OkStatus();
+  return CheckRunLimit(ctx, n, shape);
 }
 
 int64_t Product(const Shape& s, size_t begin, size_t end) {

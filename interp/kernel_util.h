@@ -214,7 +214,7 @@ std::optional<ir::DType> DTypeFromOnnx(int64_t onnx_type);
 template <typename... Args>
 absl::Status Unimplemented(const OpContext& ctx, const Args&... args) {
   return absl::UnimplementedError(
-      absl::StrCat(ctx.node.Describe(), ": ", args...));
+      absl::StrCat(ctx.node.Describe(), ": ", kiln::MessageArg(args)...));
 }
 
 // The single-tensor result of a kernel.
@@ -254,12 +254,17 @@ absl::StatusOr<std::vector<int64_t>> IntsOr(const OpContext& ctx,
                                             const char* name, size_t n,
                                             int64_t fallback);
 
-// OK when a computed output shape has no negative dims and at most
-// kMaxOutputElements elements.
+// OK when a result of `elements` elements (of `shape`, if known) is within
+// the run's RunOptions::max_result_elements; ResourceExhausted otherwise.
+absl::Status CheckRunLimit(const OpContext& ctx, int64_t elements, const ir::Shape& shape);
+
+// OK when a computed output shape has no negative dims, at most
+// kMaxOutputElements elements and is within the run's limit (CheckRunLimit).
 absl::Status CheckOutputSize(const OpContext& ctx, const ir::Shape& shape);
 
-// OK when `shape` is a valid result shape: no negative dims and at most
-// kMaxResultElements elements (no overflow while multiplying).
+// OK when `shape` is a valid result shape: no negative dims, at most
+// kMaxResultElements elements (no overflow while multiplying) and within the
+// run's limit (CheckRunLimit).
 absl::Status CheckResultShape(const OpContext& ctx, const ir::Shape& shape);
 
 // ---- Shapes seen around axes.

@@ -15,6 +15,7 @@
 #include "ir/graph/text.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/interpreter.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::interp {
@@ -43,7 +44,7 @@ absl::Status RunLoopSegment(const LoopProgram& p, size_t begin, size_t end,
     ir::loop::Buffer& buf = sub.buffers[b];
     if (written[b]) {
       if (env->count(b)) {
-        return InternalError("buffer '", buf.name, "' is written twice");
+        return InternalError("buffer '", EscapeForMessage(buf.name), "' is written twice");
       }
       buf.kind = BufferKind::kOutput;
     } else if (env->count(b) && !dynamic[b]) {
@@ -65,7 +66,7 @@ absl::StatusOr<T> GetAttr(const Kernel& k, const char* name) {
   auto it = k.call.attrs.find(name);
   if (it == k.call.attrs.end() || !std::holds_alternative<T>(it->second)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("extern kernel '", k.name, "' lacks attribute ", name));
+        absl::StrCat("extern kernel '", EscapeForMessage(k.name), "' lacks attribute ", name));
   }
   return std::get<T>(it->second);
 }
@@ -93,18 +94,18 @@ absl::StatusOr<ir::Graph> ExternNodeGraph(const LoopProgram& program, const Kern
   if (in_slots.size() != kernel.call.inputs.size() ||
       out_slots.size() != kernel.call.outputs.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("extern kernel '", kernel.name, "': slot counts differ"));
+        absl::StrCat("extern kernel '", EscapeForMessage(kernel.name), "': slot counts differ"));
   }
   for (int64_t slot : in_slots) {
     if (slot < 0 || slot > 1024) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("extern kernel '", kernel.name, "': bad input slot ", slot));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extern kernel '", EscapeForMessage(kernel.name), "': bad input slot ", slot));
     }
   }
   for (int64_t slot : out_slots) {
     if (slot < 0 || slot > 1024) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("extern kernel '", kernel.name, "': bad output slot ", slot));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extern kernel '", EscapeForMessage(kernel.name), "': bad output slot ", slot));
     }
   }
   std::vector<std::string> lists;
@@ -162,17 +163,17 @@ absl::StatusOr<ir::Graph> ReferenceCallGraph(const Kernel& kernel) {
   KILN_ASSIGN_OR_RETURN(std::string text, GetAttr<std::string>(kernel, ir::loop::kAttrReferenceGraph));
   absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
   if (!g.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reference call '", kernel.name, "': its graph does not parse: ",
-        g.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference call '", EscapeForMessage(kernel.name),
+                     "': its graph does not parse: ", g.status().message()));
   }
   if (g->inputs().size() != kernel.call.inputs.size() ||
       g->outputs().size() != kernel.call.outputs.size() || g->nodes().size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reference call '", kernel.name, "': its graph has ", g->inputs().size(),
-        " inputs, ", g->outputs().size(), " outputs and ", g->nodes().size(),
-        " nodes; the call has ", kernel.call.inputs.size(), " inputs and ",
-        kernel.call.outputs.size(), " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reference call '", EscapeForMessage(kernel.name), "': its graph has ",
+                     g->inputs().size(), " inputs, ", g->outputs().size(), " outputs and ",
+                     g->nodes().size(), " nodes; the call has ", kernel.call.inputs.size(),
+                     " inputs and ", kernel.call.outputs.size(), " outputs"));
   }
   return g;
 }
@@ -184,8 +185,9 @@ absl::StatusOr<std::unique_ptr<ReferenceKernel>> ReferenceKernel::Create(
   for (const std::vector<int32_t>* buffers : {&kernel.call.inputs, &kernel.call.outputs}) {
     for (int32_t b : *buffers) {
       if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "extern kernel '", kernel.name, "' uses buffer ", b, ", which does not exist"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("extern kernel '", EscapeForMessage(kernel.name), "' uses buffer ", b,
+                         ", which does not exist"));
       }
     }
   }
@@ -278,7 +280,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoopModule(
     for (int32_t b : ext.call.inputs) {
       auto it = env.find(b);
       if (it == env.end()) {
-        return InternalError("extern kernel '", ext.name, "' reads buffer '",
+        return InternalError("extern kernel '", EscapeForMessage(ext.name), "' reads buffer '",
                              p.buffers[b].name, "' before it is written");
       }
       args.push_back(it->second);
@@ -294,7 +296,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunLoopModule(
   for (int32_t b : lowered.outputs) {
     auto it = env.find(b);
     if (it == env.end()) {
-      return InternalError("output buffer '", p.buffers[b].name, "' is never written");
+      return InternalError("output buffer '", EscapeForMessage(p.buffers[b].name),
+                           "' is never written");
     }
     result.push_back(it->second);
   }

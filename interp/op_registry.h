@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph/graph.h"
+#include "ir/message.h"
 
 namespace kiln::interp {
 
@@ -34,6 +35,9 @@ struct OpContext {
   std::function<absl::StatusOr<std::vector<Tensor>>(
       const ir::Graph& subgraph, absl::Span<const Tensor> inputs)>
       run_subgraph;
+  // RunOptions::max_result_elements of this run (0: none); CheckResultShape
+  // and CheckOutputSize enforce it.
+  int64_t max_result_elements = 0;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
   bool has_input(int i) const {
@@ -43,10 +47,12 @@ struct OpContext {
   absl::StatusOr<const Tensor*> Input(int i) const;
   // Number of outputs the node declares (including omitted optional ones).
   int num_outputs() const { return static_cast<int>(node.outputs.size()); }
-  // An InvalidArgument error prefixed with the node's description.
+  // An InvalidArgument error prefixed with the node's description; string
+  // arguments (names, attribute values) are escaped and capped (MessageArg).
   template <typename... Args>
   absl::Status Error(const Args&... args) const {
-    return absl::InvalidArgumentError(absl::StrCat(node.Describe(), ": ", args...));
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.Describe(), ": ", kiln::MessageArg(args)...));
   }
 };
 

@@ -39,10 +39,10 @@ Tensor I1(std::vector<int64_t> v) {
 
 // Runs a one-node graph named "n0" at `opset`. A nullopt input is omitted;
 // `outs` lists the declared output dtypes.
-absl::StatusOr<std::vector<Tensor>> RunOp(
-    const std::string& op, const std::vector<std::optional<Tensor>>& inputs,
-    const std::vector<DType>& outs, AttributeMap attrs = {},
-    int64_t opset = 18) {
+absl::StatusOr<std::vector<Tensor>> RunOp(const std::string& op,
+                                          const std::vector<std::optional<Tensor>>& inputs,
+                                          const std::vector<DType>& outs, AttributeMap attrs = {},
+                                          int64_t opset = 18, const RunOptions& options = {}) {
   ir::Graph g;
   g.set_opset(opset);
   std::vector<ir::ValueId> in_ids;
@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<Tensor>> RunOp(
     out_ids.push_back(id);
   }
   g.AddNode(op, in_ids, out_ids, std::move(attrs), "n0");
-  return Run(g, feeds);
+  return Run(g, feeds, options);
 }
 
 // The single output of a one-node graph; fails the test on error.
@@ -703,6 +703,32 @@ TEST(ShapeTest, StartEndFromOpset15) {
                        15),
                   {0}, {});
   Expect<int64_t>(Run1("Size", {x}, DType::kI64), {}, {120});
+}
+
+// RunOptions::max_result_elements (what constant folding sets): a result
+// sized by input values past the limit is refused before it is allocated.
+TEST(RunOptionsTest, ResultLimitRefusesValueSizedResults) {
+  RunOptions limit;
+  limit.max_result_elements = int64_t{1} << 20;
+  absl::StatusOr<std::vector<Tensor>> r =
+      RunOp("ConstantOfShape", {I1({6225922, 36})}, {DType::kF32}, {}, 18, limit);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("[6225922,36] has 224133192 elements, over this run's limit of 1048576"));
+  r = RunOp("Expand", {F({1, 1}, {1}), I1({2048, 1024})}, {DType::kF32}, {}, 18, limit);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  r = RunOp("Tile", {F({2}, {1, 2}), I1({1 << 20})}, {DType::kF32}, {}, 18, limit);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  r = RunOp("Range", {I({}, {0}), I({}, {(1 << 20) + 1}), I({}, {1})}, {DType::kI64}, {}, 18,
+            limit);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // At the limit it runs; without a limit the same node runs.
+  r = RunOp("ConstantOfShape", {I1({1024, 1024})}, {DType::kF32}, {}, 18, limit);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].num_elements(), int64_t{1} << 20);
+  r = RunOp("Range", {I({}, {0}), I({}, {(1 << 20) + 1}), I({}, {1})}, {DType::kI64});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].num_elements(), (1 << 20) + 1);
 }
 
 TEST(ConstantOfShapeTest, DefaultAndValue) {

@@ -50,17 +50,20 @@ std::string SafeLine(absl::string_view line) {
 
 }  // namespace
 
-absl::Status SanitizedStatus(const absl::Status& status, bool keep_line_breaks) {
-  if (status.ok()) return status;
-  const absl::string_view message = status.message();
+std::string SanitizedMessage(absl::string_view message, bool keep_line_breaks) {
   std::vector<std::string> lines;
   if (keep_line_breaks) {
     for (absl::string_view line : absl::StrSplit(message, '\n')) lines.push_back(SafeLine(line));
   } else {
     lines.push_back(SafeLine(message));
   }
-  const std::string safe = absl::StrJoin(lines, "\n");
-  if (safe == message) return status;
+  return absl::StrJoin(lines, "\n");
+}
+
+absl::Status SanitizedStatus(const absl::Status& status, bool keep_line_breaks) {
+  if (status.ok()) return status;
+  const std::string safe = SanitizedMessage(status.message(), keep_line_breaks);
+  if (safe == status.message()) return status;
   return absl::Status(status.code(), safe);
 }
 

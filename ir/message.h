@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -20,6 +21,22 @@ inline constexpr size_t kMaxMessageLineBytes = 1024;
 // \x1b, ...), cut to about `max_bytes` with "...[N more bytes]". For one
 // name inside a message: `'` + EscapeForMessage(name) + `'`.
 std::string EscapeForMessage(absl::string_view text, size_t max_bytes = 256);
+
+// An argument of a message built with absl::StrCat from model text and
+// fixed words: a std::string or absl::string_view (a name, an attribute
+// value) is escaped and capped as EscapeForMessage does; string literals,
+// numbers and other StrCat arguments pass as they are. For helpers that
+// build a whole message from their arguments (interp's OpContext::Error).
+inline std::string MessageArg(const std::string& text) { return EscapeForMessage(text); }
+inline std::string MessageArg(absl::string_view text) { return EscapeForMessage(text); }
+template <typename T, typename = std::enable_if_t<!std::is_same_v<T, std::string> &&
+                                                  !std::is_same_v<T, absl::string_view>>>
+const T& MessageArg(const T& other) {
+  return other;
+}
+
+// `message` made safe as SanitizedStatus makes a status's message.
+std::string SanitizedMessage(absl::string_view message, bool keep_line_breaks);
 
 // `status` with its message made safe: control bytes escaped (line breaks
 // kept when `keep_line_breaks`, for messages that quote a compiler's output),

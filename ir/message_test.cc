@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,6 +41,27 @@ TEST(SanitizedStatus, KeepsTheCodeAndCapsEveryLine) {
   EXPECT_EQ(kept.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(kept.message(), "g++ failed:\nx.cc:1: error: \\x1b[1mboom\\x1b[0m");
   EXPECT_TRUE(SanitizedStatus(absl::OkStatus(), false).ok());
+}
+
+TEST(MessageArg, EscapesStringsAndPassesLiteralsAndNumbers) {
+  const std::string name = "mode\x1b\n";
+  const absl::string_view view = name;
+  EXPECT_EQ(absl::StrCat("unknown mode '", MessageArg(name), "' at ", MessageArg(3), " ",
+                         MessageArg(view)),
+            "unknown mode 'mode\\x1b\\n' at 3 mode\\x1b\\n");
+  EXPECT_EQ(MessageArg(std::string(1000, 'x')).size(),
+            256 + std::string("...[744 more bytes]").size());
+}
+
+TEST(SanitizedMessage, IsSanitizedStatusOnText) {
+  EXPECT_EQ(SanitizedMessage("a\x07"
+                             "b\nc",
+                             /*keep_line_breaks=*/true),
+            "a\\x07b\nc");
+  EXPECT_EQ(SanitizedMessage("a\x07"
+                             "b\nc",
+                             /*keep_line_breaks=*/false),
+            "a\\x07b\\nc");
 }
 
 }  // namespace

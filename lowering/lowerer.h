@@ -22,6 +22,7 @@
 #include "ir/loop/index_expr.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
+#include "ir/message.h"
 #include "lowering/lower_graph.h"
 
 namespace kiln::lowering::internal {
@@ -205,10 +206,12 @@ class Lowerer {
   // undone, so the caller lowers the node's loop form instead.
   absl::StatusOr<bool> TryLibraryCall(const ir::Node& node, std::string* why = nullptr);
 
+  // An InvalidArgument error naming the node; string arguments (attribute
+  // values, names) are escaped and capped (ir/message.h's MessageArg).
   template <typename... Args>
   absl::Status Error(const Args&... args) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(node_->Describe(), ": ", args...));
+        absl::StrCat(node_->Describe(), ": ", kiln::MessageArg(args)...));
   }
   template <typename... Args>
   absl::Status Unimplemented(const Args&... args) const {

@@ -20,6 +20,7 @@
 #include "ir/loop/module.h"
 #include "ir/loop/text.h"
 #include "ir/loop/verifier.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "nlohmann/json.hpp"
@@ -50,10 +51,10 @@ absl::StatusOr<const IsaTable*> ChooseIsa(const Artifact& a, absl::string_view w
     for (int i = 0; i < a.num_isas; ++i) {
       if (a.isas[i].isa != wanted) continue;
       if (!supports(wanted)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ISA '", wanted, "' is not supported by this CPU; AOT library '", a.name,
-            "' also has ", absl::StrJoin(built, ", "),
-            " (leave CompileOptions::isa empty to use the best this CPU runs)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("ISA '", wanted, "' is not supported by this CPU; AOT library '",
+                         EscapeForMessage(a.name), "' also has ", absl::StrJoin(built, ", "),
+                         " (leave CompileOptions::isa empty to use the best this CPU runs)"));
       }
       return &a.isas[i];
     }
@@ -68,9 +69,9 @@ absl::StatusOr<const IsaTable*> ChooseIsa(const Artifact& a, absl::string_view w
     if (best == nullptr || IsaRank(a.isas[i].isa) > IsaRank(best->isa)) best = &a.isas[i];
   }
   if (best == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this CPU runs none of the ISAs compiled into AOT library '", a.name, "' (",
-        absl::StrJoin(built, ", "), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this CPU runs none of the ISAs compiled into AOT library '",
+                     EscapeForMessage(a.name), "' (", absl::StrJoin(built, ", "), ")"));
   }
   return best;
 }
@@ -125,25 +126,25 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
                                                       absl::Time start) {
   if (desc.at("format").get<std::string>() != "kiln-aot-2" ||
       desc.at("isa").get<std::string>() != table.isa) {
-    return InternalError("AOT library '", a.name, "': the ", table.isa,
+    return InternalError("AOT library '", EscapeForMessage(a.name), "': the ", table.isa,
                          " description has an unknown format or is another ISA's");
   }
   // What was fixed when the library was built.
   const json& built = desc.at("compile");
   if (options.mode != CompileOptions::Mode::kCompiled) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AOT library '", a.name, "' is compiled mode; eager is JIT only"));
+    return absl::InvalidArgumentError(absl::StrCat("AOT library '", EscapeForMessage(a.name),
+                                                   "' is compiled mode; eager is JIT only"));
   }
   if (!options.input_shapes.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "AOT library '", a.name,
+        "AOT library '", EscapeForMessage(a.name),
         "' has its input shapes fixed at build time (kiln_aot_library's input_shapes); "
         "CompileOptions::input_shapes must be empty"));
   }
   if (options.disabled_passes != built.at("disabled_passes").get<std::vector<std::string>>() ||
       options.reference_fallback != built.at("reference_fallback").get<bool>()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "AOT library '", a.name,
+        "AOT library '", EscapeForMessage(a.name),
         "': disabled_passes and reference_fallback are fixed at build time and differ"));
   }
 
@@ -160,22 +161,24 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
   for (const json& j : desc.at("inputs")) {
     int32_t b = -1;
     KILN_ASSIGN_OR_RETURN(TensorInfo t, ParseTensorInfo(j, &b));
-    if (!valid_buffer(b)) return InternalError("input '", t.name, "' has no buffer");
+    if (!valid_buffer(b))
+      return InternalError("input '", EscapeForMessage(t.name), "' has no buffer");
     inputs.push_back(std::move(t));
     lowered.inputs.push_back(b);
   }
   for (const json& j : desc.at("outputs")) {
     int32_t b = -1;
     KILN_ASSIGN_OR_RETURN(TensorInfo t, ParseTensorInfo(j, &b));
-    if (!valid_buffer(b)) return InternalError("output '", t.name, "' has no buffer");
+    if (!valid_buffer(b))
+      return InternalError("output '", EscapeForMessage(t.name), "' has no buffer");
     outputs.push_back(std::move(t));
     lowered.outputs.push_back(b);
   }
 
   // Constants: copies out of the linked-in weights.
   if (desc.at("weights_bytes").get<size_t>() != a.weights_size) {
-    return InternalError("AOT library '", a.name, "': the weights are ", a.weights_size,
-                         " bytes, the description expects ",
+    return InternalError("AOT library '", EscapeForMessage(a.name), "': the weights are ",
+                         a.weights_size, " bytes, the description expects ",
                          desc.at("weights_bytes").get<size_t>());
   }
   for (const json& c : desc.at("constants")) {
@@ -191,7 +194,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
     }
     if (!valid_buffer(b) || bytes != static_cast<size_t>(elements) * ir::DTypeSize(dtype) ||
         offset > a.weights_size || bytes > a.weights_size - offset) {
-      return InternalError("AOT library '", a.name, "': constant of buffer ", b,
+      return InternalError("AOT library '", EscapeForMessage(a.name), "': constant of buffer ", b,
                            " lies outside the weights or disagrees with its shape");
     }
     lowered.constants[b] =
@@ -209,8 +212,8 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
     auto f = fn_of.find(k);
     auto d = kernel_desc.find(k);
     if (f == fn_of.end() || d == kernel_desc.end()) {
-      return InternalError("AOT library '", a.name, "' has no ", table.isa,
-                           " entry for loop kernel '", kernel.name, "'");
+      return InternalError("AOT library '", EscapeForMessage(a.name), "' has no ", table.isa,
+                           " entry for loop kernel '", EscapeForMessage(kernel.name), "'");
     }
     runtime::LoopEntry e;
     e.fn = f->second;
@@ -267,13 +270,14 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CreateModel(const Artifact& artif
                                 table->description + table->description_size,
                                 /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (desc.is_discarded() || !desc.is_object()) {
-    return InternalError("AOT library '", artifact.name, "': the ", table->isa,
+    return InternalError("AOT library '", EscapeForMessage(artifact.name), "': the ", table->isa,
                          " description is not JSON");
   }
   try {
     return Create(artifact, desc, options, *table, start);
   } catch (const json::exception& e) {
-    return InternalError("AOT library '", artifact.name, "': malformed description: ", e.what());
+    return InternalError("AOT library '", EscapeForMessage(artifact.name),
+                         "': malformed description: ", e.what());
   }
 }
 

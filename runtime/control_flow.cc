@@ -9,9 +9,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "ir/loop/extern_schema.h"
-#include "ir/status_macros.h"
 #include "ir/graph/tensor.h"
+#include "ir/loop/extern_schema.h"
+#include "ir/message.h"
+#include "ir/status_macros.h"
 #include "runtime/executable.h"
 
 namespace kiln::runtime {
@@ -28,14 +29,15 @@ bool PlainStatic(const Buffer& b) {
   return b.IsRowMajor();
 }
 
-// What the step's refusals and errors call the node: its label.
+// What the step's refusals and errors call the node: its label, escaped
+// and capped for messages (ir/message.h).
 std::string NodeOf(const Kernel& kernel) {
-  return kernel.ops.empty() ? kernel.name : kernel.ops[0];
+  return EscapeForMessage(kernel.ops.empty() ? kernel.name : kernel.ops[0]);
 }
 
 absl::Status Refuse(const Kernel& kernel, const std::string& why) {
   return absl::UnimplementedError(
-      absl::StrCat("If '", kernel.name, "' stays a reference call: ", why));
+      absl::StrCat("If '", EscapeForMessage(kernel.name), "' stays a reference call: ", why));
 }
 
 class IfStep final : public ExternStep {
@@ -94,7 +96,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
                                                          CompiledBranch then_branch,
                                                          CompiledBranch else_branch) {
   if (kernel.kind != Kernel::Kind::kExtern || kernel.call.inputs.empty()) {
-    return InternalError("kernel '", kernel.name, "' is not an If call");
+    return InternalError("kernel '", EscapeForMessage(kernel.name), "' is not an If call");
   }
   for (bool d : ir::loop::DynamicOperands(kernel, /*outputs=*/false)) {
     if (d) return Refuse(kernel, "an input has a data-dependent shape");
@@ -115,19 +117,22 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateIfStep(const LoopProgram& prog
   for (const CompiledBranch* br : {&then_branch, &else_branch}) {
     const char* which = br == &then_branch ? "then" : "else";
     if (br->model == nullptr && !br->unfit.empty()) continue;
-    if (br->model == nullptr) return InternalError("If '", kernel.name, "': no ", which, " branch");
+    if (br->model == nullptr) {
+      return InternalError("If '", EscapeForMessage(kernel.name), "': no ", which, " branch");
+    }
     const std::vector<TensorInfo>& ins = br->model->inputs();
     const std::vector<TensorInfo>& outs = br->model->outputs();
     if (ins.size() != br->inputs.size() || outs.size() != kernel.call.outputs.size()) {
-      return InternalError("If '", kernel.name, "': the ", which,
+      return InternalError("If '", EscapeForMessage(kernel.name), "': the ", which,
                            " branch's interface does not match the call");
     }
     for (size_t i = 0; i < ins.size(); ++i) {
       const Buffer* b = buffer(br->inputs[i]);
       if (b == nullptr || !PlainStatic(*b) || b->dtype != ins[i].dtype || b->shape != ins[i].shape) {
-        return Refuse(kernel, absl::StrCat("the ", which, " branch's input '", ins[i].name,
-                                           "' (", ir::TypeString(ins[i].dtype, ins[i].shape),
-                                           ") is not a plain buffer of its type"));
+        return Refuse(
+            kernel, absl::StrCat("the ", which, " branch's input '", EscapeForMessage(ins[i].name),
+                                 "' (", ir::TypeString(ins[i].dtype, ins[i].shape),
+                                 ") is not a plain buffer of its type"));
       }
     }
     for (size_t o = 0; o < outs.size(); ++o) {
@@ -624,9 +629,9 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
     const LoopProgram& program, const Kernel& kernel, LoopCall call,
     std::shared_ptr<const CompiledModel> body, int64_t max_iterations) {
   if (kernel.kind != Kernel::Kind::kExtern) {
-    return InternalError("kernel '", kernel.name, "' is not a Loop call");
+    return InternalError("kernel '", EscapeForMessage(kernel.name), "' is not a Loop call");
   }
-  if (body == nullptr) return InternalError("Loop '", kernel.name, "': no body");
+  if (body == nullptr) return InternalError("Loop '", EscapeForMessage(kernel.name), "': no body");
   if (max_iterations <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_loop_iterations must be positive, got ", max_iterations));
@@ -645,7 +650,8 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
   const std::vector<TensorInfo>& outs = body->outputs();
   if (ins.size() != 2 + nc + call.captures.size() || outs.size() < 1 + nc ||
       call.final_values.size() != nc || call.scan_outputs.size() != outs.size() - 1 - nc) {
-    return InternalError("Loop '", kernel.name, "': the body's interface does not match the call");
+    return InternalError("Loop '", EscapeForMessage(kernel.name),
+                         "': the body's interface does not match the call");
   }
   auto one = [](const TensorInfo& t, ir::DType dtype) {
     return StaticInfo(t) && t.dtype == dtype && NumElements(t.shape) == 1;
@@ -683,12 +689,12 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
     const TensorInfo& in = ins[2 + c];
     const TensorInfo& o = outs[1 + c];
     if (!plain_input(call.carried[c], in)) {
-      return refuse(absl::StrCat("loop-carried value ", c, " ('", in.name,
+      return refuse(absl::StrCat("loop-carried value ", c, " ('", EscapeForMessage(in.name),
                                  "') is not a plain buffer of static shape"));
     }
     if (!StaticInfo(o) || o.dtype != in.dtype || o.shape != in.shape) {
       return refuse(absl::StrCat(
-          "loop-carried value ", c, " ('", in.name, "') enters the body as ",
+          "loop-carried value ", c, " ('", EscapeForMessage(in.name), "') enters the body as ",
           ir::TypeString(in.dtype, in.shape), " and leaves it as ",
           o.shape_known ? ir::TypeString(o.dtype, o.shape) : "a value of unknown rank",
           ": its shape may change between iterations"));
@@ -712,7 +718,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateLoopStep(
   for (size_t i = 0; i < call.captures.size(); ++i) {
     const TensorInfo& in = ins[2 + nc + i];
     if (!plain_input(call.captures[i], in)) {
-      return refuse(absl::StrCat("the outer value '", in.name,
+      return refuse(absl::StrCat("the outer value '", EscapeForMessage(in.name),
                                  "' the body reads is not a plain buffer of static shape"));
     }
   }
@@ -761,9 +767,9 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
     const LoopProgram& program, const Kernel& kernel, ScanCall call,
     std::shared_ptr<const CompiledModel> body) {
   if (kernel.kind != Kernel::Kind::kExtern) {
-    return InternalError("kernel '", kernel.name, "' is not a Scan call");
+    return InternalError("kernel '", EscapeForMessage(kernel.name), "' is not a Scan call");
   }
-  if (body == nullptr) return InternalError("Scan '", kernel.name, "': no body");
+  if (body == nullptr) return InternalError("Scan '", EscapeForMessage(kernel.name), "': no body");
   auto refuse = [&](const std::string& why) { return RefuseOp("Scan", kernel, why); };
   if (kernel.call.attrs.count(ir::loop::kAttrBlockedInputs) > 0 ||
       kernel.call.attrs.count(ir::loop::kAttrBlockedOutputs) > 0) {
@@ -778,7 +784,8 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
       call.final_states.size() != ns || call.scan_outputs.size() != no ||
       call.input_axes.size() != ni || call.input_reverse.size() != ni ||
       call.output_axes.size() != no || call.output_reverse.size() != no || ni == 0) {
-    return InternalError("Scan '", kernel.name, "': the body's interface does not match the call");
+    return InternalError("Scan '", EscapeForMessage(kernel.name),
+                         "': the body's interface does not match the call");
   }
   // A buffer of the call, plain and static.
   auto plain = [&](int32_t b) -> const Buffer* {
@@ -787,11 +794,14 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
     return buf;
   };
   for (const TensorInfo& t : ins) {
-    if (!StaticInfo(t)) return refuse(absl::StrCat("the body's input '", t.name, "' is not static"));
+    if (!StaticInfo(t))
+      return refuse(
+          absl::StrCat("the body's input '", EscapeForMessage(t.name), "' is not static"));
   }
   for (const TensorInfo& t : outs) {
     if (!StaticInfo(t)) {
-      return refuse(absl::StrCat("the body's output '", t.name, "' has a data-dependent shape"));
+      return refuse(absl::StrCat("the body's output '", EscapeForMessage(t.name),
+                                 "' has a data-dependent shape"));
     }
   }
   // The operand's shape within one batch entry.
@@ -816,7 +826,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
     std::optional<ir::Shape> shape = b == nullptr ? std::nullopt : entry(*b);
     if (!shape || b->dtype != ins[s].dtype || *shape != ins[s].shape ||
         outs[s].dtype != ins[s].dtype || outs[s].shape != ins[s].shape) {
-      return refuse(absl::StrCat("state ", s, " ('", ins[s].name,
+      return refuse(absl::StrCat("state ", s, " ('", EscapeForMessage(ins[s].name),
                                  "') is not a plain buffer keeping its type ",
                                  ir::TypeString(ins[s].dtype, ins[s].shape)));
     }
@@ -878,7 +888,7 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
     const TensorInfo& info = ins[ns + ni + c];
     const Buffer* b = plain(call.captures[c]);
     if (b == nullptr || b->dtype != info.dtype || b->shape != info.shape) {
-      return refuse(absl::StrCat("the outer value '", info.name,
+      return refuse(absl::StrCat("the outer value '", EscapeForMessage(info.name),
                                  "' the body reads is not a plain buffer of static shape"));
     }
   }

@@ -23,6 +23,7 @@
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/kernel_abi.h"
 #include "ir/loop/module.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 #include "runtime/extern_step.h"
 #include "runtime/memory_plan.h"
@@ -110,7 +111,8 @@ class Executable final : public CompiledModel {
     for (const TensorInfo& in : inputs_) {
       auto it = inputs.find(in.name);
       if (it == inputs.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("missing input '", in.name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("missing input '", EscapeForMessage(in.name), "'"));
       }
       ordered.push_back(it->second);
     }
@@ -120,7 +122,7 @@ class Executable final : public CompiledModel {
         if (std::none_of(inputs_.begin(), inputs_.end(),
                          [&](const TensorInfo& i) { return i.name == name; })) {
           return absl::InvalidArgumentError(
-              absl::StrCat("the model has no input named '", name, "'"));
+              absl::StrCat("the model has no input named '", EscapeForMessage(name), "'"));
         }
       }
     }
@@ -147,15 +149,26 @@ class Executable final : public CompiledModel {
   }
 
   // The last resort of the public entry points: an allocation nobody
-  // checked (std::bad_alloc) becomes ResourceExhausted, never an abort.
+  // checked (std::bad_alloc) becomes ResourceExhausted, never an abort; an
+  // error leaves with model text escaped and lines capped (ir/message.h),
+  // whichever step or reference call built it.
   template <typename Fn>
   auto CatchOutOfMemory(Fn fn) const -> decltype(fn()) {
-    try {
-      return fn();
-    } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("out of memory running model '", report_.model, "'"));
-    }
+    decltype(fn()) result = [&]() -> decltype(fn()) {
+      try {
+        return fn();
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("out of memory running model '", EscapeForMessage(report_.model), "'"));
+      }
+    }();
+    if (result.ok()) return result;
+    return SanitizedStatus(StatusOf(result), /*keep_line_breaks=*/false);
+  }
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
+  template <typename T>
+  static const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+    return s.status();
   }
 
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
@@ -174,7 +187,7 @@ class Executable final : public CompiledModel {
         KILN_ASSIGN_OR_RETURN(
             ir::Tensor t,
             ir::Tensor::Create(outputs_[o].dtype, outputs_[o].shape,
-                               absl::StrCat("output '", outputs_[o].name, "'")));
+                               absl::StrCat("output '", EscapeForMessage(outputs_[o].name), "'")));
         outs.push_back(std::move(t));
       }
     }
@@ -204,9 +217,8 @@ class Executable final : public CompiledModel {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].dtype() != inputs_[i].dtype || inputs[i].shape() != inputs_[i].shape) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "input ", i, " '", inputs_[i].name, "': expected ",
-            ir::TypeString(inputs_[i].dtype, inputs_[i].shape), ", got ",
-            inputs[i].TypeString()));
+            "input ", i, " '", EscapeForMessage(inputs_[i].name), "': expected ",
+            ir::TypeString(inputs_[i].dtype, inputs_[i].shape), ", got ", inputs[i].TypeString()));
       }
     }
     if (outputs.size() != outputs_.size()) {
@@ -217,7 +229,7 @@ class Executable final : public CompiledModel {
       if (outputs[i] == nullptr || outputs[i]->dtype() != outputs_[i].dtype ||
           (!output_dynamic_[i] && outputs[i]->shape() != outputs_[i].shape)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "output ", i, " '", outputs_[i].name, "': expected a tensor of type ",
+            "output ", i, " '", EscapeForMessage(outputs_[i].name), "': expected a tensor of type ",
             ir::TypeString(outputs_[i].dtype, outputs_[i].shape)));
       }
     }
@@ -348,8 +360,9 @@ class Executable final : public CompiledModel {
           ir::Tensor& target = *static_cast<ir::Tensor*>(outputs[o]);
           if (target.dtype() != outputs_[o].dtype || target.shape() != outputs_[o].shape) {
             KILN_ASSIGN_OR_RETURN(
-                target, ir::Tensor::Create(outputs_[o].dtype, outputs_[o].shape,
-                                           absl::StrCat("output '", outputs_[o].name, "'")));
+                target, ir::Tensor::Create(
+                            outputs_[o].dtype, outputs_[o].shape,
+                            absl::StrCat("output '", EscapeForMessage(outputs_[o].name), "'")));
           }
           storage[o] = target.raw_data();
         }
@@ -405,8 +418,11 @@ class Executable final : public CompiledModel {
                            ? "an index (Gather-like) is out of range"
                            : "runtime error";
     return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", k.name, "' (", absl::StrJoin(k.ops, ", "), "): ", what, " (code ", rc,
-        ")"));
+        "kernel '", EscapeForMessage(k.name), "' (",
+        absl::StrJoin(
+            k.ops, ", ",
+            [](std::string* out, const std::string& op) { out->append(EscapeForMessage(op, 64)); }),
+        "): ", what, " (code ", rc, ")"));
   }
 
   // Filled by BuildExecutable.
@@ -487,8 +503,8 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
     }
     for (int32_t b : touched) {
       if (b >= 0 && static_cast<size_t>(b) < dynamic.size() && dynamic[b]) {
-        return InternalError("kernel '", kernel.name, "' touches buffer '",
-                             program.buffers[b].name,
+        return InternalError("kernel '", EscapeForMessage(kernel.name), "' touches buffer '",
+                             EscapeForMessage(program.buffers[b].name),
                              "' of data-dependent shape; only reference calls may");
       }
     }

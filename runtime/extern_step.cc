@@ -12,6 +12,7 @@
 #include "backends/onednn/extern_kernel.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/module.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::runtime {
@@ -55,11 +56,12 @@ absl::StatusOr<std::unique_ptr<ExternStep>> ReferenceStep(const LoopProgram& pro
                                                           ReferenceStepFactory reference_steps,
                                                           const KernelReport& report) {
   if (reference_steps != nullptr) return reference_steps(program, kernel);
-  return absl::FailedPreconditionError(absl::StrCat(
-      "extern kernel '", kernel.name, "' (", report.call, ": ", absl::StrJoin(kernel.ops, ", "),
-      ") needs kiln's reference interpreter at run time (", report.reason,
-      "), which this binary does not link (an AOT library built without "
-      "kiln_aot_library's reference_calls = True)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("extern kernel '", EscapeForMessage(kernel.name), "' (", report.call, ": ",
+                   absl::StrJoin(kernel.ops, ", "),
+                   ") needs kiln's reference interpreter at run time (", report.reason,
+                   "), which this binary does not link (an AOT library built without "
+                   "kiln_aot_library's reference_calls = True)"));
 }
 
 }  // namespace
@@ -78,12 +80,12 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
                                       : "oneDNN disabled by option";
   for (int32_t b : kernel.call.inputs) {
     if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
-      return InternalError("extern kernel '", kernel.name, "' reads buffer ", b);
+      return InternalError("extern kernel '", EscapeForMessage(kernel.name), "' reads buffer ", b);
     }
   }
   for (int32_t b : kernel.call.outputs) {
     if (b < 0 || static_cast<size_t>(b) >= program.buffers.size()) {
-      return InternalError("extern kernel '", kernel.name, "' writes buffer ", b);
+      return InternalError("extern kernel '", EscapeForMessage(kernel.name), "' writes buffer ", b);
     }
   }
   if (ir::loop::IsReferenceCall(kernel)) {

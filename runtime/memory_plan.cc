@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "ir/message.h"
 
 namespace kiln::runtime {
 
@@ -69,7 +70,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
     if (!elems.has_value() || esize <= 0 ||
         *elems > (std::numeric_limits<int64_t>::max() / 2) / esize) {
       return absl::InvalidArgumentError(
-          absl::StrCat("buffer '", buf.name, "' has no valid storage size"));
+          absl::StrCat("buffer '", EscapeForMessage(buf.name), "' has no valid storage size"));
     }
     items.push_back({static_cast<int32_t>(b), AlignUp(std::max<int64_t>(*elems * esize, 1))});
   }

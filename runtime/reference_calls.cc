@@ -9,6 +9,7 @@
 #include "interp/loop_module.h"
 #include "ir/loop/blocked_layout.h"
 #include "ir/loop/extern_schema.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::runtime {
@@ -81,8 +82,8 @@ class ReferenceStep final : public ExternStep {
     // Checks every output's dtype and shape against its buffer.
     KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outputs, ref_->Run(inputs));
     if (outputs.size() != outputs_.size()) {
-      return InternalError("extern kernel '", name_, "' returned ", outputs.size(),
-                           " outputs, expected ", outputs_.size());
+      return InternalError("extern kernel '", EscapeForMessage(name_), "' returned ",
+                           outputs.size(), " outputs, expected ", outputs_.size());
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (dynamic_out_[o]) {

@@ -1,8 +1,6 @@
 // The compiled-model API's plain functions (runtime/compiled_model.h): mode
 // names, output tensors for RunInto, and the text and JSON forms of the
 // compile report.
-#include "runtime/compiled_model.h"
-
 #include <algorithm>
 #include <map>
 #include <string>
@@ -12,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/message.h"
 #include "nlohmann/json.hpp"
+#include "runtime/compiled_model.h"
 
 namespace kiln {
 
@@ -56,8 +56,8 @@ absl::StatusOr<std::vector<ir::Tensor>> TryNewOutputTensors(const CompiledModel&
   for (const TensorInfo& o : model.outputs()) {
     ir::Shape shape = o.shape_known ? o.shape : ir::Shape{0};
     for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
-    absl::StatusOr<ir::Tensor> t =
-        ir::Tensor::Create(o.dtype, std::move(shape), absl::StrCat("output '", o.name, "'"));
+    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(
+        o.dtype, std::move(shape), absl::StrCat("output '", EscapeForMessage(o.name), "'"));
     if (!t.ok()) return t.status();
     outs.push_back(*std::move(t));
   }
@@ -72,7 +72,7 @@ absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name) {
   if (name == "compiled") return CompileOptions::Mode::kCompiled;
   if (name == "eager") return CompileOptions::Mode::kEager;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", name, "' (expected compiled or eager)"));
+      absl::StrCat("unknown mode '", EscapeForMessage(name), "' (expected compiled or eager)"));
 }
 
 const char* PrecisionName(CompileOptions::Precision precision) {
@@ -88,8 +88,8 @@ absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name)
   if (name == "f32") return CompileOptions::Precision::kF32;
   if (name == "bf16") return CompileOptions::Precision::kBF16;
   if (name == "auto") return CompileOptions::Precision::kAuto;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown precision '", name, "' (expected f32, bf16 or auto)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown precision '", EscapeForMessage(name),
+                                                 "' (expected f32, bf16 or auto)"));
 }
 
 const char* CallTuningName(CompileOptions::CallTuning tuning) {
@@ -105,8 +105,8 @@ absl::StatusOr<CompileOptions::CallTuning> ParseCallTuning(absl::string_view nam
   if (name == "off") return CompileOptions::CallTuning::kOff;
   if (name == "on") return CompileOptions::CallTuning::kOn;
   if (name == "cached") return CompileOptions::CallTuning::kCached;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown call tuning '", name, "' (expected off, on or cached)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown call tuning '", EscapeForMessage(name),
+                                                 "' (expected off, on or cached)"));
 }
 
 std::string CompileReport::ToText() const {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +45,7 @@
 #include "interp/interpreter.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/kilnc_lib.h"
@@ -69,15 +70,19 @@ bool IsFile(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
+// Every message kilnc prints passes ir/message.h's sanitizing: model text
+// (names, op types, attribute values) in it is escaped and capped.
 int BadInput(absl::string_view command, absl::string_view message) {
-  std::cerr << "kilnc " << command << ": " << message << "\n";
+  std::cerr << "kilnc " << command << ": " << SanitizedMessage(message, /*keep_line_breaks=*/false)
+            << "\n";
   return kExitBadInput;
 }
 
 // Reports a failed step: exit 2 when the user's input is at fault, 3 when
 // memory ran out, else 1.
 int Failed(absl::string_view command, const absl::Status& status) {
-  std::cerr << "kilnc " << command << ": " << status.ToString() << "\n";
+  std::cerr << "kilnc " << command << ": "
+            << SanitizedStatus(status, /*keep_line_breaks=*/true).ToString() << "\n";
   return ExitCodeFor(status);
 }
 
@@ -89,7 +94,9 @@ int InputsFailed(absl::string_view command, const absl::Status& status) {
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+  for (const std::string& w : warnings) {
+    std::cerr << "warning: " << SanitizedMessage(w, /*keep_line_breaks=*/false) << "\n";
+  }
 }
 
 // test_data_set_N folders of `dir`, ordered by N (non-numeric names last).
@@ -262,9 +269,9 @@ bool InputsFit(const std::vector<TensorInfo>& want, const std::vector<ir::Tensor
   for (size_t k = 0; k < inputs.size(); ++k) {
     const TensorInfo& v = want[k];
     if (v.dtype != inputs[k].dtype() || v.shape != inputs[k].shape()) {
-      *why = absl::StrCat("input_", k, ".pb is ", inputs[k].TypeString(),
-                          ", model input '", v.name, "' is ",
-                          ir::DTypeName(v.dtype), ir::ShapeToString(v.shape));
+      *why = absl::StrCat("input_", k, ".pb is ", inputs[k].TypeString(), ", model input '",
+                          EscapeForMessage(v.name), "' is ", ir::DTypeName(v.dtype),
+                          ir::ShapeToString(v.shape));
       return false;
     }
   }
@@ -383,7 +390,8 @@ int RunCheck(const Command& cmd) {
       return BadInput("check", exe.status().ToString());
     }
     std::cout << "kilnc check " << dir << "\n"
-              << "compile: FAIL " << exe.status().ToString() << "\n"
+              << "compile: FAIL "
+              << SanitizedStatus(exe.status(), /*keep_line_breaks=*/false).ToString() << "\n"
               << "result: FAIL (the model did not compile)\n";
     // Out of memory (or over --memory-limit) is 3, as on every command.
     return ExitCodeFor(exe.status()) == kExitResourceExhausted ? kExitResourceExhausted
@@ -439,7 +447,8 @@ int RunCheck(const Command& cmd) {
         const std::string message = absl::StrCat(ds, ": ", why, "; re-", exe->LoadVerb(),
                                                  ": ", again.status().ToString());
         if (ExitCodeFor(again.status()) == kExitBadInput) return BadInput("check", message);
-        std::cout << ds << ": FAIL " << message << "\n";
+        std::cout << ds << ": FAIL " << SanitizedMessage(message, /*keep_line_breaks=*/false)
+                  << "\n";
         ++runs_failed;
         if (ExitCodeFor(again.status()) == kExitResourceExhausted) ++runs_out_of_memory;
         continue;
@@ -467,7 +476,7 @@ int RunCheck(const Command& cmd) {
         return BadInput("check", absl::StrCat(ds, ": run: ", got.status().ToString()));
       }
       std::cout << ds << ": FAIL run error after " << FormatMs(run_ms) << ": "
-                << got.status().ToString() << "\n";
+                << SanitizedStatus(got.status(), /*keep_line_breaks=*/false).ToString() << "\n";
       ++runs_failed;
       if (ExitCodeFor(got.status()) == kExitResourceExhausted) ++runs_out_of_memory;
       continue;
@@ -482,7 +491,7 @@ int RunCheck(const Command& cmd) {
     for (size_t k = 0; k < n; ++k) {
       const ir::Tensor& ref = (*expected)[k];
       const ir::Tensor& out = (*got)[k];
-      const std::string& name = exe->outputs()[k].name;
+      const std::string name = EscapeForMessage(exe->outputs()[k].name);
       const interp::CompareResult m = interp::CompareTensors(out, ref, tol);
       ++outputs_compared;
       if (!m.ok) ++outputs_failed;
@@ -570,8 +579,9 @@ int RunRun(const Command& cmd) {
             << "model: " << exe->ModelLine() << "\n"
             << "engine: " << exe->EngineLine() << "\n";
   for (size_t k = 0; k < inputs->size(); ++k) {
-    std::cout << "input " << k << " " << SummarizeTensor(exe->inputs()[k].name, (*inputs)[k], 0)
-              << "  (" << sources[k] << ")\n";
+    std::cout << "input " << k << " "
+              << SummarizeTensor(EscapeForMessage(exe->inputs()[k].name), (*inputs)[k], 0) << "  ("
+              << sources[k] << ")\n";
   }
 
   const absl::Time t0 = absl::Now();
@@ -580,7 +590,8 @@ int RunRun(const Command& cmd) {
   if (!outputs.ok()) return Failed("run", outputs.status());
   for (size_t k = 0; k < outputs->size(); ++k) {
     std::cout << "output " << k << " "
-              << SummarizeTensor(exe->outputs()[k].name, (*outputs)[k], opts.num_values)
+              << SummarizeTensor(EscapeForMessage(exe->outputs()[k].name), (*outputs)[k],
+                                 opts.num_values)
               << "\n";
   }
   std::cout << "time: " << exe->LoadVerb() << " " << FormatMs(exe->load_ms()) << ", run "
@@ -770,9 +781,9 @@ int RunExplain(const Command& cmd) {
     std::cout << r.ToJson() << "\n";
     return kExitOk;
   }
-  std::cout << "kilnc explain " << r.model << "\n"
-            << "isa " << r.isa << ", mode " << r.mode << ", threads "
-            << ThreadsText(r.threads) << "; " << KernelCounts(r) << "\n";
+  std::cout << "kilnc explain " << EscapeForMessage(r.model) << "\n"
+            << "isa " << r.isa << ", mode " << r.mode << ", threads " << ThreadsText(r.threads)
+            << "; " << KernelCounts(r) << "\n";
   for (size_t i = 0; i < r.kernels.size(); ++i) {
     const KernelReport& k = r.kernels[i];
     std::cout << "\n[" << i << "] " << k.name << "  " << k.backend;
@@ -986,7 +997,8 @@ int RunBenchSweep(const Command& cmd) {
     std::vector<std::string> text;
     for (size_t i = 0; i < want.size(); ++i) {
       want[i].shape = (*shapes)[i];
-      text.push_back(absl::StrCat(want[i].name, ": ", ir::ShapeToString(want[i].shape)));
+      text.push_back(
+          absl::StrCat(EscapeForMessage(want[i].name), ": ", ir::ShapeToString(want[i].shape)));
     }
     CompileFlags point_flags = flags;
     point_flags.shapes.clear();
@@ -1297,7 +1309,7 @@ int RunProfile(const Command& cmd) {
     runs.push_back(std::move(run));
   }
 
-  std::cout << "kilnc profile " << r.model << "\n"
+  std::cout << "kilnc profile " << EscapeForMessage(r.model) << "\n"
             << "isa " << r.isa << ", mode " << r.mode << ", threads " << ThreadsText(r.threads)
             << "; " << KernelCounts(r) << "; compile " << CompileTimeText(r, compile_ms) << "\n"
             << "runs: " << opts.warmup << " warm-up, " << opts.iterations

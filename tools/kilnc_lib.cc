@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/message.h"
 
 namespace kiln::tools {
 namespace {
@@ -1436,11 +1437,14 @@ std::string ProgressLine(double elapsed_s, double min_time_s, int iterations,
 // ---------------------------------------------------------------- profile
 
 std::string KernelLabel(const KernelReport& k, size_t max_ops) {
-  std::vector<std::string> ops(k.ops.begin(),
-                               k.ops.begin() + std::min(max_ops, k.ops.size()));
+  // The ops are ONNX node names: model text, escaped and capped.
+  std::vector<std::string> ops;
+  for (size_t i = 0; i < std::min(max_ops, k.ops.size()); ++i) {
+    ops.push_back(EscapeForMessage(k.ops[i], 64));
+  }
   if (k.ops.size() > max_ops) ops.push_back(absl::StrCat("+", k.ops.size() - max_ops, " more"));
-  if (ops.empty()) return k.name;
-  return absl::StrCat(k.name, " (", absl::StrJoin(ops, ", "), ")");
+  if (ops.empty()) return EscapeForMessage(k.name);
+  return absl::StrCat(EscapeForMessage(k.name), " (", absl::StrJoin(ops, ", "), ")");
 }
 
 absl::StatusOr<nlohmann::json> ChromeTrace(const CompileReport& report,

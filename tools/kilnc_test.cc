@@ -755,6 +755,17 @@ TEST(KernelLabel, NamesOpsAndCountsTheRest) {
   EXPECT_EQ(KernelLabel(k, 2), "k (a, b, +1 more)");
 }
 
+TEST(KernelLabel, EscapesAndCapsTheModelsNodeNames) {
+  KernelReport k;
+  k.name = "k";
+  k.ops = {"a\x1b[2J\x07", std::string(1 << 20, 'n')};
+  const std::string label = KernelLabel(k);
+  EXPECT_EQ(label.find('\x1b'), std::string::npos) << label;
+  EXPECT_EQ(label.find('\x07'), std::string::npos) << label;
+  EXPECT_LT(label.size(), 200u);
+  EXPECT_TRUE(absl::StartsWith(label, "k (a\\x1b[2J\\x07, nnn")) << label;
+}
+
 TEST(ChromeTrace, OneCompleteEventPerKernelPerRun) {
   absl::StatusOr<nlohmann::json> t = ChromeTrace(TwoKernelReport(), TwoRuns());
   ASSERT_TRUE(t.ok()) << t.status();

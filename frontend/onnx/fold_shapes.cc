@@ -611,8 +611,13 @@ class Folder {
     }
     absl::StatusOr<ir::Graph> graph = ImportGraph(one, MiniImportOptions());
     if (!graph.ok()) return std::nullopt;
-    absl::StatusOr<std::vector<ir::Tensor>> results =
-        interp::Run(*graph, inputs);
+    // A result over the output limit fails before it is allocated: a node
+    // whose outputs shape inference could not size (ConstantOfShape of
+    // [6225922, 36] beside an Expand that does not broadcast) stays a
+    // run-time op instead of costing seconds and gigabytes here.
+    interp::RunOptions run_options;
+    run_options.max_result_elements = options_.max_output_elements;
+    absl::StatusOr<std::vector<ir::Tensor>> results = interp::Run(*graph, inputs, run_options);
     if (!results.ok() ||
         static_cast<int>(results->size()) != one.output_size()) {
       return std::nullopt;

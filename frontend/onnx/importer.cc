@@ -693,6 +693,7 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
         "not a valid ONNX model (it has no graph: truncated or not an ONNX "
         "file)");
   }
+  KILN_RETURN_IF_ERROR(CheckModelLimits(model, options.limits));
   if (model.ir_version() < kMinIrVersion ||
       model.ir_version() > kMaxIrVersion) {
     return absl::UnimplementedError(absl::StrCat(

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "frontend/onnx/limits.h"
 #include "ir/graph/graph.h"
 
 namespace kiln::frontend {
@@ -38,6 +39,9 @@ struct ImportOptions {
   // rounds of shape inference, so shapes computed from the input shapes come
   // out static (frontend/onnx/fold_shapes.h). Off: one round, nothing folded.
   bool fold_shapes = true;
+  // Structural limits (node count, nesting, rank, dims, names), checked
+  // before anything else reads the model (frontend/onnx/limits.h).
+  ModelLimits limits;
 };
 
 // A graph input's shape as the model declares it, before ImportOptions

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <fstream>
 #include <memory>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -769,7 +770,11 @@ TEST(ImporterTest, TensorSizeLimits) {
   huge.Input("x", TP::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
   huge.Node("Relu", {"x"}, {"y"}, "relu");
   huge.Output("y", TP::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
-  r = Import(huge);
+  // Past ModelLimits::max_dim (limits_test); raised here to reach the
+  // overflow check behind it.
+  ImportOptions no_dim_limit;
+  no_dim_limit.limits.max_dim = std::numeric_limits<int64_t>::max();
+  r = Import(huge, no_dim_limit);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(r), AllOf(HasSubstr("'x'"), HasSubstr("overflow")));
@@ -1031,7 +1036,11 @@ TEST(ImporterTest, HostileNamesAreEscapedAndCappedInErrors) {
   m.Node("Relu", {"x"}, {"a"}, terminal + "relu");
   m.Node("Add", {"a", huge + "\nline two"}, {"y"}, "add");
   m.Output("y", TP::FLOAT, {int64_t{1}, int64_t{3}});
-  absl::StatusOr<ImportResult> r = Import(m);
+  // The 1 MB name is past ModelLimits::max_name_bytes (limits_test); the
+  // limit is raised here so the message that quotes it is the one checked.
+  ImportOptions no_name_limit;
+  no_name_limit.limits.max_name_bytes = int64_t{1} << 30;
+  absl::StatusOr<ImportResult> r = Import(m, no_name_limit);
   ASSERT_FALSE(r.ok());
   const std::string message = Message(r);
   EXPECT_THAT(message, HasSubstr("never defined"));

@@ -2,7 +2,11 @@
 // file of the folder argv[1] (relative to the runfiles root) goes through
 // LLVMFuzzerTestOneInput. A finding aborts the test; a seed that passes
 // returns normally. The corpus holds every past finding, so this is also the
-// regression test of each fix.
+// regression test of each fix. An input that raises the process's peak RSS by
+// more than 1 GiB is a finding too, as tools/fuzz.sh's -rss_limit_mb makes it:
+// a hang that is a huge allocation fails here by its size, not its time.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +24,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 namespace {
 
 std::string g_corpus_dir;
+
+constexpr int64_t kMaxPeakGrowthBytes = int64_t{1} << 30;
+
+// The process's peak resident set size so far, in bytes.
+int64_t PeakRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t{usage.ru_maxrss} * 1024;  // Linux reports KiB
+}
 
 std::filesystem::path CorpusDir() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -47,10 +60,14 @@ TEST(FuzzCorpusReplay, EveryCorpusFileRuns) {
                             std::istreambuf_iterator<char>());
     // A finding aborts inside the call, and the test log names the file.
     std::fprintf(stderr, "replaying %s (%zu bytes)\n", path.filename().c_str(), bytes.size());
+    const int64_t peak_before = PeakRssBytes();
     EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()),
                                      bytes.size()),
               0)
         << path;
+    const int64_t growth = PeakRssBytes() - peak_before;
+    EXPECT_LE(growth, kMaxPeakGrowthBytes)
+        << path << " raised the peak RSS by " << (growth >> 20) << " MiB";
   }
   std::printf("replayed %zu corpus files from %s\n", files.size(), dir.c_str());
 }
