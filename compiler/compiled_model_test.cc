@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -453,6 +455,104 @@ TEST(CompiledModel, RefusesBadOptions) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseMode("fast").ok());
   EXPECT_EQ(*ParseMode("eager"), CompileOptions::Mode::kEager);
+}
+
+// --deterministic (decision 0050): a conv (a direct jit kernel, parallel),
+// a MatMul of two activations and one with constant weights whose long
+// reductions oneDNN's gemm splits between threads, a long ReduceSum and a
+// Softmax. Bit-identical at 1 and 2 threads and run to run; the gemm-based
+// calls say in the report that they run on one thread.
+constexpr char kDeterminism[] = R"(
+graph g(%x: f32[1,8,16,16], %a: f32[4,16384], %b: f32[16384,16], %v: f32[1,16384], %r: f32[3,20000]) -> (%y, %m, %n, %s, %p) opset 13 {
+  %w = constant f32[8,8,3,3] <elided>
+  %bias = constant f32[8] <elided>
+  %y = Conv(%x, %w, %bias) {pads=[1,1,1,1]} name="conv" : f32[1,8,16,16]
+  %m = MatMul(%a, %b) name="mm_act" : f32[4,16]
+  %wv = constant f32[16384,8] <elided>
+  %n = MatMul(%v, %wv) name="mm_const" : f32[1,8]
+  %s = ReduceSum(%r) {keepdims=0} name="sum" : f32[]
+  %p = Softmax(%r) {axis=1} name="sm" : f32[3,20000]
+}
+)";
+
+TEST(CompiledModel, DeterministicIsBitIdenticalAtOneAndTwoThreads) {
+  const std::vector<ir::Tensor> inputs = {Random({1, 8, 16, 16}, 1), Random({4, 16384}, 2),
+                                          Random({16384, 16}, 3), Random({1, 16384}, 4),
+                                          Random({3, 20000}, 5)};
+  auto run = [&](int threads, bool deterministic) {
+    CompileOptions o = Options();
+    o.threads = threads;
+    o.deterministic = deterministic;
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+        Compiler(o).CompileGraph(Parse(kDeterminism));
+    EXPECT_TRUE(model.ok()) << model.status();
+    std::vector<std::vector<ir::Tensor>> outs;
+    if (!model.ok()) return outs;
+    for (int rep = 0; rep < 2; ++rep) {
+      absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (got.ok()) outs.push_back(*std::move(got));
+    }
+    if (deterministic) {
+      int one_thread = 0;
+      for (const KernelReport& k : (*model)->report().kernels) {
+        const bool gemm = absl::StrContains(k.reason, "gemm");
+        const bool one = absl::StrContains(k.reason, "one thread (deterministic");
+        // gemm-based calls run on one thread; a direct jit conv measured
+        // thread-count invariant (AVX2, SSE4.1) keeps its threads.
+        if (gemm) EXPECT_TRUE(one) << k.name << ": " << k.reason;
+        if (absl::StrContains(k.reason, "oneDNN jit:avx2") ||
+            absl::StrContains(k.reason, "oneDNN jit:sse41")) {
+          EXPECT_FALSE(one) << k.name << ": " << k.reason;
+        }
+        one_thread += one;
+      }
+      EXPECT_GE(one_thread, 1) << (*model)->report().ToText();
+    }
+    return outs;
+  };
+  auto same_bits = [](const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t o = 0; o < a.size(); ++o) {
+      if (a[o].byte_size() != b[o].byte_size() ||
+          std::memcmp(a[o].raw_data(), b[o].raw_data(), a[o].byte_size()) != 0) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const auto one = run(1, true), two = run(2, true);
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_TRUE(same_bits(one[0], one[1])) << "run to run, 1 thread";
+  EXPECT_TRUE(same_bits(two[0], two[1])) << "run to run, 2 threads";
+  EXPECT_TRUE(same_bits(one[0], two[0])) << "1 vs 2 threads";
+  // And right: against the reference interpreter.
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(Parse(kDeterminism), inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (size_t o = 0; o < want->size(); ++o) {
+    interp::CompareResult r = interp::CompareTensors(two[0][o], (*want)[o], {1e-4, 1e-5, {}});
+    EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message;
+  }
+  // Without the option the gemm-based calls use both threads; whether
+  // their bits differ is oneDNN's business (they do on oneDNN 2.6 AVX2).
+  const auto free1 = run(1, false), free2 = run(2, false);
+  if (free1.size() == 2 && free2.size() == 2) {
+    std::printf("without deterministic, 1 vs 2 threads: %s\n",
+                same_bits(free1[0], free2[0]) ? "bit-identical" : "differ");
+  }
+}
+
+TEST(CompiledModel, DeterministicRefusesTimedCallTuning) {
+  CompileOptions o = Options();
+  o.deterministic = true;
+  for (CompileOptions::CallTuning t :
+       {CompileOptions::CallTuning::kOn, CompileOptions::CallTuning::kCached}) {
+    o.call_tuning = t;
+    absl::Status s = Compiler(o).CompileGraph(Parse(kPointwiseAndReductions)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("deterministic")) << s;
+  }
 }
 
 TEST(CompiledModel, ReportDescribesEveryKernel) {

@@ -94,6 +94,12 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be >= 0, got ", options.threads));
   }
+  if (options.deterministic && options.call_tuning != CompileOptions::CallTuning::kOff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deterministic needs call tuning off, not '", CallTuningName(options.call_tuning),
+        "': a layout chosen by timing (or cached per thread count) can change the results "
+        "between runs and thread counts"));
+  }
   KILN_ASSIGN_OR_RETURN(const compiler::Target target, JitTarget(options));
   p.isa = target.isa;
   report.isa = target.isa->name;

@@ -133,6 +133,47 @@ TEST(ReduceSum, Int64AndF64) {
   ExpectValues((*r)[0], {2, 1}, {0.75, 3});
 }
 
+// Long sums (decision 0050) against sums worked out here. 2^24 + 2 ones:
+// a plain f32 accumulator stops at 2^24. Random values in [0, 1): the
+// expected sum in long double. f64: 1 then 2^20 terms of 2^-53 sum to
+// exactly 1 + 2^-33, but a running double sum never leaves 1 (each term
+// is half an ulp of 1 and rounds away); pairwise sums keep all but the
+// terms of the first run of 128.
+TEST(ReduceSum, LongSumsStayAccurate) {
+  const int64_t n = (int64_t{1} << 24) + 2;
+  Tensor ones = F32({n}, std::vector<float>(n, 1.0f));
+  for (const char* op : {"ReduceSum", "ReduceSumSquare", "ReduceL1"}) {
+    auto r = RunOp(op, {ones}, {DType::kF32}, {{"keepdims", int64_t{0}}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].GetAsDouble(0), static_cast<double>(n)) << op;  // exact in f32
+  }
+  auto mean = RunOp("ReduceMean", {ones}, {DType::kF32}, {{"keepdims", int64_t{0}}});
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_EQ(mean->at(0).GetAsDouble(0), 1.0);
+
+  std::vector<float> v(n);
+  uint64_t state = 0x9e3779b97f4a7c15u;
+  long double exact = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    v[i] = static_cast<float>(state >> 40) * 0x1p-24f;  // [0, 1)
+    exact += v[i];
+  }
+  auto sum = RunOp("ReduceSum", {F32({n}, v)}, {DType::kF32}, {{"keepdims", int64_t{0}}});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  // The output is the f32 nearest the sum: within half an f32 ulp.
+  const double want = static_cast<double>(exact);
+  EXPECT_NEAR(sum->at(0).GetAsDouble(0), want, want * 0x1p-24);
+
+  const int64_t m = (int64_t{1} << 20) + 1;
+  std::vector<double> d(m, 0x1p-53);
+  d[0] = 1;
+  auto dsum = RunOp("ReduceSum", {Tensor::FromVector<double>({m}, d)}, {DType::kF64},
+                    {{"keepdims", int64_t{0}}});
+  ASSERT_TRUE(dsum.ok()) << dsum.status();
+  EXPECT_NEAR(dsum->at(0).GetAsDouble(0), 1 + 0x1p-33, 0x1p-40);
+}
+
 TEST(ReduceMean, AttributeAtOpset13AxesInputAtOpset18) {
   Tensor x = F32({2, 3}, {1, 2, 3, 4, 5, 6});
   auto r = RunOp("ReduceMean", {x}, {DType::kF32},

@@ -226,7 +226,8 @@ class InferenceSession {
   InferenceSession(const py::object& model, const py::object& sess_options,
                    const py::object& providers, int threads, const std::string& isa,
                    const py::object& shapes, const py::object& cache_dir,
-                   const std::string& engine, const std::string& precision) {
+                   const std::string& engine, const std::string& precision,
+                   bool deterministic) {
     if (!sess_options.is_none()) {
       throw py::type_error(
           "kiln.InferenceSession takes no SessionOptions: use threads=, isa=, shapes=, "
@@ -248,6 +249,7 @@ class InferenceSession {
     absl::StatusOr<CompileOptions::Precision> p = ParsePrecision(precision);
     if (!p.ok()) throw py::value_error(absl::StrCat("precision=: ", p.status().message()));
     options.precision = *p;
+    options.deterministic = deterministic;
 
     const bool from_bytes = py::isinstance<py::bytes>(model);
     std::string bytes, path;
@@ -616,12 +618,12 @@ PYBIND11_MODULE(kiln, m) {
                                "An ONNX model compiled by kiln for this CPU.")
       .def(py::init<const py::object&, const py::object&, const py::object&, int,
                     const std::string&, const py::object&, const py::object&,
-                    const std::string&, const std::string&>(),
+                    const std::string&, const std::string&, bool>(),
            py::arg("path_or_bytes"), py::arg("sess_options") = py::none(),
            py::arg("providers") = py::none(), py::kw_only(), py::arg("threads") = 0,
            py::arg("isa") = "", py::arg("shapes") = py::none(),
            py::arg("cache_dir") = py::none(), py::arg("engine") = "compiled",
-           py::arg("precision") = "f32",
+           py::arg("precision") = "f32", py::arg("deterministic") = false,
            "Compiles a model (a path or its bytes).\n"
            "threads: OpenMP team size for run (0: OMP_NUM_THREADS, else all cores).\n"
            "isa: 'scalar', 'avx2', 'avx512' ('' : the best this CPU runs).\n"
@@ -629,7 +631,9 @@ PYBIND11_MODULE(kiln, m) {
            "cache_dir: the JIT cache (default $XDG_CACHE_HOME/kiln or ~/.cache/kiln).\n"
            "engine: 'compiled', 'eager' (one kernel per op) or 'reference' (kiln's\n"
            "reference interpreter, the oracle).\n"
-           "precision: 'f32', 'bf16' or 'auto' for Conv/MatMul/Gemm.")
+           "precision: 'f32', 'bf16' or 'auto' for Conv/MatMul/Gemm.\n"
+           "deterministic: bit-identical results across runs and thread counts on\n"
+           "one ISA (library calls whose threads may split a reduction run on one).")
       .def("get_inputs", &InferenceSession::GetInputs)
       .def("get_outputs", &InferenceSession::GetOutputs)
       .def("get_modelmeta", &InferenceSession::GetModelMeta, py::return_value_policy::copy,

@@ -374,6 +374,15 @@ def test_modelmeta_and_providers(tmp_path, cache_dir):
             assert sess.get_provider_options() == {"CPUExecutionProvider": {}}
 
 
+def test_deterministic_runs_are_bit_identical_at_one_and_two_threads(tiny_data, cache_dir):
+    x, probs = tiny_data
+    path = os.path.join(TINY_CNN, "model.onnx")
+    got = [kiln.InferenceSession(path, cache_dir=cache_dir, threads=t, deterministic=True)
+           .run(None, {"input": x})[0] for t in (1, 2)]
+    assert got[0].tobytes() == got[1].tobytes()
+    assert_close(got[0], probs, "tiny_cnn deterministic")
+
+
 def test_cpu_provider_is_accepted(tiny_data, cache_dir):
     x, probs = tiny_data
     sess = kiln.InferenceSession(os.path.join(TINY_CNN, "model.onnx"), cache_dir=cache_dir,

@@ -14,8 +14,9 @@
 // compiled into the library and run by this CPU (isa/ registry detection);
 // a named ISA the library lacks, or the CPU lacks, is refused with
 // InvalidArgument before any of its code can run. The other honoured
-// options are threads, prepack_weights, use_onednn and precision (library
-// calls are built at Create, so bf16 is chosen there); what was fixed when
+// options are threads, prepack_weights, use_onednn, precision (library
+// calls are built at Create, so bf16 is chosen there) and deterministic
+// (which calls run on one thread is decided there too); what was fixed when
 // the library was built (input_shapes, mode, disabled_passes,
 // reference_fallback) is refused when it differs from that build.
 #ifndef KILN_RUNTIME_AOT_H_

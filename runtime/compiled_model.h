@@ -132,6 +132,18 @@ struct CompileOptions {
   // times).
   enum class CallTuning { kOff, kOn, kCached };
   CallTuning call_tuning = CallTuning::kOff;
+  // Bit-identical results across runs and thread counts on one ISA
+  // (decision 0050). Loop kernels always are: they parallelize only over
+  // output dims and sum in a fixed order. oneDNN calls whose implementation
+  // was not measured to give the same bits at every thread count (the
+  // gemm-based matmul and inner product split their reduction by thread
+  // count; RNNs, deconvolution, reference kernels) are built and run on
+  // one thread, the others (direct jit convolutions) on `threads`; the
+  // report names each one-thread call. Needs call_tuning kOff (a timed or
+  // cached layout choice depends on timings and the thread count).
+  // Different ISAs still give different bits (vector widths change the
+  // order of sums).
+  bool deterministic = false;
 };
 
 // "compiled" / "eager"; and back (InvalidArgument for anything else).

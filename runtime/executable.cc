@@ -479,6 +479,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   xo.prepack_weights = options.prepack_weights && !eager;
   xo.use_onednn = options.use_onednn;
   xo.allow_onednn_reference_impl = options.allow_onednn_reference_impl;
+  xo.deterministic = options.deterministic;
   // bf16 where asked for, or (auto) where oneDNN runs it natively here.
   xo.bf16 = options.precision == CompileOptions::Precision::kBF16 ||
             (options.precision == CompileOptions::Precision::kAuto && onednn::NativeBf16());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/onednn/extern_kernel.h"
+#include "backends/onednn/threads.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
@@ -31,10 +32,20 @@ class OneDnnStep final : public ExternStep {
     out_ptrs_.resize(outputs_.size());
   }
 
+  // `one_thread`: the call was built on one thread and runs on one
+  // (ExternStepOptions::deterministic).
+  OneDnnStep(const Kernel& kernel, std::unique_ptr<onednn::OneDnnExternKernel> call,
+             bool one_thread)
+      : OneDnnStep(kernel, std::move(call)) {
+    one_thread_ = one_thread;
+  }
+
   absl::Status Run(absl::Span<void* const> buffers) const override {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < inputs_.size(); ++i) in_ptrs_[i] = buffers[inputs_[i]];
     for (size_t o = 0; o < outputs_.size(); ++o) out_ptrs_[o] = buffers[outputs_[o]];
+    if (!one_thread_) return call_->Run(in_ptrs_, out_ptrs_);
+    const OneThread scope;
     return call_->Run(in_ptrs_, out_ptrs_);
   }
 
@@ -42,7 +53,18 @@ class OneDnnStep final : public ExternStep {
     return call_->ReadsInput(input);  // fixed at creation: no lock needed
   }
 
+  // oneDNN calls opened in its lifetime, from this thread, run on one thread.
+  class OneThread {
+   public:
+    OneThread() : saved_(onednn::NumThreads()) { (void)onednn::SetNumThreads(1); }
+    ~OneThread() { (void)onednn::SetNumThreads(saved_); }
+
+   private:
+    int saved_;
+  };
+
  private:
+  bool one_thread_ = false;
   std::vector<int32_t> inputs_, outputs_;
   mutable absl::Mutex mu_;
   mutable std::vector<void*> in_ptrs_ ABSL_GUARDED_BY(mu_);
@@ -106,6 +128,18 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
     oo.allow_reference_impl = options.allow_onednn_reference_impl;
     absl::StatusOr<std::unique_ptr<onednn::OneDnnExternKernel>> call =
         onednn::OneDnnExternKernel::Create(program, kernel, constants, oo);
+    // Deterministic: an implementation whose threads may split a reduction
+    // is built again on one thread (primitives fix their thread count when
+    // created) and runs on one.
+    bool one_thread = false;
+    if (call.ok() && options.deterministic &&
+        !onednn::ThreadCountInvariant((*call)->info().impl)) {
+      one_thread = true;
+      if (onednn::NumThreads() > 1) {
+        const OneDnnStep::OneThread scope;
+        call = onednn::OneDnnExternKernel::Create(program, kernel, constants, oo);
+      }
+    }
     if (call.ok()) {
       const onednn::ExternKernelInfo& info = (*call)->info();
       report->backend = "onednn";
@@ -119,7 +153,13 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateExternStep(
       if (!info.bf16_refused.empty()) {
         absl::StrAppend(&report->reason, "; f32, not bf16: ", info.bf16_refused);
       }
-      return std::unique_ptr<ExternStep>(std::make_unique<OneDnnStep>(kernel, *std::move(call)));
+      if (one_thread) {
+        absl::StrAppend(&report->reason,
+                        "; one thread (deterministic: this implementation's threads may split "
+                        "its reduction)");
+      }
+      return std::unique_ptr<ExternStep>(
+          std::make_unique<OneDnnStep>(kernel, *std::move(call), one_thread));
     }
     if (call.status().code() != absl::StatusCode::kUnimplemented) return call.status();
     report->reason = std::string(call.status().message());

@@ -25,6 +25,9 @@ struct ExternStepOptions {
   bool use_onednn = true;
   bool bf16 = false;  // library calls in bf16 (CompileOptions::precision resolved)
   bool allow_onednn_reference_impl = false;
+  // CompileOptions::deterministic: a oneDNN call whose implementation is not
+  // onednn::ThreadCountInvariant is built and run on one thread.
+  bool deterministic = false;
 };
 
 // Why an interface: the executable holds a list of steps and does not care

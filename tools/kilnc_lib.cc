@@ -97,6 +97,11 @@ Compile flags:
   --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
                          weights and prepacked weights together need more
                          than BYTES (compiled and eager engines)
+  --deterministic        bit-identical results across runs and thread
+                         counts on one ISA: oneDNN calls whose threads may
+                         split a reduction (gemm-based MatMul/Gemm, RNNs)
+                         run on one thread (explain names them); needs
+                         --tune-calls=off
 )";
 
 constexpr absl::string_view kInputFlagsUsage =
@@ -415,7 +420,9 @@ std::optional<bool> CompileFlagTakesValue(const std::string& name) {
       name == "precision" || name == "memory-limit" || name == "tune-calls") {
     return true;
   }
-  if (name == "no-prepack" || name == "no-reference-fallback") return false;
+  if (name == "no-prepack" || name == "no-reference-fallback" || name == "deterministic") {
+    return false;
+  }
   return std::nullopt;
 }
 
@@ -478,6 +485,8 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     c.prepack = false;
   } else if (name == "no-reference-fallback") {
     c.reference_fallback = false;
+  } else if (name == "deterministic") {
+    c.deterministic = true;
   } else if (name == "shape") {
     absl::StatusOr<std::pair<std::string, std::vector<ir::Shape>>> sh =
         ParseShapeSweepFlag(value);
@@ -973,6 +982,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
   o.precision = flags.precision;
   o.call_tuning = flags.call_tuning;
   o.memory_limit_bytes = flags.memory_limit_bytes;
+  o.deterministic = flags.deterministic;
   return o;
 }
 

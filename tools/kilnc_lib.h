@@ -66,6 +66,8 @@ struct CompileFlags {
   CompileOptions::CallTuning call_tuning = CompileOptions::CallTuning::kOff;
   // --memory-limit: CompileOptions::memory_limit_bytes; 0: none.
   int64_t memory_limit_bytes = 0;
+  // --deterministic: CompileOptions::deterministic.
+  bool deterministic = false;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).

@@ -230,7 +230,7 @@ TEST(ParseCommandLine, CompileFlagsOnEveryCommand) {
                                  "--disable-pass=fold-batch-norm", "--disable_pass",
                                  "eliminate-dead-code", "--no-prepack", "--shape",
                                  "x=1x3x8x8", "--cache-dir=/tmp/c",
-                                 "--no-reference-fallback"});
+                                 "--no-reference-fallback", "--deterministic"});
     ASSERT_TRUE(cmd.ok()) << sub << ": " << cmd.status();
     const CompileFlags& c = cmd->compile;
     EXPECT_EQ(c.isa, "avx2") << sub;
@@ -253,6 +253,8 @@ TEST(ParseCommandLine, CompileFlagsOnEveryCommand) {
     EXPECT_EQ(o.disabled_passes.size(), 2u);
     EXPECT_EQ(o.input_shapes.at("x"), (Shape{1, 3, 8, 8}));
     EXPECT_EQ(o.cache_dir, "/tmp/c");
+    EXPECT_TRUE(o.deterministic);
+    EXPECT_FALSE(ToCompileOptions(ParseCommandLine({sub, "m"})->compile, "/").deterministic);
   }
 }
 

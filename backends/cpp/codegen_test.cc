@@ -2,6 +2,7 @@
 // kiln_isa_test: every program is emitted, built with the JIT for the shard's
 // ISA (in process, or under qemu for neon) and its outputs compared with
 // ir/loop's interpreter. Cases are batched so each TEST is one JIT build.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -395,6 +396,115 @@ TEST(Codegen, WelfordReductionsVectorized) {
   }
   EXPECT_THAT(StatusOf(r[0], "row_welford_var").reason,
               HasSubstr("welford_var as vector passes (sum, then squared deviations"));
+}
+
+// Long f32 sums (decision 0050) against double sums computed here, not by
+// the code under test. Plain f32 lane accumulators go wrong at these sizes:
+// a sum of ones stops at 2^24 per lane (3 * 2^27 ones gave 2^27 on 8
+// lanes), and a sum of values below 1 loses them once a lane passes 2^24.
+// Rows of 64 (or 67: masked tail steps) values repeated over a second
+// reduction variable give 3 * 2^24 points per lane from a few bytes of
+// input; one real 2^25-element buffer too. Row sums are vector accumulators along r1,
+// column sums one accumulator per lane over both reduction variables,
+// Welford mean/variance two vector passes.
+TEST(Codegen, LongF32SumsMatchDoubleSums) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  // 3 * 2^24 points per lane (a row of 64 repeated), 2^25 per column.
+  const int64_t lanes = std::max(1, t.isa->vector_bytes / 4);
+  const int64_t reps = (int64_t{3} << 18) * lanes;
+  const int64_t flat = int64_t{1} << 25;
+  const int64_t cols = 8, col_reps = int64_t{1} << 19;
+  std::vector<ProgramCase> cases(1);
+  ProgramCase& c = cases[0];
+  c.name = "long sums";
+  LoopProgram& p = c.program;
+  const int ones = p.AddBuffer("ones", DType::kF32, {67}, BufferKind::kInput);
+  const int row = p.AddBuffer("row", DType::kF32, {64}, BufferKind::kInput);
+  const int off = p.AddBuffer("off", DType::kF32, {64}, BufferKind::kInput);
+  const int grid = p.AddBuffer("grid", DType::kF32, {64, cols}, BufferKind::kInput);
+  const int big = p.AddBuffer("big", DType::kF32, {flat}, BufferKind::kInput);
+  auto row_kernel = [&](const std::string& name, int buffer, int64_t width, ReduceKind rk) {
+    const int y = p.AddBuffer(name, DType::kF32, {1}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {1}, {reps, width});
+    b.Store(y, b.i(0), b.Reduce(rk, b.Load(buffer, b.r(1))));
+  };
+  row_kernel("sum_ones", ones, 64, ReduceKind::kSum);
+  row_kernel("sum_ones_tail", ones, 67, ReduceKind::kSum);
+  row_kernel("sum_row", row, 64, ReduceKind::kSum);
+  row_kernel("mean_off", off, 64, ReduceKind::kWelfordMean);
+  row_kernel("var_off", off, 64, ReduceKind::kWelfordVar);
+  {
+    const int y = p.AddBuffer("sum_cols", DType::kF32, {cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "sum_cols", {cols}, {col_reps, 64});
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kSum, b.Load(grid, b.r(1) * cols + b.i(0))));
+  }
+  {
+    const int y = p.AddBuffer("sum_big", DType::kF32, {1}, BufferKind::kOutput);
+    KernelBuilder b(&p, "sum_big", {1}, {flat});
+    b.Store(y, b.i(0), b.Reduce(ReduceKind::kSum, b.Load(big, b.r(0))));
+  }
+  c.inputs["ones"] = Tensor::FromVector<float>({67}, std::vector<float>(67, 1.0f));
+  c.inputs["row"] = RandomTensor(DType::kF32, {64}, 31, 0, 1);
+  Tensor offt = RandomTensor(DType::kF32, {64}, 32, -1, 1);
+  for (int64_t k = 0; k < 64; ++k) offt.data<float>()[k] += 1000.0f;
+  c.inputs["off"] = offt;
+  c.inputs["grid"] = RandomTensor(DType::kF32, {64, cols}, 33, 0, 1);
+  c.inputs["big"] = RandomTensor(DType::kF32, {flat}, 34, 0, 1);
+
+  // The expected values, in double.
+  auto dsum = [](const Tensor& x) {
+    double s = 0;
+    for (int64_t k = 0; k < x.num_elements(); ++k) s += x.data<float>()[k];
+    return s;
+  };
+  const double d = static_cast<double>(reps);
+  const double off_mean = dsum(offt) / 64;
+  double off_var = 0;
+  for (int64_t k = 0; k < 64; ++k) {
+    const double dev = offt.data<float>()[k] - off_mean;
+    off_var += dev * dev / 64;
+  }
+  std::vector<double> col_sums(cols, 0);
+  for (int64_t k = 0; k < 64; ++k) {
+    for (int64_t j = 0; j < cols; ++j) {
+      col_sums[j] += c.inputs["grid"].data<float>()[k * cols + j];
+    }
+  }
+  struct Expected {
+    std::string name;
+    int64_t element;
+    double value;
+    double rel;  // relative tolerance
+  };
+  std::vector<Expected> expected = {
+      {"sum_ones", 0, 64 * d, 0},  // exact: every block and partial is exact
+      {"sum_ones_tail", 0, 67 * d, 0},
+      {"sum_row", 0, d * dsum(c.inputs["row"]), 1e-5},
+      {"mean_off", 0, off_mean, 1e-5},
+      {"var_off", 0, off_var, 1e-4},
+      {"sum_big", 0, dsum(c.inputs["big"]), 1e-6},
+  };
+  for (int64_t j = 0; j < cols; ++j) {
+    expected.push_back({"sum_cols", j, static_cast<double>(col_reps) * col_sums[j], 1e-5});
+  }
+
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  const CaseResult& res = (*r)[0];
+  ASSERT_TRUE(res.error.empty()) << res.error;
+  ASSERT_EQ(res.rc, 0);
+  for (const Expected& e : expected) {
+    auto it = res.outputs.find(e.name);
+    ASSERT_NE(it, res.outputs.end()) << e.name;
+    const double got = it->second.data<float>()[e.element];
+    // The f32 output itself is rounded: half an f32 ulp more.
+    const double tol = e.rel * std::fabs(e.value) + std::fabs(e.value) * 0x1p-24;
+    EXPECT_NEAR(got, e.value, tol) << e.name << "[" << e.element << "]";
+  }
+  EXPECT_THAT(StatusOf(res, "sum_cols").reason, HasSubstr("per lane over i0"));
+  EXPECT_THAT(StatusOf(res, "sum_big").reason, HasSubstr("vectorized over r0"));
 }
 
 // Index arithmetic as demote-index leaves it (i32): a pooling padding mask

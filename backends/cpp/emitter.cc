@@ -92,6 +92,14 @@ bool InF32Lanes(DType t) { return t == DType::kF32 || ir::IsLowPrecisionFloat(t)
 // kernels (VecAnalysis::f64, where df is a tag of double).
 bool InFloatLanes(DType t) { return InF32Lanes(t) || t == DType::kF64; }
 
+// The longest run of vector steps an f32 sum accumulator takes before its
+// lanes are added into f64 partials (decision 0050). 4096 steps keep the
+// worst-case relative error of a block near 4096 * 2^-24 (2.4e-4) and its
+// typical one near 64 * 2^-24; a flush every 4096 steps costs nothing
+// measurable. Reductions over at most this many points are emitted as one
+// block, without the flush.
+constexpr int64_t kReduceBlockSteps = 4096;
+
 // The scalar conversion of a float to integer dtype `t` (truncating, NaN 0):
 // saturating to i8 / u8 (in the low-precision prelude, present wherever an
 // i8 / u8 value is), else saturating to int64 and wrapping.
@@ -1019,6 +1027,50 @@ class KernelEmitter {
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("auto ", acc, "_nan = hn::FirstN(df, 0);"));
     }
+    if (BlockedSum(i)) EmitBlockInit(acc);
+  }
+
+  // Whether reduce op i sums f32 lanes over more points than
+  // kReduceBlockSteps: such a sum accumulates in blocks (EmitBlockInit).
+  bool BlockedSum(int i) const {
+    const Op& op = k_.body[i];
+    const bool sum = op.reduce == ReduceKind::kSum || op.reduce == ReduceKind::kWelfordMean ||
+                     op.reduce == ReduceKind::kWelfordVar;
+    return sum && !a_.f64 && InF32Lanes(op.dtype) && ReductionPoints() > kReduceBlockSteps;
+  }
+  int64_t ReductionPoints() const {
+    int64_t count = 1;
+    for (int64_t e : k_.reduction_ranges) {
+      count = (e != 0 && count > std::numeric_limits<int64_t>::max() / e)
+                  ? std::numeric_limits<int64_t>::max()
+                  : count * e;
+    }
+    return count;
+  }
+  // A long f32 sum: the vector accumulator `acc` takes at most
+  // kReduceBlockSteps vector steps, then its lanes are added into per-lane
+  // f64 partials `acc`_part and it restarts from zero, so no f32 partial grows
+  // large enough to swallow its addends (an f32 sum of ones stops at 2^24).
+  // The block boundaries depend on the points alone, never on threads.
+  void EmitBlockInit(const std::string& acc) {
+    w_.Line(absl::StrCat("alignas(64) double ", acc, "_part[kKilnMaxLanes] = {};"));
+    w_.Line(absl::StrCat("int64_t ", acc, "_steps = 0;"));
+  }
+  // After one vector step into `acc`: the block's end, if reached.
+  void EmitBlockStep(const std::string& acc) {
+    w_.Open(absl::StrCat("if (++", acc, "_steps == ", kReduceBlockSteps, ")"));
+    EmitBlockFlush(acc);
+    w_.Line(absl::StrCat(acc, "_steps = 0;"));
+    w_.Close();
+  }
+  void EmitBlockFlush(const std::string& acc) {
+    w_.Open("");
+    w_.Line(absl::StrCat("alignas(64) float ", acc, "_blk[kKilnMaxLanes];"));
+    w_.Line(absl::StrCat("hn::Store(", acc, ", df, ", acc, "_blk);"));
+    w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", acc,
+                         "_part[l] += static_cast<double>(", acc, "_blk[l]);"));
+    w_.Line(absl::StrCat(acc, " = hn::Zero(df);"));
+    w_.Close();
   }
 
   // A reduce that depends on the kernel's vector variable: one accumulator
@@ -1030,10 +1082,17 @@ class KernelEmitter {
     const int opened = OpenReductionLoops(false);
     for (int j : a_.cone[i]) EmitVectorOp(j, var, tail);
     EmitAccumulate(i, VArg(op.args[0], var), "");
+    const std::string acc = absl::StrCat("kiln_acc", i);
+    if (BlockedSum(i)) EmitBlockStep(acc);
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
-    const std::string acc = absl::StrCat("kiln_acc", i);
-    if (InFloatLanes(op.dtype) &&
+    if (BlockedSum(i)) {
+      EmitBlockFlush(acc);
+      w_.Line(absl::StrCat("alignas(64) float ", acc, "_r[kKilnMaxLanes];"));
+      w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", acc,
+                           "_r[l] = static_cast<float>(", acc, "_part[l]);"));
+      w_.Line(absl::StrCat("const auto ", V(i), " = hn::Load(df, ", acc, "_r);"));
+    } else if (InFloatLanes(op.dtype) &&
         (op.reduce == ReduceKind::kMax || op.reduce == ReduceKind::kMin)) {
       w_.Line(absl::StrCat("const auto ", V(i), " = hn::IfThenElse(", acc,
                            "_nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), ", acc, ");"));
@@ -1057,8 +1116,10 @@ class KernelEmitter {
     const std::string acc = absl::StrCat("kiln_acc", i);
     int64_t count = 1;
     for (int64_t e : k_.reduction_ranges) count *= e;
+    const bool blocked = BlockedSum(i);
     auto pass = [&](const std::string& sum, const std::string& center) {
       w_.Line(absl::StrCat("auto ", sum, " = hn::Zero(df);"));
+      if (blocked) EmitBlockInit(sum);
       w_.Open("");
       const int opened = OpenReductionLoops(true);
       for (int j : a_.cone[i]) {
@@ -1076,9 +1137,17 @@ class KernelEmitter {
         }
         if (tail) x = absl::StrCat("hn::IfThenElseZero(hn::FirstN(df, kiln_n), ", x, ")");
         w_.Line(absl::StrCat(sum, " = hn::Add(", sum, ", ", x, ");"));
+        if (blocked) EmitBlockStep(sum);
       });
       for (int c = 0; c < opened; ++c) w_.Close();
       w_.Close();
+      if (blocked) {
+        EmitBlockFlush(sum);
+        w_.Line(absl::StrCat("double ", sum, "_h = 0;"));
+        w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", sum, "_h += ", sum,
+                             "_part[l];"));
+        return;
+      }
       w_.Line(absl::StrCat("alignas(64) float ", sum, "_l[kKilnMaxLanes];"));
       w_.Line(absl::StrCat("hn::Store(", sum, ", df, ", sum, "_l);"));
       w_.Line(absl::StrCat("double ", sum, "_h = 0;"));
@@ -1116,11 +1185,21 @@ class KernelEmitter {
       const std::string mask =
           tail ? (t == DType::kI32 ? "hn::FirstN(di, kiln_n)" : "hn::FirstN(df, kiln_n)") : "";
       EmitAccumulate(i, VArg(op.args[0], rv), mask);
+      if (BlockedSum(i)) EmitBlockStep(acc);
     });
     for (int c = 0; c < opened; ++c) w_.Close();
     w_.Close();
-    // Horizontal combine in double / 64-bit, as the scalar form.
     const bool f = InFloatLanes(t);
+    if (BlockedSum(i)) {
+      EmitBlockFlush(acc);
+      w_.Line(absl::StrCat("double ", acc, "_h = 0;"));
+      w_.Line(absl::StrCat("for (size_t l = 0; l < hn::Lanes(df); ++l) ", acc, "_h += ", acc,
+                           "_part[l];"));
+      w_.Line(absl::StrCat("const ", ValueType(t), " ", S(i), " = static_cast<", ValueType(t),
+                           ">(", acc, "_h);"));
+      return;
+    }
+    // Horizontal combine in double / 64-bit, as the scalar form.
     w_.Line(absl::StrCat("alignas(64) ", LaneType(t), " ", acc, "_l[kKilnMaxLanes];"));
     w_.Line(absl::StrCat("hn::Store(", acc, ", ", f ? "df" : "di", ", ", acc, "_l);"));
     std::string combine, result;

@@ -69,7 +69,11 @@
 //  - A reduce that depends on the vector variable keeps one accumulator per
 //    lane (reducing over a non-contiguous dim: "accumulate columns"). A
 //    reduce that does not is vectorized along its innermost reduction
-//    variable with vector accumulators and a horizontal combine.
+//    variable with vector accumulators and a horizontal combine (in
+//    double). An f32 sum (sum, mean, the Welford passes) over more than
+//    4096 points accumulates in blocks of 4096 vector steps, each block's
+//    lanes added into per-lane f64 partials, so long sums keep growing
+//    (decision 0050); shorter ones are a single block.
 //  - f32, i32 and bool values vectorize, and f16 / bf16 values in f32 lanes
 //    (computed in f32, rounded where cast to or stored as f16 / bf16), i8 /
 //    u8 values in i32 lanes for loads, stores, casts and selects (i8 / u8

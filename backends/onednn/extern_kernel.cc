@@ -1213,6 +1213,18 @@ bool NativeBf16() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
+bool ThreadCountInvariant(absl::string_view impl) {
+  static constexpr absl::string_view kMeasured[] = {
+      "jit:avx2", "jit_1x1:avx2", "jit_dw:avx2", "jit:sse41", "jit_1x1:sse41", "jit_dw:sse41",
+  };
+  // The primitive's name, without a note such as " (as 1x1 conv)".
+  const absl::string_view name = impl.substr(0, impl.find(' '));
+  for (absl::string_view m : kMeasured) {
+    if (name == m) return true;
+  }
+  return false;
+}
+
 std::string OneDnnCpuIsa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41: return "sse41";

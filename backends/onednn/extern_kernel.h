@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "backends/onednn/onednn_call.h"
 #include "ir/graph/tensor.h"
@@ -101,6 +102,17 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
     const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
     const OneDnnCallOptions& options = {});
+
+// Whether oneDNN implementation `impl` (ExternKernelInfo::impl, a note in
+// parentheses after the name allowed) gives the same bits at any thread
+// count: the direct jit convolutions, whose threads split only the output
+// ("jit:avx2", "jit_1x1:avx2", "jit_dw:avx2" and their sse41 forms; a
+// deconvolution reports its backward-data kernel, "jit:avx2"), measured at
+// 1 to 4 threads on oneDNN 2.6 (decision 0050). The gemm-based matmul and
+// inner product ("gemm:jit", "x64:gemm:jit") split a long reduction between
+// threads and are not; implementations not measured (AVX-512's, RNNs,
+// "ref") are not taken to be.
+bool ThreadCountInvariant(absl::string_view impl);
 
 // The CPU ISA oneDNN's kernels use in this process (dnnl's
 // get_effective_cpu_isa: the CPU's, capped by DNNL_MAX_CPU_ISA):

@@ -746,5 +746,19 @@ graph main(%q: f32[4,5], %k: f32[5,3]) -> (%y) opset 17 {
   EXPECT_TRUE((*k)->Run({a.raw_data(), b.raw_data()}, {y.raw_data()}).ok());
 }
 
+// The implementations measured to give the same bits at any thread count
+// (decision 0050): direct jit convolutions, also behind a linear layer run
+// as a 1x1 conv; not the gemm-based ones, nor what was never measured.
+TEST(ThreadCountInvariant, OnlyMeasuredImplementations) {
+  for (const char* impl : {"jit:avx2", "jit_1x1:avx2", "jit_dw:avx2", "jit:sse41",
+                           "jit_1x1:avx2 (as 1x1 conv)"}) {
+    EXPECT_TRUE(ThreadCountInvariant(impl)) << impl;
+  }
+  for (const char* impl : {"gemm:jit", "x64:gemm:jit", "ref", "ref:any", "brg:avx512_core",
+                           "jit:avx512_core", "", "jit:avx2x"}) {
+    EXPECT_FALSE(ThreadCountInvariant(impl)) << impl;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::onednn
