@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -224,13 +225,13 @@ class Writer {
 class KernelEmitter {
  public:
   KernelEmitter(const LoopProgram& p, const VecPlan& plan, Writer* w,
-                std::vector<std::string> buffer_params)
+                const std::vector<std::string>& buffer_params)
       : p_(p),
         a_(plan.analysis),
         k_(*plan.analysis.k),
         plan_(plan),
         w_(*w),
-        params_(std::move(buffer_params)) {}
+        params_(buffer_params) {}
 
   void EmitBody() {
     if (a_.empty) {
@@ -1236,7 +1237,8 @@ class KernelEmitter {
   const Kernel& k_;
   const VecPlan& plan_;
   Writer& w_;
-  std::vector<std::string> params_;  // per program buffer
+  // Per program buffer (not a copy: one per kernel made emission quadratic).
+  const std::vector<std::string>& params_;
   std::vector<int> pos_of_var_;
   std::vector<int> level_;
 };
@@ -1287,6 +1289,10 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
   std::vector<Unit> units;
   bool has_extern = false;
   int in_unit = per_unit;
+  // Each kernel's buffer parameter names by buffer index (empty for the
+  // buffers it does not use); the entries of the last kernel's buffers.
+  std::vector<std::string> param_names(program.buffers.size());
+  std::vector<int32_t> last_used;
 
   for (size_t ki = 0; ki < program.kernels.size(); ++ki) {
     const Kernel& k = program.kernels[ki];
@@ -1317,19 +1323,25 @@ absl::StatusOr<EmittedProgram> EmitCpp(const LoopProgram& program, const EmitOpt
     const std::string fn = absl::StrCat("k", ki, "_", NamePart(k.name));
     ek.symbol = absl::StrCat(prefix, fn);
 
-    std::vector<bool> used(program.buffers.size(), false), stored(program.buffers.size(), false);
+    // The kernel's buffers in increasing order, `param_names` set for them
+    // only (per kernel work over every buffer of the program made emission
+    // quadratic in the kernel count).
+    std::vector<int32_t> used;
+    absl::flat_hash_set<int32_t> stored;
     for (const Op& op : k.body) {
-      if (op.is_load() || op.is_store()) used[op.buffer] = true;
-      if (op.is_store()) stored[op.buffer] = true;
+      if (op.is_load() || op.is_store()) used.push_back(op.buffer);
+      if (op.is_store()) stored.insert(op.buffer);
     }
-    std::vector<std::string> param_names(program.buffers.size());
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    for (int32_t b : last_used) param_names[b].clear();
+    last_used = used;
     std::vector<std::string> params, casts;
-    for (size_t b = 0; b < program.buffers.size(); ++b) {
-      if (!used[b]) continue;
+    for (int32_t b : used) {
       const Buffer& buf = program.buffers[b];
       param_names[b] = absl::StrCat("b", b, "_", NamePart(buf.name));
       const std::string type =
-          absl::StrCat(stored[b] ? "" : "const ", StorageType(buf.dtype), "*");
+          absl::StrCat(stored.contains(b) ? "" : "const ", StorageType(buf.dtype), "*");
       params.push_back(absl::StrCat(type, " __restrict ", param_names[b]));
       casts.push_back(absl::StrCat("static_cast<", type, ">(args[", ek.buffer_args.size(), "])"));
       ek.buffer_args.push_back(static_cast<int32_t>(b));

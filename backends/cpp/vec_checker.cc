@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -21,6 +22,16 @@
 
 namespace kiln::backends::cpp {
 namespace {
+
+// The buffer indices a per-kernel map holds, in increasing order.
+template <class Map>
+std::vector<int32_t> SortedKeys(const Map& m) {
+  std::vector<int32_t> keys;
+  keys.reserve(m.size());
+  for (const auto& entry : m) keys.push_back(entry.first);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
 
 using ir::DType;
 using ir::loop::Buffer;
@@ -207,18 +218,21 @@ VecAnalysis Analyze(const LoopProgram& p, const Kernel& k) {
       return a;
     }
   }
-  std::vector<int> loads(p.buffers.size(), 0), stores(p.buffers.size(), 0);
+  // Counted per buffer the kernel touches, in buffer order (a count per
+  // buffer of the program made emission quadratic in the kernel count).
+  absl::flat_hash_map<int32_t, std::pair<int, int>> counts;  // loads, stores
   for (const Op& op : k.body) {
-    if (op.is_load()) ++loads[op.buffer];
-    if (op.code == OpCode::kStore) ++stores[op.buffer];
+    if (op.is_load()) ++counts[op.buffer].first;
+    if (op.code == OpCode::kStore) ++counts[op.buffer].second;
   }
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    if (stores[b] > 0 && loads[b] > 0) {
+  for (int32_t b : SortedKeys(counts)) {
+    const auto [loads, stores] = counts[b];
+    if (stores > 0 && loads > 0) {
       a.hazard = absl::StrCat("kernel reads buffer '", NamePart(p.buffers[b].name),
                               "' that it writes");
       break;
     }
-    if (stores[b] > 1) {
+    if (stores > 1) {
       a.hazard = absl::StrCat("kernel stores into buffer '", NamePart(p.buffers[b].name),
                               "' more than once");
       break;
@@ -608,22 +622,20 @@ void TryTile(const LoopProgram& p, const VecAnalysis& a, VecPlan* plan) {
 // c elements. Kernels without such buffers always qualify.
 bool PartitionsSharedBuffers(const LoopProgram& p, const VecAnalysis& a, int v) {
   const Kernel& k = *a.k;
-  std::vector<bool> read(p.buffers.size(), false), shared(p.buffers.size(), false);
-  std::vector<bool> written(p.buffers.size(), false);
+  // Per buffer the kernel touches: read, written.
+  absl::flat_hash_map<int32_t, std::pair<bool, bool>> access;
   for (const Op& op : k.body) {
-    if (op.is_load() || op.code == OpCode::kStoreIndirect) read[op.buffer] = true;
-    if (op.is_store()) written[op.buffer] = true;
+    if (op.is_load() || op.code == OpCode::kStoreIndirect) access[op.buffer].first = true;
+    if (op.is_store()) access[op.buffer].second = true;
   }
-  bool any = false;
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    shared[b] = read[b] && written[b];
-    any = any || shared[b];
+  std::vector<int32_t> shared;  // read and written, in buffer order
+  for (int32_t b : SortedKeys(access)) {
+    if (access[b].first && access[b].second) shared.push_back(b);
   }
-  if (!any) return true;
+  if (shared.empty()) return true;
   std::vector<int64_t> fixed = a.extents;
   fixed[v] = 1;
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    if (!shared[b]) continue;
+  for (int32_t b : shared) {
     std::optional<int64_t> coef;
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
     for (size_t i = 0; i < k.body.size(); ++i) {

@@ -30,6 +30,13 @@ namespace kiln::ir::loop {
 // InvalidArgument so it can also judge hand-written text.
 absl::Status VerifyProgram(const LoopProgram& program);
 
+// The checks of VerifyProgram that concern kernel `k` alone, against
+// `program`'s buffers: its name, its body or call, and the buffers it
+// references (not their names' uniqueness, nor the other kernels). `k` need
+// not be in `program`: the fusion passes check a candidate before they
+// commit to it.
+absl::Status VerifyKernel(const LoopProgram& program, const Kernel& k);
+
 }  // namespace kiln::ir::loop
 
 #endif  // KILN_IR_LOOP_VERIFIER_H_

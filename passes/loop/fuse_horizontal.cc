@@ -31,7 +31,8 @@ bool Intersects(const std::set<int32_t>& a, const std::set<int32_t>& b) {
 
 class HorizontalFuser {
  public:
-  explicit HorizontalFuser(ir::loop::LoopModule* lp) : p_(lp->program) {}
+  HorizontalFuser(ir::loop::LoopModule* lp, const FuseHorizontal::Options& options)
+      : p_(lp->program), options_(options) {}
 
   bool Run() {
     alive_.assign(p_.kernels.size(), true);
@@ -75,16 +76,34 @@ class HorizontalFuser {
     const Kernel& ka = p_.kernels[a];
     const std::set<int32_t>& a_reads = reads_[a];
     const std::set<int32_t>& a_writes = writes_[a];
-    std::set<int> candidates;
+    // The later readers of A's inputs in increasing order, merged lazily
+    // from the buffers' reader sets: a merge is usually the first
+    // candidate, and collecting every reader per merge was quadratic in a
+    // buffer's readers.
+    struct Cursor {
+      std::set<int>::const_iterator at, end;
+    };
+    std::vector<Cursor> cursors;
     for (int32_t x : a_reads) {
       if (a_writes.count(x) > 0) continue;
       if (x < 0 || static_cast<size_t>(x) >= readers_.size()) continue;
-      for (int k : readers_[x]) {
-        if (k > a) candidates.insert(k);
-      }
+      cursors.push_back({readers_[x].upper_bound(a), readers_[x].end()});
     }
-    for (int bk : candidates) {
+    auto next_candidate = [&cursors]() {
+      int best = -1;
+      for (const Cursor& c : cursors) {
+        if (c.at != c.end && (best < 0 || *c.at < best)) best = *c.at;
+      }
+      for (Cursor& c : cursors) {
+        if (c.at != c.end && *c.at == best) ++c.at;
+      }
+      return best;
+    };
+    for (int bk = next_candidate(); bk >= 0; bk = next_candidate()) {
       const Kernel& kb = p_.kernels[bk];
+      if (ka.body.size() + kb.body.size() > static_cast<size_t>(options_.max_kernel_ops)) {
+        continue;
+      }
       if (kb.kind != Kernel::Kind::kLoop || kb.ranges != ka.ranges) continue;
       if (!ka.reduction_ranges.empty() && !kb.reduction_ranges.empty() &&
           ka.reduction_ranges != kb.reduction_ranges) {
@@ -121,14 +140,25 @@ class HorizontalFuser {
                               const std::set<int32_t>& a_writes) const {
     std::vector<int64_t> extents = ka.VarExtents();
     if (ka.reduction_ranges.empty()) extents = kb.VarExtents();
-    // A's store per buffer: (index, stored value); -1 when stored twice.
+    // A's store into a buffer B reads: (index, stored value); -1 when
+    // stored twice. Found when B first reads the buffer (simplifying every
+    // store of a large A per merge dominated a merge's cost).
     std::map<int32_t, std::pair<IndexExpr, int32_t>> stores;
-    for (const Op& op : ka.body) {
-      if (op.code != OpCode::kStore) continue;
-      auto [it, fresh] = stores.try_emplace(
-          op.buffer, ir::loop::Simplify(op.index, extents), op.args[0]);
-      if (!fresh) it->second.second = -1;
-    }
+    auto store_into = [&](int32_t buffer) {
+      auto found = stores.find(buffer);
+      if (found != stores.end()) return found;
+      found = stores.end();
+      for (const Op& op : ka.body) {
+        if (op.code != OpCode::kStore || op.buffer != buffer) continue;
+        if (found == stores.end()) {
+          found = stores.try_emplace(buffer, ir::loop::Simplify(op.index, extents), op.args[0])
+                      .first;
+        } else {
+          found->second.second = -1;
+        }
+      }
+      return found;
+    };
     Kernel out = ka;
     if (out.reduction_ranges.empty()) out.reduction_ranges = kb.reduction_ranges;
     out.vec = {};
@@ -137,7 +167,7 @@ class HorizontalFuser {
       const Op& op = kb.body[j];
       const int32_t rb = loop_util::ReadBufferOf(op);
       if (rb >= 0 && a_writes.count(rb) > 0) {
-        auto it = stores.find(rb);
+        auto it = store_into(rb);
         if (op.code != OpCode::kLoad || it == stores.end() ||
             it->second.second < 0 ||
             ir::loop::Simplify(op.index, extents) != it->second.first ||
@@ -160,6 +190,7 @@ class HorizontalFuser {
   }
 
   LoopProgram& p_;
+  const FuseHorizontal::Options& options_;
   std::vector<bool> alive_;
   std::vector<std::set<int32_t>> reads_, writes_;  // per kernel
   std::vector<std::set<int>> readers_;             // per buffer: alive kernels
@@ -168,7 +199,7 @@ class HorizontalFuser {
 }  // namespace
 
 absl::StatusOr<bool> FuseHorizontal::Run(ir::loop::LoopModule* program) {
-  return HorizontalFuser(program).Run();
+  return HorizontalFuser(program, options_).Run();
 }
 
 }  // namespace kiln::passes

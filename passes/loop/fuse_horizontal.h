@@ -21,6 +21,10 @@
 //  5. The merged kernel passes the loop verifier.
 // Profitability: A and B read at least one common buffer (that neither
 // writes). The merged kernel keeps A's name and gets B's `ops` appended.
+// Size: A and B have at most max_kernel_ops ops together. Each merge
+// rebuilds A, so unbounded merges made the pass quadratic in the number of
+// siblings (a model with 1,000 outputs computed from one input), and g++
+// then compiled one huge function; fuse-vertical has the same bound.
 #ifndef KILN_PASSES_LOOP_FUSE_HORIZONTAL_H_
 #define KILN_PASSES_LOOP_FUSE_HORIZONTAL_H_
 
@@ -31,8 +35,17 @@ namespace kiln::passes {
 
 class FuseHorizontal : public LoopPass {
  public:
+  struct Options {
+    int max_kernel_ops = 256;
+  };
+  FuseHorizontal() = default;
+  explicit FuseHorizontal(Options options) : options_(options) {}
+
   absl::string_view name() const override { return "fuse-horizontal"; }
   absl::StatusOr<bool> Run(ir::loop::LoopModule* program) override;
+
+ private:
+  Options options_;
 };
 
 }  // namespace kiln::passes

@@ -294,6 +294,11 @@ class VerticalFuser {
       fallible = fallible || !loop_util::IsPureOp(prod.body[i]);
     }
     if (has_reduce && readers.size() > 1) return fail();
+    for (int ck : readers) {
+      if (static_cast<int>(p_.kernels[ck].body.size()) + cone_ops > options_.max_kernel_ops) {
+        return fail();
+      }
+    }
     if (readers.size() > 1 && cone_ops > options_.max_recompute_ops) return fail();
     // Copies compound: with the last producer inlined first, a chain of
     // small multi-reader producers (a quantized residual stream: Add, Q, DQ,
@@ -428,6 +433,9 @@ class VerticalFuser {
     loop_util::AppendOps(prod.ops, &out.ops);
     loop_util::EliminateCommonOps(&out);
     loop_util::EliminateDeadOps(&out);
+    if (static_cast<int>(out.body.size()) > options_.max_kernel_ops) {
+      return absl::FailedPreconditionError("fused kernel too large");
+    }
     KILN_RETURN_IF_ERROR(loop_util::VerifyKernelAlone(p_, out));  // rule 8
     return out;
   }

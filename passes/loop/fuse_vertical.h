@@ -57,6 +57,15 @@
 // has at most max_recompute_ops ops, and no consumer would then carry more
 // than max_recompute_ops duplicated ops in all (copies compound along a
 // chain). The consumer gets P's `ops`.
+//
+// Size. No fusion makes a kernel of more than max_kernel_ops ops: an
+// inlining is refused when the consumer's ops plus P's cone, or the fused
+// kernel, exceed it. Each inlining rebuilds the consumer, so unbounded
+// kernels made the pass quadratic in a chain's length (and gave g++ one
+// function of 40,000 statements); a chain of pointwise ops longer than the
+// bound becomes several kernels of about max_kernel_ops ops each, which
+// costs one store and one load per max_kernel_ops ops (Inductor bounds its
+// fusions the same way: max_fusion_size).
 #ifndef KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 #define KILN_PASSES_LOOP_FUSE_VERTICAL_H_
 
@@ -70,6 +79,7 @@ class FuseVertical : public LoopPass {
   struct Options {
     int max_recompute_ops = 64;
     double max_amplified_ops = 32;
+    int max_kernel_ops = 256;
   };
   FuseVertical() = default;
   explicit FuseVertical(Options options) : options_(options) {}

@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/types/span.h"
 #include "ir/loop/module.h"
 #include "ir/loop/verifier.h"
 
@@ -179,7 +180,7 @@ bool Retain(Kernel* k, const std::vector<bool>& keep) {
   body.reserve(k->body.size());
   for (size_t i = 0; i < k->body.size(); ++i) {
     if (!keep[i]) continue;
-    Op op = k->body[i];
+    Op op = std::move(k->body[i]);
     for (int32_t& a : op.args) a = remap[a];
     remap[i] = static_cast<int32_t>(body.size());
     body.push_back(std::move(op));
@@ -208,9 +209,14 @@ bool EliminateDeadOps(Kernel* k) {
 bool EliminateCommonOps(Kernel* k) {
   if (k->kind != Kernel::Kind::kLoop) return false;
   const std::set<int32_t> written = KernelWrites(*k);
-  using Key = std::tuple<int, int, std::vector<int32_t>, int32_t, int64_t,
-                         int64_t, int, size_t>;
-  std::map<Key, std::vector<int32_t>> seen;  // candidates by coarse key
+  // Earlier pure ops by the hash of what makes two ops equal; a bucket's
+  // ops are compared in body order, so the first equal op wins.
+  auto same = [](const Op& a, const Op& b) {
+    return a.code == b.code && a.dtype == b.dtype && a.args == b.args &&
+           a.buffer == b.buffer && SameDouble(a.fvalue, b.fvalue) && a.ivalue == b.ivalue &&
+           a.reduce == b.reduce && a.index == b.index;
+  };
+  absl::flat_hash_map<size_t, std::vector<int32_t>> seen;
   std::vector<int32_t> repl(k->body.size());
   bool changed = false;
   for (size_t i = 0; i < k->body.size(); ++i) {
@@ -222,14 +228,13 @@ bool EliminateCommonOps(Kernel* k) {
     int64_t fbits;
     static_assert(sizeof fbits == sizeof op.fvalue, "double is 64-bit");
     std::memcpy(&fbits, &op.fvalue, sizeof fbits);
-    Key key{static_cast<int>(op.code), static_cast<int>(op.dtype), op.args,
-            op.buffer, fbits, op.ivalue, static_cast<int>(op.reduce),
-            op.index.hash()};
+    const size_t key = absl::HashOf(static_cast<int>(op.code), static_cast<int>(op.dtype),
+                                    absl::MakeConstSpan(op.args), op.buffer, fbits, op.ivalue,
+                                    static_cast<int>(op.reduce), op.index.hash());
     std::vector<int32_t>& cands = seen[key];
     bool found = false;
     for (int32_t c : cands) {
-      const Op& o = k->body[c];
-      if (o.index == op.index && SameDouble(o.fvalue, op.fvalue)) {
+      if (same(k->body[c], op)) {
         repl[i] = c;
         changed = found = true;
         break;
@@ -288,29 +293,12 @@ bool RemoveUnreferencedBuffers(ir::loop::LoopModule* lp) {
 }
 
 absl::Status VerifyKernelAlone(const LoopProgram& p, const Kernel& k) {
-  // Only the buffers `k` touches, renumbered: the fusion passes call this
-  // for every candidate, and copying and re-verifying all of a large
-  // program's buffers each time made fuse-horizontal quadratic (densenet121).
-  // The pipeline verifies the buffers themselves between passes. An index
-  // out of range stays out of range (and is reported as it was).
-  LoopProgram one;
-  std::vector<int32_t> remap(p.buffers.size(), -1);
-  auto compact = [&](int32_t b) {
-    if (b < 0 || static_cast<size_t>(b) >= p.buffers.size()) return b;
-    if (remap[b] < 0) {
-      remap[b] = static_cast<int32_t>(one.buffers.size());
-      one.buffers.push_back(p.buffers[b]);
-    }
-    return remap[b];
-  };
-  Kernel copy = k;
-  for (Op& op : copy.body) {
-    if (op.buffer >= 0) op.buffer = compact(op.buffer);
-  }
-  for (int32_t& b : copy.call.inputs) b = compact(b);
-  for (int32_t& b : copy.call.outputs) b = compact(b);
-  one.kernels.push_back(std::move(copy));
-  return ir::loop::VerifyProgram(one);
+  // Only the buffers `k` touches, in place: the fusion passes call this for
+  // every candidate, and verifying (or copying) every buffer of a large
+  // program each time made them quadratic (densenet121's concats, a model
+  // with thousands of outputs). The pipeline verifies the whole program
+  // between passes.
+  return ir::loop::VerifyKernel(p, k);
 }
 
 void AppendOps(const std::vector<std::string>& from,
