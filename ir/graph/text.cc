@@ -115,6 +115,26 @@ std::string FloatLooking(const char* s) {
   return out;
 }
 
+// strtof / strtod of a number as the printer and the lexer write it (an
+// optional sign, digits, a fraction, an exponent): std::from_chars, which
+// rounds as correctly and is several times faster, or the C function where
+// from_chars declines (a value out of range, whose overflow to inf and
+// underflow to 0 callers rely on).
+float ReadF32(const char* text) {
+  const char* begin = text[0] == '+' ? text + 1 : text;
+  const char* end = begin + std::strlen(begin);
+  float f = 0;
+  const std::from_chars_result r = std::from_chars(begin, end, f);
+  return r.ec == std::errc() && r.ptr == end ? f : std::strtof(text, nullptr);
+}
+double ReadF64(const char* text) {
+  const char* begin = text[0] == '+' ? text + 1 : text;
+  const char* end = begin + std::strlen(begin);
+  double d = 0;
+  const std::from_chars_result r = std::from_chars(begin, end, d);
+  return r.ec == std::errc() && r.ptr == end ? d : std::strtod(text, nullptr);
+}
+
 // printf's "%.*g" of `value` into `buf` (64 bytes), NUL-terminated:
 // std::to_chars with a precision is specified to print exactly that, and is
 // several times faster than snprintf.
@@ -174,7 +194,7 @@ std::string FormatF32(float f) {
   }
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
   return Shortest(f, ShortestDigits(f), 9, [f](const char* text) {
-    const float back = std::strtof(text, nullptr);
+    const float back = ReadF32(text);
     return std::memcmp(&back, &f, sizeof(f)) == 0;
   });
 }
@@ -191,7 +211,7 @@ std::string FormatF64(double d) {
   // One below: where the exponent grows to three digits, the form with the
   // fewest characters may have one digit more than the fewest digits.
   return Shortest(d, ShortestDigits(d) - 1, 17, [d](const char* text) {
-    const double back = std::strtod(text, nullptr);
+    const double back = ReadF64(text);
     return std::memcmp(&back, &d, sizeof(d)) == 0;
   });
 }
@@ -206,7 +226,7 @@ std::string FormatF16(Float16 h) {
   if (h.bits == 0x7c00u) return "inf";
   if (h.bits == 0xfc00u) return "-inf";
   return Shortest(HalfToFloat(h), 1, 9, [h](const char* text) {
-    return FloatToHalf(std::strtof(text, nullptr)).bits == h.bits;
+    return FloatToHalf(ReadF32(text)).bits == h.bits;
   });
 }
 
@@ -220,7 +240,7 @@ std::string FormatBF16(BFloat16 b) {
   if (b.bits == 0x7f80u) return "inf";
   if (b.bits == 0xff80u) return "-inf";
   return Shortest(BFloat16ToFloat(b), 1, 9, [b](const char* text) {
-    return FloatToBFloat16(std::strtof(text, nullptr)).bits == b.bits;
+    return FloatToBFloat16(ReadF32(text)).bits == b.bits;
   });
 }
 
@@ -956,7 +976,7 @@ class Parser {
     uint32_t bits = 0;
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const float f = std::strtof(lit.text.c_str(), nullptr);
+        const float f = ReadF32(lit.text.c_str());
         if (std::isinf(f)) return OutOfRange(lit, DType::kF32);
         return f;
       }
@@ -982,7 +1002,7 @@ class Parser {
     uint64_t bits = 0;
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const double d = std::strtod(lit.text.c_str(), nullptr);
+        const double d = ReadF64(lit.text.c_str());
         if (std::isinf(d)) return OutOfRange(lit, DType::kF64);
         return d;
       }
@@ -1007,7 +1027,7 @@ class Parser {
   absl::StatusOr<Float16> ToF16(const FloatLiteral& lit) {
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const Float16 h = FloatToHalf(std::strtof(lit.text.c_str(), nullptr));
+        const Float16 h = FloatToHalf(ReadF32(lit.text.c_str()));
         if ((h.bits & 0x7fffu) == 0x7c00u) return OutOfRange(lit, DType::kF16);
         return h;
       }
@@ -1028,7 +1048,7 @@ class Parser {
   absl::StatusOr<BFloat16> ToBF16(const FloatLiteral& lit) {
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const BFloat16 b = FloatToBFloat16(std::strtof(lit.text.c_str(), nullptr));
+        const BFloat16 b = FloatToBFloat16(ReadF32(lit.text.c_str()));
         if ((b.bits & 0x7fffu) == 0x7f80u) return OutOfRange(lit, DType::kBF16);
         return b;
       }
