@@ -583,11 +583,13 @@ bool PchReady(const std::string& dir, absl::string_view hash) {
   return meta.ok() && *meta == PchMetaText(hash, static_cast<uint64_t>(st.st_size));
 }
 
-// True when making the header in `dir` failed before: it is not tried again
-// (<dir>/failed holds the compiler's message).
+// True when making or using the header in `dir` failed within the last day
+// (<dir>/failed says how): it is not tried again before. A failure that
+// passes (memory, disk space) costs a day without the header, not forever.
 bool PchFailed(const std::string& dir) {
   struct stat st;
-  return stat(absl::StrCat(dir, "/failed").c_str(), &st) == 0;
+  return stat(absl::StrCat(dir, "/failed").c_str(), &st) == 0 &&
+         st.st_mtime + 24 * 3600 > time(nullptr);
 }
 
 // Builds the precompiled header into `dir` unless another builder holds its
@@ -640,6 +642,7 @@ bool BuildPch(const std::string& dir, absl::string_view hash, const std::string&
       rename((meta + suffix).c_str(), meta.c_str()) != 0) {
     return false;
   }
+  unlink(absl::StrCat(dir, "/failed").c_str());  // an expired record
   return true;
 }
 
