@@ -72,6 +72,9 @@ struct CompileOptions {
   int max_shape_specializations = 4;
   // JIT cache; empty: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
   std::string cache_dir;
+  // Where the JIT's precompiled headers live (made once per compiler, flags,
+  // ISA and header contents, shared by caches); empty: cache_dir.
+  std::string precompiled_header_dir;
   // Non-empty: the graph after every graph pass (graph/NN-<pass>.txt), the
   // loop IR after lowering and every loop pass (loop/NN-<pass>.txt) and the
   // generated C++ (cpp/<unit>.cc) are written here.
@@ -203,6 +206,11 @@ struct CompileReport {
          emit_ms = 0, jit_ms = 0, library_ms = 0, total_ms = 0;
   bool jit_cache_hit = false;
   int translation_units = 0;
+  // Spent in the JIT build on making its precompiled header (0 when it was
+  // there) and on listing the headers generated code includes (0 when their
+  // recorded list was current): one-off costs per toolchain, whole (not
+  // shared out over a batch's models as jit_ms is).
+  double jit_precompiled_header_ms = 0, jit_header_scan_ms = 0;
   std::vector<KernelReport> kernels;  // execution order
   int loop_kernels = 0;
   int vectorized_kernels = 0;  // loop kernels vectorized or tiled

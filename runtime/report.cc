@@ -218,7 +218,9 @@ std::string CompileReport::ToJson(int indent) const {
   j["compile_ms"] = {{"total", total_ms},       {"import", import_ms},
                      {"graph_passes", graph_passes_ms}, {"lowering", lowering_ms},
                      {"loop_passes", loop_passes_ms},   {"emit", emit_ms},
-                     {"jit", jit_ms},                   {"library_calls", library_ms}};
+                     {"jit", jit_ms},                   {"library_calls", library_ms},
+                     {"jit_precompiled_header", jit_precompiled_header_ms},
+                     {"jit_header_scan", jit_header_scan_ms}};
   j["jit_cache_hit"] = jit_cache_hit;
   j["translation_units"] = translation_units;
   j["loop_kernels"] = loop_kernels;

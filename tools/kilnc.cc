@@ -950,6 +950,11 @@ absl::Status UseFreshCacheForColdRuns(const BenchOptions& opts, CompileOptions* 
   if (!d.ok()) return d.status();
   *fresh = *std::move(d);
   options->cache_dir = fresh->path();
+  // Cold means a model never built before, not a toolchain never used: the
+  // precompiled header stays the user's (made there once if missing).
+  if (options->precompiled_header_dir.empty()) {
+    options->precompiled_header_dir = jit::DefaultCacheDir();
+  }
   return absl::OkStatus();
 }
 
@@ -1104,6 +1109,7 @@ int RunBench(const Command& cmd) {
         CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_ms);
     if (cold == nullptr) return exit_code;
     res.cold_cache_hit = cold->report().jit_cache_hit;
+    res.cold_precompiled_header_ms = cold->report().jit_precompiled_header_ms;
   }
   std::unique_ptr<CompiledModel> model =
       CompileOrReport("bench", opts.model, options, &exit_code, &res.compile_warm_ms);

@@ -221,6 +221,9 @@ constexpr absl::string_view kBenchUsage =
 
 Compiles MODEL twice: cold, into a fresh temporary JIT cache (deleted
 afterwards; with --cache-dir, into that one), then warm, from that cache.
+The cold compile uses the JIT's precompiled header of the user's cache
+(made there once if missing: JSON compile_precompiled_header_ms); with
+--cache-dir, that cache's.
 Then runs it --warmup times untimed, then timed until both --min-time and
 --min-iterations are reached, and prints the median, p90, mean and min
 latency, the peak resident memory (getrusage) and the arena size.
@@ -1335,6 +1338,7 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
       {"compile_ms", r.compile_ms},
       {"compile_warm_ms", r.compile_warm_ms},
       {"compile_cache_hit", r.cold_cache_hit},
+      {"compile_precompiled_header_ms", r.cold_precompiled_header_ms},
       {"compile_warm_cache_hit", r.warm_cache_hit},
       {"warmup", r.warmup},
       {"iterations", r.latency.iterations},
@@ -1354,6 +1358,7 @@ nlohmann::json BenchResultToJson(const BenchResult& r) {
   if (r.cold_skipped) {
     j.erase("compile_ms");
     j.erase("compile_cache_hit");
+    j.erase("compile_precompiled_header_ms");
   }
   if (!r.points.empty()) {
     // A sweep: latency per shape; the top-level latency fields describe no

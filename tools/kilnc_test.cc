@@ -1632,11 +1632,16 @@ TEST(KilncEndToEnd, BenchJsonIsOneParsableLine) {
   EXPECT_TRUE(j["compile_warm_cache_hit"].get<bool>());
   EXPECT_THAT(r.err, HasSubstr("runs"));  // the progress bar
   // The cold compile's cache was temporary (a folder under the user's
-  // cache's tmp/, removed), and the user's cache holds no entry; $TMPDIR
-  // was not used.
+  // cache's tmp/, removed), and the user's cache holds no library, only the
+  // toolchain's precompiled header (pch-*/) and header list (headers-*),
+  // which the cold compile made; $TMPDIR was not used.
   EXPECT_TRUE(fs::is_empty(tmp));
+  EXPECT_GT(j["compile_precompiled_header_ms"].get<double>(), 0);
   for (const fs::directory_entry& e : fs::recursive_directory_iterator(user_cache)) {
-    EXPECT_TRUE(e.is_directory()) << "left in the user's cache: " << e.path();
+    const std::string rel = fs::relative(e.path(), user_cache).string();
+    EXPECT_TRUE(e.is_directory() || absl::StartsWith(rel, "kiln/pch-") ||
+                absl::StartsWith(rel, "kiln/headers-"))
+        << "left in the user's cache: " << e.path();
   }
 
   const Result human = Kilnc({"bench", TinyCnn() + "/model.onnx", "--min-time=0",

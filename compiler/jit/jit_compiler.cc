@@ -29,6 +29,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -53,7 +54,7 @@ void PinOpenMpRuntime() {
 }
 
 // Bump when the key's layout or the build recipe changes meaning.
-constexpr absl::string_view kCacheFormat = "kiln-jit-cache v1";
+constexpr absl::string_view kCacheFormat = "kiln-jit-cache v2";
 constexpr size_t kMaxNameLength = 128;
 constexpr size_t kMaxMessageBytes = 4000;
 
@@ -405,8 +406,10 @@ std::string CheckEntry(const std::string& artifact, const std::string& meta,
 
 // Highway's headers take most of a generated unit's compile time;
 // precompiled once, a unit including them costs a small fraction of it
-// (docs/decisions/0030-batched-jit-builds.md). Generated units include these themselves, so the header
-// only changes where their text is parsed, never what it means.
+// (docs/decisions/0052-jit-cold-compile.md). Generated units include these
+// themselves, so the header only changes where their text is parsed, never
+// what it means. Every header a generated unit includes is one of these or
+// included by them: their contents key the cache (PreludeHeaders).
 constexpr absl::string_view kPchName = "kiln_jit_pch.h";
 constexpr absl::string_view kPchText =
     "// kiln JIT precompiled header (compiler/jit). DO NOT EDIT.\n"
@@ -419,19 +422,174 @@ bool UsesHighway(const ir::loop::SourceFile& f) {
   return !IsHeader(f) && absl::StrContains(f.text, "#include \"hwy/highway.h\"");
 }
 
+// A field-separated SHA-256: each field length-prefixed, so no two different
+// field lists hash the same bytes.
+class KeyHash {
+ public:
+  void Add(absl::string_view field) {
+    h_.Update(absl::StrCat(field.size(), ":"));
+    h_.Update(field);
+  }
+  std::string Hex() const { return h_.HexDigest(); }
+
+ private:
+  Sha256 h_;
+};
+
+// What identifies a file's version without reading it: replacing or
+// rewriting a file changes its ctime, which no user call can set back.
+std::string StatStamp(const struct stat& st) {
+  return absl::StrCat(st.st_size, " ", st.st_ino, " ", st.st_mtim.tv_sec, ".",
+                      st.st_mtim.tv_nsec, " ", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec);
+}
+
+// The files of a `cxx -M` rule, in order, without the target and `source`.
+std::vector<std::string> DependencyFiles(absl::string_view rule, absl::string_view source) {
+  std::vector<std::string> files;
+  const std::string joined = absl::StrReplaceAll(rule, {{"\\\n", " "}});
+  bool target = true;
+  for (absl::string_view token : absl::StrSplit(joined, absl::ByAnyChar(" \t\n"),
+                                                absl::SkipEmpty())) {
+    if (target) {
+      target = !absl::EndsWith(token, ":");
+      continue;
+    }
+    if (token == source) continue;
+    if (std::find(files.begin(), files.end(), token) == files.end()) {
+      files.emplace_back(token);
+    }
+  }
+  return files;
+}
+
+// The contents of every header generated code can include (kPchText and all
+// it pulls in, as `cxx -M` with `flags` lists them), as one SHA-256: a field
+// of every cache key, since the binaries depend on those headers as much as
+// on the sources. The list, each file's stamp and its SHA-256 are recorded
+// in <dir>/headers-<key>; while every stamp still matches, only stats are
+// made. `*scanned` is set when the headers had to be listed and read again.
+// Never an error: headers that cannot be listed give a fingerprint that
+// says why (and a build that will report its own error).
+std::string PreludeHeaders(const std::string& dir, const std::string& compiler,
+                           absl::string_view version, const std::vector<std::string>& flags,
+                           const ProcessOptions& base, bool* scanned) {
+  *scanned = false;
+  KeyHash key;
+  key.Add(kCacheFormat);
+  key.Add("headers");
+  key.Add(compiler);
+  key.Add(version);
+  for (const std::string& f : flags) {
+    if (f != "-shared") key.Add(f);
+  }
+  key.Add(kPchText);
+  const std::string record = absl::StrCat(dir, "/headers-", key.Hex());
+  const std::string header_line = absl::StrCat(kCacheFormat, " headers");
+
+  // Lines "<sha256> <stamp> \t<path>"; the fingerprint hashes sha and path.
+  auto fingerprint_of = [](const std::vector<std::pair<std::string, std::string>>& files) {
+    KeyHash h;
+    h.Add(absl::StrCat(files.size()));
+    for (const auto& [sha, path] : files) {
+      h.Add(path);
+      h.Add(sha);
+    }
+    return h.Hex();
+  };
+  if (absl::StatusOr<std::string> text = ReadFile(record); text.ok()) {
+    std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n', absl::SkipEmpty());
+    std::vector<std::pair<std::string, std::string>> files;
+    bool current = !lines.empty() && lines[0] == header_line;
+    for (size_t i = 1; current && i < lines.size(); ++i) {
+      std::vector<absl::string_view> parts = absl::StrSplit(lines[i], absl::MaxSplits('\t', 1));
+      struct stat st;
+      current = parts.size() == 2 && parts[0].size() > 65 &&
+                stat(std::string(parts[1]).c_str(), &st) == 0 &&
+                parts[0].substr(65) == absl::StrCat(StatStamp(st), " ");
+      if (current) files.emplace_back(std::string(parts[0].substr(0, 64)), std::string(parts[1]));
+    }
+    if (current && !files.empty()) return fingerprint_of(files);
+  }
+
+  *scanned = true;
+  // The listing compiles a copy of the header: in `dir` when it can be
+  // written (the record goes there too), else in $TMPDIR.
+  const bool writable = MakeDirs(dir, 0700).ok() && access(dir.c_str(), W_OK) == 0;
+  const std::string scan_dir = writable ? dir : TempRoot();
+  std::string source_path = absl::StrCat(scan_dir, "/kiln_headers_XXXXXX.h");
+  const int fd = mkstemps(source_path.data(), 2);
+  if (fd < 0) return absl::StrCat("unlisted: cannot write in ", scan_dir);
+  const RemovedOnSignal source_in_progress(source_path, /*is_dir=*/false);
+  const bool wrote = write(fd, kPchText.data(), kPchText.size()) ==
+                     static_cast<ssize_t>(kPchText.size());
+  close(fd);
+  const std::string source = source_path.substr(scan_dir.size() + 1);
+  std::vector<std::string> cmd = {compiler};
+  for (const std::string& f : flags) {
+    if (f != "-shared") cmd.push_back(f);
+  }
+  cmd.insert(cmd.end(), {"-M", "-x", "c++-header", source});
+  ProcessOptions popts = base;
+  popts.working_dir = scan_dir;
+  popts.merge_stderr = false;
+  popts.max_output_bytes = 1 << 20;
+  absl::StatusOr<ProcessResult> r =
+      wrote ? RunProcess(cmd, popts) : absl::InternalError("short write");
+  unlink(source_path.c_str());
+  if (!r.ok() || r->exit_code != 0 || r->timed_out) {
+    return absl::StrCat("unlisted: ", r.ok() ? Trim(r->stderr_text) : r.status().ToString());
+  }
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string text = absl::StrCat(header_line, "\n");
+  bool recent = false;
+  for (const std::string& path : DependencyFiles(r->stdout_text, source)) {
+    const std::string full = path[0] == '/' ? path : absl::StrCat(scan_dir, "/", path);
+    struct stat st;
+    if (stat(full.c_str(), &st) != 0) return absl::StrCat("unlisted: cannot stat ", full);
+    absl::StatusOr<std::pair<uint64_t, std::string>> digest = FileDigest(full);
+    if (!digest.ok()) return absl::StrCat("unlisted: ", digest.status().message());
+    absl::StrAppend(&text, digest->second, " ", StatStamp(st), " \t", full, "\n");
+    files.emplace_back(digest->second, full);
+    // A file changed within the timestamps' resolution of now could change
+    // again without changing its stamp: such a list is not recorded.
+    recent = recent || std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec) + 2 >= time(nullptr);
+  }
+  if (files.empty()) return "unlisted: the compiler listed no header";
+  // A missing or stale record only costs a rescan, so a failed write is not
+  // an error.
+  if (writable && !recent) {
+    static std::atomic<uint64_t> counter{0};
+    const std::string temp = absl::StrCat(record, ".tmp.", getpid(), ".", counter++);
+    if (!WriteFile(temp, text).ok() || rename(temp.c_str(), record.c_str()) != 0) {
+      unlink(temp.c_str());
+    }
+  }
+  return fingerprint_of(files);
+}
+
 std::string PchMetaText(absl::string_view hash, uint64_t size) {
   return absl::StrCat(kCacheFormat, "\nhash ", hash, "\nkind pch\nsize ", size, "\n");
 }
 
 // True when <dir>/kiln_jit_pch.h.gch is complete (its .meta, written after
-// it, records its size). GCC checks the rest itself and ignores a header
-// built for other flags.
+// it, records its size). GCC checks that it was made by this compiler with
+// compatible flags (-Winvalid-pch says when it is not used); the key of
+// `dir` covers the headers' contents, which GCC does not check.
 bool PchReady(const std::string& dir, absl::string_view hash) {
   struct stat st;
   const std::string gch = absl::StrCat(dir, "/", kPchName, ".gch");
   if (stat(gch.c_str(), &st) != 0) return false;
   absl::StatusOr<std::string> meta = ReadFile(absl::StrCat(dir, "/meta"));
   return meta.ok() && *meta == PchMetaText(hash, static_cast<uint64_t>(st.st_size));
+}
+
+// True when making or using the header in `dir` failed within the last day
+// (<dir>/failed says how): it is not tried again before. A failure that
+// passes (memory, disk space) costs a day without the header, not forever.
+bool PchFailed(const std::string& dir) {
+  struct stat st;
+  return stat(absl::StrCat(dir, "/failed").c_str(), &st) == 0 &&
+         st.st_mtime + 24 * 3600 > time(nullptr);
 }
 
 // Builds the precompiled header into `dir` unless another builder holds its
@@ -463,25 +621,50 @@ bool BuildPch(const std::string& dir, absl::string_view hash, const std::string&
   cmd.insert(cmd.end(), {"-x", "c++-header", header, "-o", gch + suffix});
   ProcessOptions popts = base;
   popts.working_dir = dir;
+  const RemovedOnSignal gch_in_progress(gch + suffix, /*is_dir=*/false);
   absl::StatusOr<ProcessResult> r = RunProcess(cmd, popts);
   struct stat st;
   if (!r.ok() || r->exit_code != 0 || r->timed_out ||
       stat((gch + suffix).c_str(), &st) != 0 ||
       rename((gch + suffix).c_str(), gch.c_str()) != 0) {
     unlink((gch + suffix).c_str());
+    // A compiler that refuses the header will refuse it again: record that,
+    // so later builds do not pay for the attempt. A timeout or a failure to
+    // start may be passing, so it is not recorded.
+    if (r.ok() && r->exit_code != 0 && !r->timed_out) {
+      if (WriteFile(absl::StrCat(dir, "/failed", suffix), Trim(r->stdout_text)).ok()) {
+        rename(absl::StrCat(dir, "/failed", suffix).c_str(), absl::StrCat(dir, "/failed").c_str());
+      }
+    }
     return false;
   }
   if (!WriteFile(meta + suffix, PchMetaText(hash, static_cast<uint64_t>(st.st_size))).ok() ||
       rename((meta + suffix).c_str(), meta.c_str()) != 0) {
     return false;
   }
+  unlink(absl::StrCat(dir, "/failed").c_str());  // an expired record
   return true;
 }
 
-// Forgets a precompiled header a unit failed against.
-void DiscardPch(const std::string& dir) {
+// Forgets a precompiled header a unit failed against or GCC did not use.
+// One made by this very build (`fresh`) would fail the same way when made
+// again, so that is recorded (PchFailed); an older one may have been
+// damaged since, so the next build makes it again.
+void DiscardPch(const std::string& dir, bool fresh) {
   unlink(absl::StrCat(dir, "/meta").c_str());
   unlink(absl::StrCat(dir, "/", kPchName, ".gch").c_str());
+  if (fresh) {
+    const std::string temp = absl::StrCat(dir, "/failed.tmp.", getpid());
+    if (WriteFile(temp, "units did not build against the header just made\n").ok()) {
+      rename(temp.c_str(), absl::StrCat(dir, "/failed").c_str());
+    }
+  }
+}
+
+// GCC's -Winvalid-pch warning: the precompiled header was found but not
+// used (the unit was compiled from the plain header, correctly but slowly).
+bool PchRejected(const absl::StatusOr<ProcessResult>& r) {
+  return r.ok() && absl::StrContains(r->stdout_text, "[-Winvalid-pch]");
 }
 
 }  // namespace
@@ -599,31 +782,41 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   flags.insert(flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   for (const std::string& dir : options_.include_dirs) flags.push_back("-I" + dir);
 
-  // Every field is length-prefixed so no two different inputs concatenate
-  // to the same byte string.
-  Sha256 key;
-  auto add = [&key](absl::string_view field) {
-    key.Update(absl::StrCat(field.size(), ":"));
-    key.Update(field);
-  };
-  add(kCacheFormat);
-  add(kind_name);
-  add(isa_->name);
-  add(*compiler);
-  add(version);
-  add(absl::StrCat(flags.size()));
-  for (const std::string& f : flags) add(f);
-  add(absl::StrCat(options_.link_flags.size()));
-  for (const std::string& f : options_.link_flags) add(f);
-  add(absl::StrCat(sources.size()));
+  ProcessOptions popts;
+  popts.merge_stderr = true;
+  popts.timeout = options_.compile_timeout;
+  popts.max_output_bytes = 64 * 1024;
+
+  // The headers generated code includes, by content: a field of the key,
+  // since a new Highway changes the binaries as surely as new sources do.
+  const std::string pch_root =
+      options_.precompiled_header_dir.empty() ? cache_dir_ : options_.precompiled_header_dir;
+  const absl::Time t_headers = absl::Now();
+  bool scanned_headers = false;
+  const std::string headers =
+      PreludeHeaders(pch_root, *compiler, version, flags, popts, &scanned_headers);
+
+  KeyHash key;
+  key.Add(kCacheFormat);
+  key.Add(kind_name);
+  key.Add(isa_->name);
+  key.Add(*compiler);
+  key.Add(version);
+  key.Add(headers);
+  key.Add(absl::StrCat(flags.size()));
+  for (const std::string& f : flags) key.Add(f);
+  key.Add(absl::StrCat(options_.link_flags.size()));
+  for (const std::string& f : options_.link_flags) key.Add(f);
+  key.Add(absl::StrCat(sources.size()));
   for (const ir::loop::SourceFile& f : sources) {
-    add(f.name);
-    add(f.text);
+    key.Add(f.name);
+    key.Add(f.text);
   }
 
   Entry entry;
   CompileStats& stats = entry.stats;
-  stats.hash = key.HexDigest();
+  stats.hash = key.Hex();
+  if (scanned_headers) stats.header_scan_time = absl::Now() - t_headers;
   stats.translation_units = static_cast<int>(
       std::count_if(sources.begin(), sources.end(), [](const ir::loop::SourceFile& f) { return !IsHeader(f); }));
   // A cache this process cannot write (read-only, another user's) still
@@ -706,11 +899,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   link_cmd.insert(link_cmd.end(), {"-o", temp_artifact});
   link_cmd.insert(link_cmd.end(), options_.link_flags.begin(), options_.link_flags.end());
 
-  ProcessOptions popts;
   popts.working_dir = build_dir;
-  popts.merge_stderr = true;
-  popts.timeout = options_.compile_timeout;
-  popts.max_output_bytes = 64 * 1024;
 
   // The precompiled header: its own cache entry, keyed like a library.
   const int highway_units = static_cast<int>(
@@ -719,31 +908,32 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   std::atomic<bool> pch_ready{false};
   bool build_pch = false;
   std::function<void()> pch_build;
-  if (options_.precompiled_header && highway_units > 0) {
-    Sha256 pch_key;
-    auto add_pch = [&pch_key](absl::string_view field) {
-      pch_key.Update(absl::StrCat(field.size(), ":"));
-      pch_key.Update(field);
-    };
-    add_pch(kCacheFormat);
-    add_pch("pch");
-    add_pch(isa_->name);
-    add_pch(*compiler);
-    add_pch(version);
+  if (options_.precompiled_header && highway_units > 0 &&
+      !absl::StartsWith(headers, "unlisted")) {
+    KeyHash pch_key;
+    pch_key.Add(kCacheFormat);
+    pch_key.Add("pch");
+    pch_key.Add(isa_->name);
+    pch_key.Add(*compiler);
+    pch_key.Add(version);
+    pch_key.Add(headers);
     for (const std::string& f : flags) {
-      if (f != "-shared") add_pch(f);
+      if (f != "-shared") pch_key.Add(f);
     }
-    add_pch(kPchText);
-    const std::string pch_hash = pch_key.HexDigest();
-    pch_dir = absl::StrCat(cache, "/pch-", pch_hash);
+    pch_key.Add(kPchText);
+    const std::string pch_hash = pch_key.Hex();
+    pch_dir = absl::StrCat(pch_root, "/pch-", pch_hash);
     pch_ready = PchReady(pch_dir, pch_hash);
-    build_pch = !pch_ready && highway_units >= options_.precompiled_header_min_units;
+    build_pch = !pch_ready && highway_units >= options_.precompiled_header_min_units &&
+                !PchFailed(pch_dir);
     if (build_pch) {
       // Built while the other workers start on units without it.
       const std::string dir = pch_dir, hash = pch_hash, cxx_path = *compiler;
       const std::vector<std::string> pch_flags = flags;
-      pch_build = [dir, hash, cxx_path, pch_flags, popts, &pch_ready] {
+      pch_build = [dir, hash, cxx_path, pch_flags, popts, &pch_ready, &stats] {
+        const absl::Time t = absl::Now();
         if (BuildPch(dir, hash, cxx_path, pch_flags, popts)) pch_ready = true;
+        stats.precompiled_header_time = absl::Now() - t;
       };
     }
   }
@@ -751,7 +941,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   auto unit_cmd = [&](const ir::loop::SourceFile& f, bool with_pch) {
     std::vector<std::string> cmd = {*compiler};
     cmd.insert(cmd.end(), flags.begin(), flags.end());
-    if (with_pch) cmd.insert(cmd.end(), {"-include", pch_header});
+    if (with_pch) cmd.insert(cmd.end(), {"-Winvalid-pch", "-include", pch_header});
     cmd.insert(cmd.end(), {"-c", FileName(f), "-o", f.name + ".o"});
     return cmd;
   };
@@ -786,9 +976,15 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     return !r.ok() || r->exit_code != 0 || r->timed_out;
   };
   // A unit that failed against the precompiled header gets a plain compile;
-  // if that works, the header was at fault and is discarded.
+  // if that works, the header was at fault and is discarded. A unit GCC
+  // compiled without it (from the plain header) is built, and the header is
+  // discarded too, to be made again by the next build.
   bool discard_pch = false;
   for (size_t i = 0; i < units.size(); ++i) {
+    if (used_pch[i] && !failed_result(results[i]) && PchRejected(results[i])) {
+      used_pch[i] = false;
+      discard_pch = true;
+    }
     if (!used_pch[i] || !failed_result(results[i])) continue;
     compile_cmds[i] = unit_cmd(*units[i], false);
     used_pch[i] = false;
@@ -809,11 +1005,16 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     // A lone unit is compiled here: against the header when it is ready.
     std::vector<std::string> lone_cmd = link_cmd;
     const bool lone_pch = stats.translation_units == 1 && pch_ready && highway_units == 1;
-    if (lone_pch) lone_cmd.insert(lone_cmd.begin() + 1 + flags.size(), {"-include", pch_header});
+    if (lone_pch) {
+      lone_cmd.insert(lone_cmd.begin() + 1 + flags.size(),
+                      {"-Winvalid-pch", "-include", pch_header});
+    }
     absl::StatusOr<ProcessResult> linked = RunProcess(lone_pch ? lone_cmd : link_cmd, popts);
     if (lone_pch && failed_result(linked)) {
       linked = RunProcess(link_cmd, popts);
       discard_pch = discard_pch || !failed_result(linked);
+    } else if (lone_pch && PchRejected(linked)) {
+      discard_pch = true;
     } else if (lone_pch) {
       stats.precompiled_header_units = 1;
     }
@@ -823,7 +1024,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     }
   }
   if (discard_pch) {
-    DiscardPch(pch_dir);
+    DiscardPch(pch_dir, /*fresh=*/build_pch);
     stats.precompiled_header_units = 0;
   }
   if (failed_cmd != nullptr) {

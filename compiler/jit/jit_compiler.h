@@ -37,6 +37,13 @@ struct CompileStats {
   // Units compiled against the cached precompiled header (JitOptions::
   // precompiled_header); 0 on a cache hit.
   int precompiled_header_units = 0;
+  // Wall time this call spent making the precompiled header (zero when it
+  // was there already); part of wall_time.
+  absl::Duration precompiled_header_time;
+  // Wall time this call spent listing and hashing the headers generated code
+  // includes (zero when their recorded list still matches the files); part
+  // of wall_time.
+  absl::Duration header_scan_time;
   // Non-empty when a corrupt cache entry was found, deleted and rebuilt.
   std::string evicted_reason;
   // Non-empty when JitOptions::cache_dir could not be written and the build
@@ -64,15 +71,20 @@ struct JitOptions {
   // failed build's own directory under temp_dir is left in place.
   std::string keep_source_dir;
   // Units that include Highway get its headers from a GCC precompiled header
-  // cached beside the libraries (built once per compiler, flags and ISA, when
-  // a build has enough units to repay it); a unit that fails against it is
-  // rebuilt without it. The binaries are the same either way.
+  // (built once per compiler, flags, ISA and header contents); a unit that
+  // fails against it, or that GCC compiles without it (-Winvalid-pch), is
+  // rebuilt without it and the header is discarded. The binaries are the
+  // same either way (docs/decisions/0052-jit-cold-compile.md).
   bool precompiled_header = true;
   // Fewest Highway units for which a build makes the precompiled header when
-  // the cache lacks it (one that exists is always used). Making it costs
-  // about two units' compile on one core, which small builds do not repay
-  // (docs/decisions/0030-batched-jit-builds.md).
-  int precompiled_header_min_units = 6;
+  // it is missing (one that exists is always used). Making it costs about one
+  // and a half units' compile, once per toolchain; every later build of a
+  // Highway unit then skips most of its parse.
+  int precompiled_header_min_units = 1;
+  // Where the precompiled headers and the lists of the headers generated
+  // code includes (their contents are part of every cache key) live: one
+  // per toolchain, shared by caches. Empty: cache_dir.
+  std::string precompiled_header_dir;
   // Per compiler process; a compile that runs longer fails.
   absl::Duration compile_timeout = absl::Minutes(10);
   // Per RunExecutable call.

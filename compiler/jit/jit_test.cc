@@ -96,11 +96,22 @@ std::string TestDir(absl::string_view leaf) {
   return absl::StrCat(dir, "/", leaf);
 }
 
+// Each test has its own cache; the precompiled header (one per toolchain)
+// is shared by the shard's tests, except where a test examines it.
 JitOptions Options(const TestIsa& t) {
   JitOptions o;
   o.isa = t.isa;
   o.cache_dir = TestDir("cache");
   o.temp_dir = TestDir("tmp");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  o.precompiled_header_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/toolchain");
+  return o;
+}
+
+// A test's own precompiled header, in its cache.
+JitOptions OptionsWithOwnHeader(const TestIsa& t) {
+  JitOptions o = Options(t);
+  o.precompiled_header_dir.clear();
   return o;
 }
 
@@ -277,7 +288,7 @@ TEST(JitCompiler, UnloadableCachedLibraryIsRebuilt) {
   std::ofstream(first.path, std::ios::binary | std::ios::trunc) << garbage;
   std::ofstream(absl::StrCat(jit.cache_dir(), "/", first.hash, ".meta"),
                 std::ios::binary | std::ios::trunc)
-      << "kiln-jit-cache v1\nhash " << first.hash << "\nkind so\nsize " << garbage.size()
+      << "kiln-jit-cache v2\nhash " << first.hash << "\nkind so\nsize " << garbage.size()
       << "\nsha256 " << Sha256Hex(garbage) << "\n";
   absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, AnswerSources(8), &second);
   ASSERT_TRUE(v.ok()) << v.status();
@@ -423,8 +434,7 @@ std::vector<std::string> PchDirs(const std::string& cache) {
 
 TEST(JitCompiler, PrecompiledHeaderIsBuiltOnceAndReused) {
   KILN_TEST_ISA_OR_SKIP(t);
-  JitOptions o = Options(t);
-  o.precompiled_header_min_units = 1;
+  JitOptions o = OptionsWithOwnHeader(t);
   const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
   CompileStats first, second;
   {
@@ -437,19 +447,46 @@ TEST(JitCompiler, PrecompiledHeaderIsBuiltOnceAndReused) {
   ASSERT_EQ(dirs.size(), 1u);
   struct stat st;
   EXPECT_EQ(stat(absl::StrCat(dirs[0], "/kiln_jit_pch.h.gch").c_str(), &st), 0);
+  EXPECT_GT(first.precompiled_header_time, absl::ZeroDuration());
+  EXPECT_GT(first.header_scan_time, absl::ZeroDuration());
   JitCompiler jit(o);  // another model: a library miss, a header hit
   absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(6), &second);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 6000 + lanes);
   EXPECT_FALSE(second.cache_hit);
   EXPECT_EQ(second.precompiled_header_units, 2);
+  EXPECT_EQ(second.precompiled_header_time, absl::ZeroDuration());
+  // The recorded header list still matches the files: no rescan.
+  EXPECT_EQ(second.header_scan_time, absl::ZeroDuration());
   EXPECT_EQ(PchDirs(o.cache_dir).size(), 1u);
+}
+
+TEST(JitCompiler, PrecompiledHeaderCanLiveOutsideTheCache) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  JitOptions o = OptionsWithOwnHeader(t);
+  o.precompiled_header_dir = TestDir("toolchain");
+  const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
+  CompileStats stats;
+  {
+    JitCompiler jit(o);
+    ASSERT_TRUE(BuildAndCallAnswer(jit, t, HighwayAnswerSources(1), &stats).ok());
+  }
+  EXPECT_TRUE(PchDirs(o.cache_dir).empty());
+  ASSERT_EQ(PchDirs(o.precompiled_header_dir).size(), 1u);
+  o.cache_dir = TestDir("fresh_cache");  // a model never built, the header made
+  JitCompiler jit(o);
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(2), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 2000 + lanes);
+  EXPECT_FALSE(stats.cache_hit);
+  EXPECT_EQ(stats.precompiled_header_units, 2);
+  EXPECT_EQ(stats.precompiled_header_time, absl::ZeroDuration());
+  EXPECT_TRUE(PchDirs(o.cache_dir).empty());
 }
 
 TEST(JitCompiler, DamagedPrecompiledHeaderStillBuildsCorrectly) {
   KILN_TEST_ISA_OR_SKIP(t);
-  JitOptions o = Options(t);
-  o.precompiled_header_min_units = 1;
+  JitOptions o = OptionsWithOwnHeader(t);
   const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
   JitCompiler jit(o);
   CompileStats stats;
@@ -463,15 +500,32 @@ TEST(JitCompiler, DamagedPrecompiledHeaderStillBuildsCorrectly) {
     std::ofstream out(gch, std::ios::binary | std::ios::trunc);
     out << std::string(bytes.size(), 'x');  // same size: the .meta still agrees
   }
+  // GCC does not use it (-Winvalid-pch): the units come from the plain
+  // header, and the damaged one is dropped ...
   absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(2), &stats);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 2000 + lanes);
+  EXPECT_EQ(stats.precompiled_header_units, 0);
+  struct stat st;
+  EXPECT_NE(stat(gch.c_str(), &st), 0);
+  // ... and made again by the next build (whose units do not wait for it),
+  // and used by the one after.
+  v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(3), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 3000 + lanes);
+  EXPECT_GT(stats.precompiled_header_time, absl::ZeroDuration());
+  EXPECT_EQ(stat(gch.c_str(), &st), 0);
+  v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(4), &stats);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 4000 + lanes);
+  EXPECT_EQ(stats.precompiled_header_units, 2);
 }
 
-TEST(JitCompiler, PrecompiledHeaderOnlyWhenItPaysOrIsWanted) {
+TEST(JitCompiler, PrecompiledHeaderOnlyWhenWanted) {
   KILN_TEST_ISA_OR_SKIP(t);
   const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
-  JitOptions o = Options(t);  // default: 3 Highway units before building one
+  JitOptions o = OptionsWithOwnHeader(t);
+  o.precompiled_header_min_units = 3;  // more Highway units than the build has
   CompileStats stats;
   JitCompiler jit(o);
   absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(3), &stats);
@@ -487,6 +541,46 @@ TEST(JitCompiler, PrecompiledHeaderOnlyWhenItPaysOrIsWanted) {
   EXPECT_EQ(*v, 4000 + lanes);
   EXPECT_EQ(stats.precompiled_header_units, 0);
   EXPECT_TRUE(PchDirs(o.cache_dir).empty());
+}
+
+// The headers generated code includes are part of every key: a header
+// that shadows <stdint.h> (and includes the real one) stands in for a new
+// Highway.
+TEST(JitCompiler, IncludedHeaderContentsArePartOfTheKey) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  const int lanes = static_cast<int>(t.isa->vector_bytes / 4);
+  JitOptions o = Options(t);
+  const std::string include = TestDir("include");
+  ASSERT_EQ(mkdir(include.c_str(), 0700), 0);
+  auto write_header = [&](absl::string_view version) {
+    std::ofstream out(absl::StrCat(include, "/stdint.h"), std::ios::binary | std::ios::trunc);
+    out << "#include_next <stdint.h>\n// " << version << "\n";
+  };
+  write_header("version 1");
+  o.include_dirs = {include};
+  o.precompiled_header = false;  // the key alone is under test
+  CompileStats first, changed, back;
+  {
+    JitCompiler jit(o);
+    absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(1), &first);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, 1000 + lanes);
+  }
+  write_header("version 2");
+  {
+    JitCompiler jit(o);
+    absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(1), &changed);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, 1000 + lanes);
+  }
+  EXPECT_FALSE(changed.cache_hit);
+  EXPECT_NE(changed.hash, first.hash);
+  write_header("version 1");  // the same contents again: the first entry
+  JitCompiler jit(o);
+  absl::StatusOr<int> v = BuildAndCallAnswer(jit, t, HighwayAnswerSources(1), &back);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(back.cache_hit);
+  EXPECT_EQ(back.hash, first.hash);
 }
 
 TEST(JitCompiler, ConcurrentCompilesOfTheSameSourceAllSucceed) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -114,19 +115,63 @@ std::string FloatLooking(const char* s) {
   return out;
 }
 
-// The shortest "%.*g" form of `value` that `round_trips` accepts, without an
-// exponent for magnitudes in [1, 1e16) (so 10 prints "10", not "1e+01").
-template <typename RoundTrips>
-std::string Shortest(double value, int max_precision, RoundTrips round_trips) {
+// strtof / strtod of a number as the printer and the lexer write it (an
+// optional sign, digits, a fraction, an exponent): std::from_chars, which
+// rounds as correctly and is several times faster, or the C function where
+// from_chars declines (a value out of range, whose overflow to inf and
+// underflow to 0 callers rely on).
+float ReadF32(const char* text) {
+  const char* begin = text[0] == '+' ? text + 1 : text;
+  const char* end = begin + std::strlen(begin);
+  float f = 0;
+  const std::from_chars_result r = std::from_chars(begin, end, f);
+  return r.ec == std::errc() && r.ptr == end ? f : std::strtof(text, nullptr);
+}
+double ReadF64(const char* text) {
+  const char* begin = text[0] == '+' ? text + 1 : text;
+  const char* end = begin + std::strlen(begin);
+  double d = 0;
+  const std::from_chars_result r = std::from_chars(begin, end, d);
+  return r.ec == std::errc() && r.ptr == end ? d : std::strtod(text, nullptr);
+}
+
+// printf's "%.*g" of `value` into `buf` (64 bytes), NUL-terminated:
+// std::to_chars with a precision is specified to print exactly that, and is
+// several times faster than snprintf.
+void FormatG(char* buf, double value, int precision) {
+  const std::to_chars_result r =
+      std::to_chars(buf, buf + 63, value, std::chars_format::general, precision);
+  *r.ptr = '\0';
+}
+
+// The significant digits of the shortest decimal that reads back as `value`
+// (std::to_chars' shortest form). No "%.*g" with fewer digits reads back as
+// `value`, so Shortest may start there.
+template <typename T>
+int ShortestDigits(T value) {
   char buf[64];
-  int precision = 1;
+  const std::to_chars_result r =
+      std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  int digits = 0;
+  for (const char* p = buf; p < r.ptr && *p != 'e'; ++p) digits += IsDigit(*p) ? 1 : 0;
+  return digits;
+}
+
+// The shortest "%.*g" form of `value` that `round_trips` accepts, trying
+// precisions from `min_precision` on, without an exponent for magnitudes in
+// [1, 1e16) (so 10 prints "10", not "1e+01").
+template <typename RoundTrips>
+std::string Shortest(double value, int min_precision, int max_precision,
+                     RoundTrips round_trips) {
+  char buf[64];
+  int precision = std::max(1, min_precision);
   for (; precision < max_precision; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
+    FormatG(buf, value, precision);
     if (round_trips(buf)) break;
   }
   const double magnitude = std::fabs(value);
   for (; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
+    FormatG(buf, value, precision);
     if (magnitude < 1 || magnitude >= 1e16 || !std::strchr(buf, 'e')) break;
   }
   return FloatLooking(buf);
@@ -148,8 +193,8 @@ std::string FormatF32(float f) {
     return HexBits(bits, 8);
   }
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-  return Shortest(f, 9, [f](const char* text) {
-    const float back = std::strtof(text, nullptr);
+  return Shortest(f, ShortestDigits(f), 9, [f](const char* text) {
+    const float back = ReadF32(text);
     return std::memcmp(&back, &f, sizeof(f)) == 0;
   });
 }
@@ -163,8 +208,10 @@ std::string FormatF64(double d) {
     return HexBits(bits, 16);
   }
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  return Shortest(d, 17, [d](const char* text) {
-    const double back = std::strtod(text, nullptr);
+  // One below: where the exponent grows to three digits, the form with the
+  // fewest characters may have one digit more than the fewest digits.
+  return Shortest(d, ShortestDigits(d) - 1, 17, [d](const char* text) {
+    const double back = ReadF64(text);
     return std::memcmp(&back, &d, sizeof(d)) == 0;
   });
 }
@@ -178,8 +225,8 @@ std::string FormatF16(Float16 h) {
   }
   if (h.bits == 0x7c00u) return "inf";
   if (h.bits == 0xfc00u) return "-inf";
-  return Shortest(HalfToFloat(h), 9, [h](const char* text) {
-    return FloatToHalf(std::strtof(text, nullptr)).bits == h.bits;
+  return Shortest(HalfToFloat(h), 1, 9, [h](const char* text) {
+    return FloatToHalf(ReadF32(text)).bits == h.bits;
   });
 }
 
@@ -192,8 +239,8 @@ std::string FormatBF16(BFloat16 b) {
   }
   if (b.bits == 0x7f80u) return "inf";
   if (b.bits == 0xff80u) return "-inf";
-  return Shortest(BFloat16ToFloat(b), 9, [b](const char* text) {
-    return FloatToBFloat16(std::strtof(text, nullptr)).bits == b.bits;
+  return Shortest(BFloat16ToFloat(b), 1, 9, [b](const char* text) {
+    return FloatToBFloat16(ReadF32(text)).bits == b.bits;
   });
 }
 
@@ -929,7 +976,7 @@ class Parser {
     uint32_t bits = 0;
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const float f = std::strtof(lit.text.c_str(), nullptr);
+        const float f = ReadF32(lit.text.c_str());
         if (std::isinf(f)) return OutOfRange(lit, DType::kF32);
         return f;
       }
@@ -955,7 +1002,7 @@ class Parser {
     uint64_t bits = 0;
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const double d = std::strtod(lit.text.c_str(), nullptr);
+        const double d = ReadF64(lit.text.c_str());
         if (std::isinf(d)) return OutOfRange(lit, DType::kF64);
         return d;
       }
@@ -980,7 +1027,7 @@ class Parser {
   absl::StatusOr<Float16> ToF16(const FloatLiteral& lit) {
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const Float16 h = FloatToHalf(std::strtof(lit.text.c_str(), nullptr));
+        const Float16 h = FloatToHalf(ReadF32(lit.text.c_str()));
         if ((h.bits & 0x7fffu) == 0x7c00u) return OutOfRange(lit, DType::kF16);
         return h;
       }
@@ -1001,7 +1048,7 @@ class Parser {
   absl::StatusOr<BFloat16> ToBF16(const FloatLiteral& lit) {
     switch (lit.kind) {
       case FloatLiteral::kNumber: {
-        const BFloat16 b = FloatToBFloat16(std::strtof(lit.text.c_str(), nullptr));
+        const BFloat16 b = FloatToBFloat16(ReadF32(lit.text.c_str()));
         if ((b.bits & 0x7fffu) == 0x7f80u) return OutOfRange(lit, DType::kBF16);
         return b;
       }
