@@ -947,7 +947,9 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   };
 
   std::vector<std::vector<std::string>> compile_cmds(units.size());
-  std::vector<bool> used_pch(units.size(), false);
+  // One byte per unit, not std::vector<bool>: worker threads set their own
+  // unit's flag, and packed bits would share words between them.
+  std::vector<char> used_pch(units.size(), 0);
   std::vector<absl::StatusOr<ProcessResult>> results(
       units.size(), absl::UnknownError("not run"));
   {
@@ -964,7 +966,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
             continue;
           }
           const size_t i = t - (build_pch ? 1 : 0);
-          used_pch[i] = pch_ready && UsesHighway(*units[i]);
+          used_pch[i] = pch_ready && UsesHighway(*units[i]) ? 1 : 0;
           compile_cmds[i] = unit_cmd(*units[i], used_pch[i]);
           results[i] = RunProcess(compile_cmds[i], popts);
         }
@@ -982,12 +984,12 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
   bool discard_pch = false;
   for (size_t i = 0; i < units.size(); ++i) {
     if (used_pch[i] && !failed_result(results[i]) && PchRejected(results[i])) {
-      used_pch[i] = false;
+      used_pch[i] = 0;
       discard_pch = true;
     }
     if (!used_pch[i] || !failed_result(results[i])) continue;
     compile_cmds[i] = unit_cmd(*units[i], false);
-    used_pch[i] = false;
+    used_pch[i] = 0;
     results[i] = RunProcess(compile_cmds[i], popts);
     discard_pch = discard_pch || !failed_result(results[i]);
   }
@@ -1000,7 +1002,7 @@ absl::StatusOr<JitCompiler::Entry> JitCompiler::Build(Kind kind,
     }
   }
   stats.precompiled_header_units =
-      static_cast<int>(std::count(used_pch.begin(), used_pch.end(), true));
+      static_cast<int>(std::count(used_pch.begin(), used_pch.end(), 1));
   if (failed_cmd == nullptr) {
     // A lone unit is compiled here: against the header when it is ready.
     std::vector<std::string> lone_cmd = link_cmd;
