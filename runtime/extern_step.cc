@@ -79,9 +79,11 @@ absl::StatusOr<std::unique_ptr<ExternStep>> ReferenceStep(const LoopProgram& pro
                                                           const KernelReport& report) {
   if (reference_steps != nullptr) return reference_steps(program, kernel);
   return absl::FailedPreconditionError(
-      absl::StrCat("extern kernel '", EscapeForMessage(kernel.name), "' (", report.call, ": ",
-                   absl::StrJoin(kernel.ops, ", "),
-                   ") needs kiln's reference interpreter at run time (", report.reason,
+      absl::StrCat("extern kernel '", EscapeForMessage(kernel.name), "' (",
+                   EscapeForMessage(report.call), ": ",
+                   EscapeForMessage(absl::StrJoin(kernel.ops, ", ")),
+                   ") needs kiln's reference interpreter at run time (",
+                   EscapeForMessage(report.reason),
                    "), which this binary does not link (an AOT library built without "
                    "kiln_aot_library's reference_calls = True)"));
 }
