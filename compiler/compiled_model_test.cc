@@ -32,6 +32,7 @@ namespace kiln {
 namespace {
 
 using compiler_testing::Options;
+using compiler_testing::kPointwiseAndReductions;
 using compiler_testing::Parse;
 using compiler_testing::Random;
 
@@ -55,16 +56,6 @@ void ExpectMatchesReference(const char* text, const std::vector<ir::Tensor>& inp
                       << (*model)->report().ToText();
   }
 }
-
-constexpr char kPointwiseAndReductions[] = R"(
-graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
-  %a = Add(%x, %b) name="add" : f32[3,17]
-  %r = Relu(%a) name="relu" : f32[3,17]
-  %t = Transpose(%r) {perm=[1, 0]} name="tr" : f32[17,3]
-  %y = Softmax(%t) {axis=0} name="sm" : f32[17,3]
-  %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
-}
-)";
 
 // The report's QDQ line counts patterns left f32 by rule: the value that
 // broke the rule in each ("here N") stays in the per-pattern list only.

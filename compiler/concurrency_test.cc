@@ -23,19 +23,9 @@
 namespace kiln {
 namespace {
 
+using compiler_testing::kPointwiseAndReductions;
 using compiler_testing::Parse;
 using compiler_testing::Random;
-
-// Loop kernels only: pointwise, a transpose and reductions.
-constexpr char kLoopKernels[] = R"(
-graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
-  %a = Add(%x, %b) name="add" : f32[3,17]
-  %r = Relu(%a) name="relu" : f32[3,17]
-  %t = Transpose(%r) {perm=[1, 0]} name="tr" : f32[17,3]
-  %y = Softmax(%t) {axis=0} name="sm" : f32[17,3]
-  %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
-}
-)";
 
 // A oneDNN call (MatMul with a fused bias and ReLU) between loop kernels.
 constexpr char kLibraryCall[] = R"(
@@ -137,7 +127,7 @@ int ConcurrentMismatches(const std::vector<Case*>& cases, int threads, int reps)
 }
 
 TEST(Concurrency, ThreadsOnOneModelMatchSerialRunsBitForBit) {
-  for (const char* text : {kLoopKernels, kLibraryCall, kReferenceCall}) {
+  for (const char* text : {kPointwiseAndReductions, kLibraryCall, kReferenceCall}) {
     Case c = Prepare(text, 3, 100);
     ASSERT_NE(c.model, nullptr);
     ASSERT_EQ(c.serial.size(), 3u);
@@ -146,7 +136,7 @@ TEST(Concurrency, ThreadsOnOneModelMatchSerialRunsBitForBit) {
 }
 
 TEST(Concurrency, SeveralModelsAtOnceMatchSerialRunsBitForBit) {
-  Case a = Prepare(kLoopKernels, 3, 200), b = Prepare(kLibraryCall, 3, 300),
+  Case a = Prepare(kPointwiseAndReductions, 3, 200), b = Prepare(kLibraryCall, 3, 300),
        c = Prepare(kReferenceCall, 3, 400);
   ASSERT_TRUE(a.model && b.model && c.model);
   EXPECT_EQ(ConcurrentMismatches({&a, &b, &c}, 6, 10), 0);

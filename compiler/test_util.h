@@ -27,6 +27,18 @@ ir::Tensor Random(const ir::Shape& shape, uint32_t seed);
 // empty graph.
 ir::Graph Parse(const char* text);
 
+// Loop kernels only, on f32[3,17] and f32[17]: pointwise ops, a transpose,
+// a softmax and a reduction.
+inline constexpr char kPointwiseAndReductions[] = R"(
+graph g(%x: f32[3,17], %b: f32[17]) -> (%y, %s) opset 13 {
+  %a = Add(%x, %b) name="add" : f32[3,17]
+  %r = Relu(%a) name="relu" : f32[3,17]
+  %t = Transpose(%r) {perm=[1, 0]} name="tr" : f32[17,3]
+  %y = Softmax(%t) {axis=0} name="sm" : f32[17,3]
+  %s = ReduceMax(%x) {axes=[1], keepdims=0} name="rmax" : f32[3]
+}
+)";
+
 }  // namespace kiln::compiler_testing
 
 #endif  // KILN_COMPILER_TEST_UTIL_H_
