@@ -841,8 +841,10 @@ def run_worker(args, name):
         if r not in runtimes:
             continue
         if os.access(args.kilnc_path, os.X_OK):
-            rts[r] = KilnRuntime(args.kilnc_path, model_dir, args,
-                                 inputs if args.corpus else (), prec)
+            # The stored inputs and their shapes, for zoo and corpus models
+            # alike: a zoo model with dynamic dims (distilbert_dynseq) must
+            # run the shapes ORT and OpenVINO run, not dims bound to 1.
+            rts[r] = KilnRuntime(args.kilnc_path, model_dir, args, inputs, prec)
         else:
             errors[r] = (f"no kilnc at {args.kilnc_path} (build it: bazel build "
                          "-c opt //tools:kilnc, or pass --kilnc PATH)")
