@@ -100,7 +100,8 @@ class Translator : public internal::KernelReader {
     Shape logical(b.shape.begin(), b.shape.end() - 1);
     logical[1] = it->second;
     TensorSpec s{b.dtype, logical, {}};
-    s.channel_block = channel_block_;
+    s.channel_block = channel_block_ == ir::loop::kChannelsLastBlock ? it->second
+                                                                     : channel_block_;
     return s;
   }
   bool AnyBlocked() const { return !blocked_channels_.empty(); }
@@ -156,17 +157,20 @@ class Translator : public internal::KernelReader {
       return Invalid("layout attributes do not match the call's buffers");
     }
     KILN_ASSIGN_OR_RETURN(channel_block_, Int(kAttrChannelBlock, 0));
+    // Channels-last: each buffer blocked by its own channel count.
+    const bool channels_last = channel_block_ == ir::loop::kChannelsLastBlock;
     auto add = [&](int32_t buffer, int64_t channels) -> absl::Status {
       if (channels == 0) return absl::OkStatus();
       const Buffer& b = p_.buffers[buffer];
       const size_t rank = b.shape.size();
-      if (channel_block_ <= 0 || channels < 0 || rank < 4 || rank > 6 ||
-          b.shape.back() != channel_block_ ||
-          b.shape[1] != (channels + channel_block_ - 1) / channel_block_ ||
-          !b.IsRowMajor()) {
+      const int64_t block = channels_last ? channels : channel_block_;
+      if (block <= 0 || channels < 0 || rank < 4 || rank > 6 || b.shape.back() != block ||
+          b.shape[1] != (channels + block - 1) / block || !b.IsRowMajor()) {
         return Invalid("buffer '", b.name, "' ", ir::ShapeToString(b.shape),
-                       " is not blocked by ", channel_block_, " over ", channels,
-                       " channels");
+                       " is not blocked by ",
+                       channels_last ? std::string("its channel count")
+                                     : absl::StrCat(channel_block_),
+                       " over ", channels, " channels");
       }
       auto [it, fresh] = blocked_channels_.emplace(buffer, channels);
       if (!fresh && it->second != channels) {
@@ -988,7 +992,9 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
     const bool qlinear = absl::StartsWith(op, "QLinear");
     KILN_RETURN_IF_ERROR(integer_conv ? TranslateIntegerConv(tr, qlinear, t)
                                       : TranslateIntegerMatMul(tr, qlinear, t));
-    if (tr.AnyBlocked()) return tr.Unimplemented("blocked layouts for an integer call");
+    if (tr.AnyBlocked() && (integer_matmul || t.flip_src)) {
+      return tr.Unimplemented("blocked layouts for an integer matmul or an s8 src run as u8");
+    }
     return absl::OkStatus();
   }
   if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") {
@@ -1200,8 +1206,9 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
   Translator tr(program, kernel, constants);
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
-  // Runtime weights come in the plain layout; the activations stay plain.
-  if (t.weights_input >= 0) return ActivationBlocks{};
+  // Runtime weights come in the plain layout; the activations stay plain,
+  // as does an s8 src run as u8 (Run flips a plain copy).
+  if (t.weights_input >= 0 || t.flip_src) return ActivationBlocks{};
   absl::StatusOr<ActivationBlocks> blocks =
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());

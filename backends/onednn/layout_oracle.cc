@@ -7,6 +7,9 @@
 
 namespace kiln::onednn {
 
+static_assert(ActivationBlocks::kChannelsLast == passes::ConvLayout::kChannelsLast,
+              "one value for channels-last in the oracle and the pass");
+
 passes::ConvLayoutOracle ConvLayoutOracle() {
   return [](const ir::loop::LoopModule& lp,
             const ir::loop::Kernel& kernel) -> absl::StatusOr<passes::ConvLayout> {

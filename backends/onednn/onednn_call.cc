@@ -155,7 +155,29 @@ bool SamePhysicalLayout(const memory::desc& a, const memory::desc& b) {
   return a.get_size() == b.get_size();
 }
 
+// Whether `spec` is an integer activation in one channel block of at least
+// its channel count: channels-last (NHWC, the spatial positions b apart),
+// the layout of oneDNN's int8 convs, which run optimized on NHWC only (not
+// on nChw16c). f32 specs keep their blocked tag whatever the block.
+bool IntegerChannelsLast(const TensorSpec& spec) {
+  return spec.channel_block > 0 && spec.dtype != ir::DType::kF32 &&
+         spec.shape.size() >= 3 && spec.channel_block >= spec.shape[1];
+}
+
 memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
+  if (IntegerChannelsLast(spec)) {
+    const int64_t b = spec.channel_block;
+    int64_t inner = 1;
+    for (size_t d = 2; d < spec.shape.size(); ++d) inner *= spec.shape[d];
+    std::vector<int64_t> strides(spec.shape.size(), 1);
+    strides[0] = inner * b;
+    int64_t step = b;
+    for (size_t d = spec.shape.size(); d-- > 2;) {
+      strides[d] = step;
+      step *= spec.shape[d];
+    }
+    return memory::desc(ToDims(spec.shape), DnnlType(spec.dtype), ToDims(strides));
+  }
   if (spec.channel_block > 0) {
     const Tag tag = ChannelBlockedTag(spec.shape.size(), spec.channel_block);
     if (tag == Tag::undef) {
@@ -1038,17 +1060,61 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
   return std::unique_ptr<OneDnnCall>(new OneDnnCall(std::move(impl)));
 }
 
+namespace {
+
+// An integer conv: channels-last for src and dst when oneDNN runs an
+// optimized kernel on that pair (its int8 convs take NHWC, not nChw16c:
+// on nChw16c they have only ref_int8), else plain. Create takes the
+// channels-last descriptors as the caller's layout, without reorders.
+absl::StatusOr<ActivationBlocks> IntegerActivationBlocks(const FusedCall& call) {
+  ActivationBlocks blocks;
+  if (call.kind != CallKind::kConv) return blocks;
+  FusedCall laid_out = call;
+  laid_out.src.strides.clear();
+  laid_out.dst.strides.clear();
+  laid_out.src.channel_block = call.src.shape[1];
+  laid_out.dst.channel_block = call.dst.shape[1];
+  if (!IntegerChannelsLast(laid_out.src) || !IntegerChannelsLast(laid_out.dst)) {
+    return blocks;
+  }
+  KILN_ASSIGN_OR_RETURN(
+      ConvParams conv,
+      NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));
+  try {
+    dnnl::post_ops ops;
+    std::vector<std::pair<int, memory::desc>> binary;
+    BuildPostOps(laid_out, &ops, &binary);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    SetIntegerAttrs(laid_out, &attr);
+    const memory::desc w_md = AnyDesc(WeightsDesc(laid_out, conv.groups));
+    std::optional<memory::desc> bias_md;
+    if (call.bias) bias_md = StridedDesc(*call.bias, 1);
+    const dnnl::primitive_desc pd =
+        MakePrimitiveDesc(laid_out, conv, StridedDesc(laid_out.src), w_md,
+                          bias_md ? &*bias_md : nullptr, StridedDesc(laid_out.dst), attr);
+    if (IsOptimizedImpl(pd.impl_info_str())) {
+      blocks.src = blocks.dst = ActivationBlocks::kChannelsLast;
+    }
+  } catch (const dnnl::error&) {
+    // No kernel on channels-last activations: they stay plain.
+  }
+  return blocks;
+}
+
+}  // namespace
+
 absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     const FusedCall& call, const OneDnnCallOptions& options) {
   KILN_RETURN_IF_ERROR(Validate(call));
   KILN_RETURN_IF_ERROR(CheckF32(call));
   ActivationBlocks blocks;
-  // Integer convs run on plain activations: the layout pass blocks f32
-  // chains only.
   if ((call.kind != CallKind::kConv && call.kind != CallKind::kConvTranspose) ||
-      !options.any_activation_layout || call.integer.has_value()) {
+      !options.any_activation_layout) {
     return blocks;
   }
+  if (call.integer.has_value()) return IntegerActivationBlocks(call);
   KILN_ASSIGN_OR_RETURN(
       ConvParams conv,
       NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));

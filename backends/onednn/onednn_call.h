@@ -86,6 +86,9 @@ inline constexpr int64_t kLinearAsConvMinRows = 2;
 // Channel blocks of the activation layouts a primitive runs on: 8 for
 // nChw8c, 0 for a plain (non-blocked) layout.
 struct ActivationBlocks {
+  // src / dst: each buffer channels-last ([N, 1, spatial..., C], NHWC),
+  // blocked by its own channel count (integer convs).
+  static constexpr int64_t kChannelsLast = -1;
   int64_t src = 0;
   int64_t dst = 0;
   // PreferredActivationBlocks: every other pair of blocks (dst blocked) an

@@ -2,6 +2,7 @@
 #include "ir/loop/blocked_layout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,10 @@ int64_t Inner(const Shape& logical) {
   return inner;
 }
 
-// Copies between a logical tensor and its blocked form (`to_blocked`), the
-// blocked one zero-filled first.
-void CopyBlocked(const float* from, float* to, const Shape& logical, int64_t b,
-                 bool to_blocked) {
+// Copies elements of `bytes` bytes between a logical tensor and its blocked
+// form (`to_blocked`), the blocked one zero-filled first.
+void CopyBlocked(const char* from, char* to, const Shape& logical, int64_t b,
+                 bool to_blocked, size_t bytes) {
   const int64_t n = logical[0], c = logical[1], inner = Inner(logical);
   const int64_t cb = (c + b - 1) / b;
   for (int64_t i = 0; i < n; ++i) {
@@ -60,9 +61,9 @@ void CopyBlocked(const float* from, float* to, const Shape& logical, int64_t b,
         const int64_t lo = (i * c + ch) * inner + s;
         const int64_t ph = ((i * cb + ch / b) * inner + s) * b + ch % b;
         if (to_blocked) {
-          to[ph] = from[lo];
+          std::memcpy(to + ph * bytes, from + lo * bytes, bytes);
         } else {
-          to[lo] = from[ph];
+          std::memcpy(to + lo * bytes, from + ph * bytes, bytes);
         }
       }
     }
@@ -73,29 +74,33 @@ void CopyBlocked(const float* from, float* to, const Shape& logical, int64_t b,
 
 absl::StatusOr<ir::Tensor> ToBlocked(const ir::Tensor& logical, int64_t block) {
   const Shape& s = logical.shape();
-  if (logical.dtype() != ir::DType::kF32 || s.size() < 3 || block <= 0) {
+  if (s.size() < 3 || block <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot block ", logical.TypeString(), " by ", block, " channels"));
   }
   Shape physical = s;
   physical[1] = (s[1] + block - 1) / block;
   physical.push_back(block);
-  ir::Tensor out(ir::DType::kF32, physical);
-  std::fill(out.data<float>(), out.data<float>() + out.num_elements(), 0.0f);
-  CopyBlocked(logical.data<float>(), out.data<float>(), s, block, true);
+  ir::Tensor out(logical.dtype(), physical);
+  std::memset(out.raw_data(), 0, out.byte_size());
+  CopyBlocked(static_cast<const char*>(logical.raw_data()),
+              static_cast<char*>(out.raw_data()), s, block, true,
+              static_cast<size_t>(ir::DTypeSize(logical.dtype())));
   return out;
 }
 
 absl::StatusOr<ir::Tensor> FromBlocked(const ir::Tensor& physical, int64_t channels) {
   const Shape& s = physical.shape();
-  if (physical.dtype() != ir::DType::kF32 || s.size() < 4 || channels <= 0 ||
+  if (s.size() < 4 || channels <= 0 ||
       s[1] != (channels + s.back() - 1) / std::max<int64_t>(s.back(), 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot unblock ", physical.TypeString(), " to ", channels, " channels"));
   }
   const Shape logical = LogicalShape(s, channels);
-  ir::Tensor out(ir::DType::kF32, logical);
-  CopyBlocked(physical.data<float>(), out.data<float>(), logical, s.back(), false);
+  ir::Tensor out(physical.dtype(), logical);
+  CopyBlocked(static_cast<const char*>(physical.raw_data()),
+              static_cast<char*>(out.raw_data()), logical, s.back(), false,
+              static_cast<size_t>(ir::DTypeSize(physical.dtype())));
   return out;
 }
 

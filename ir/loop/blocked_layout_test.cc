@@ -39,8 +39,30 @@ TEST(BlockedLayout, BlockRoundTripAndErrors) {
   EXPECT_EQ(FromBlocked(*b, 9).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ToBlocked(Tensor(DType::kF32, {4, 4}), 8).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ToBlocked(Tensor(DType::kI64, {1, 4, 4}), 8).status().code(),
+  EXPECT_EQ(ToBlocked(Tensor(DType::kF32, {1, 4, 4}), 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// u8 activations (int8 convs) in one block of their channel count: the
+// channels-last layout, [N, 1, H, W, C]; round trip exact.
+TEST(BlockedLayout, U8ChannelsLastRoundTrip) {
+  Tensor x(DType::kU8, {2, 3, 2, 2});
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    x.data<uint8_t>()[i] = static_cast<uint8_t>(200 + i);
+  }
+  absl::StatusOr<Tensor> b = ToBlocked(x, 3);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->dtype(), DType::kU8);
+  EXPECT_EQ(b->shape(), (Shape{2, 1, 2, 2, 3}));
+  // (n=1, c=2, h=1, w=0) is NHWC element ((1*2 + 1)*2 + 0)*3 + 2.
+  EXPECT_EQ(b->data<uint8_t>()[((1 * 2 + 1) * 2 + 0) * 3 + 2],
+            x.data<uint8_t>()[((1 * 3 + 2) * 2 + 1) * 2 + 0]);
+  absl::StatusOr<Tensor> back = FromBlocked(*b, 3);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->dtype(), DType::kU8);
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    ASSERT_EQ(back->data<uint8_t>()[i], x.data<uint8_t>()[i]) << i;
+  }
 }
 
 TEST(BlockedLayout, ChannelAttributes) {

@@ -40,8 +40,11 @@ inline constexpr char kListSeparator[] = ",";
 // spatial..., b] row-major, zero channel tail), else 0.
 inline constexpr char kAttrBlockedInputs[] = "kiln_blocked_inputs";
 inline constexpr char kAttrBlockedOutputs[] = "kiln_blocked_outputs";
-// int: the channel block b of the blocked operands.
+// int: the channel block b of the blocked operands; kChannelsLastBlock:
+// each blocked operand blocked by its own channel count C ([N, 1,
+// spatial..., C], i.e. channels-last / NHWC).
 inline constexpr char kAttrChannelBlock[] = "kiln_channel_block";
+inline constexpr int64_t kChannelsLastBlock = -1;
 
 // string: the activation layouts a library conv runs on, chosen by timing
 // the candidates at compile time (backends/onednn/call_tuner.h): "caller",

@@ -39,7 +39,14 @@ using ir::loop::kReorderTag;
 using ir::loop::kReorderTailTag;
 
 bool IsConvOp(absl::string_view op) {
-  return op == "onnx.Conv" || op == "kiln.FusedConv";
+  return op == "onnx.Conv" || op == "kiln.FusedConv" || op == "onnx.QLinearConv";
+}
+
+// The channel block of a buffer with logical shape `logical` when the
+// program's blocked buffers are blocked by `b`: b, or under
+// ConvLayout::kChannelsLast its own channel count (one block: NHWC).
+int64_t BufferBlock(const Shape& logical, int64_t b) {
+  return b == ConvLayout::kChannelsLast ? logical[1] : b;
 }
 
 std::vector<int64_t> IntsAttr(const Kernel& k, const char* name) {
@@ -104,6 +111,22 @@ std::optional<int> ChannelVar(const Kernel& k, const Op& op, const Shape& logica
   return var.var();
 }
 
+// The block loop kernel `k` splits its channel loop by: `b`, or under
+// ConvLayout::kChannelsLast the one channel count of the blocked buffers it
+// touches (nullopt when they differ, e.g. a concat along channels).
+std::optional<int64_t> LoopKernelBlock(const Kernel& k, const LoopProgram& p,
+                                       const std::vector<char>& blocked, int64_t b) {
+  if (b != ConvLayout::kChannelsLast) return b;
+  std::optional<int64_t> c;
+  for (const Op& op : k.body) {
+    if (op.buffer < 0 || !blocked[op.buffer]) continue;
+    const int64_t channels = p.buffers[op.buffer].shape[1];
+    if (c.has_value() && *c != channels) return std::nullopt;
+    c = channels;
+  }
+  return c;
+}
+
 // The one channel variable of loop kernel `k` over its accesses to blocked
 // buffers; nullopt when an access does not fit. Its extent is a multiple of
 // b, except in a kernel that only reads blocked buffers: there the last,
@@ -111,6 +134,9 @@ std::optional<int> ChannelVar(const Kernel& k, const Op& op, const Shape& logica
 // concat can read a 58-channel conv output blocked by 16.
 std::optional<int> KernelChannelVar(const Kernel& k, const LoopProgram& p,
                                     const std::vector<char>& blocked, int64_t b) {
+  const std::optional<int64_t> kb = LoopKernelBlock(k, p, blocked, b);
+  if (!kb.has_value()) return std::nullopt;
+  b = *kb;
   std::optional<int> var;
   bool stores = false;
   for (const Op& op : k.body) {
@@ -257,11 +283,16 @@ std::vector<char> ChooseBlocked(const ir::loop::LoopModule& lp,
                                 int64_t b) {
   const LoopProgram& p = lp.program;
   const int32_t nb = static_cast<int32_t>(p.buffers.size());
-  // Candidates: f32 N C spatial... intermediates.
+  // Candidates: f32 N C spatial... intermediates (u8 / s8 ones under
+  // kChannelsLast, the layout of the int8 convs).
+  const bool channels_last = b == ConvLayout::kChannelsLast;
   std::vector<char> blocked(nb, 0);
   for (int32_t i = 0; i < nb; ++i) {
     const Buffer& buf = p.buffers[i];
-    blocked[i] = buf.kind == BufferKind::kIntermediate && buf.dtype == ir::DType::kF32 &&
+    const bool dtype_ok = channels_last
+                              ? buf.dtype == ir::DType::kU8 || buf.dtype == ir::DType::kI8
+                              : buf.dtype == ir::DType::kF32;
+    blocked[i] = buf.kind == BufferKind::kIntermediate && dtype_ok &&
                  buf.shape.size() >= 3 && buf.shape.size() <= 5 && buf.IsRowMajor() &&
                  ir::NumElements(buf.shape) > 0 && !loop_util::IsProtectedBuffer(lp, i);
   }
@@ -428,9 +459,9 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
     absl::StatusOr<ConvLayout> w = oracle_(*lp, kernel);
     if (!w.ok()) continue;
     wants[k] = *w;
-    if (w->dst_block > 0) ++votes[w->dst_block];
+    if (w->dst_block != 0) ++votes[w->dst_block];
     for (const ConvLayout::Alternative& a : w->also) {
-      if (a.dst_block > 0) votes.emplace(a.dst_block, 0);
+      if (a.dst_block != 0) votes.emplace(a.dst_block, 0);
     }
   }
   if (votes.empty()) return false;
@@ -513,7 +544,7 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
                      [&](int32_t t) { return blocked[t] != 0; })) {
       continue;
     }
-    const int64_t b = kernel_block(touched);
+    const int64_t region_block = kernel_block(touched);
     Kernel& kernel = kernels.back();
     if (kernel.kind == Kernel::Kind::kExtern) {
       std::vector<int64_t> in, out;
@@ -521,14 +552,16 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
       for (int32_t t : kernel.call.outputs) out.push_back(blocked[t] ? logical[t][1] : 0);
       kernel.call.attrs[kAttrBlockedInputs] = in;
       kernel.call.attrs[kAttrBlockedOutputs] = out;
-      kernel.call.attrs[kAttrChannelBlock] = b;
+      kernel.call.attrs[kAttrChannelBlock] = region_block;
       continue;
     }
-    const std::optional<int> var = KernelChannelVar(kernel, p, blocked, b);
-    if (!var.has_value()) {
+    const std::optional<int> var = KernelChannelVar(kernel, p, blocked, region_block);
+    const std::optional<int64_t> block = LoopKernelBlock(kernel, p, blocked, region_block);
+    if (!var.has_value() || !block.has_value()) {
       return InternalError("propagate-layout: kernel '", kernel.name,
                            "' no longer fits the blocked layout");
     }
+    const int64_t b = *block;
     const bool converts = Converts(kernel, p, blocked);
     std::optional<Kernel> tail;
     if (kernel.ranges[*var] % b != 0) {
@@ -551,8 +584,8 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
   p.kernels = std::move(kernels);
   for (int32_t i = 0; i < nb; ++i) {
     if (!blocked[i]) continue;
-    const int64_t b = block_of[i];
     Buffer& buf = p.buffers[i];
+    const int64_t b = BufferBlock(buf.shape, block_of[i]);
     Shape physical = buf.shape;
     physical[1] = (physical[1] + b - 1) / b;
     physical.push_back(b);

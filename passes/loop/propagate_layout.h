@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/loop/blocked_layout.h"
+#include "ir/loop/extern_schema.h"
 #include "ir/loop/loop_ir.h"
 #include "ir/loop/module.h"
 #include "passes/loop/loop_pass.h"
@@ -31,6 +32,12 @@ namespace kiln::passes {
 // optimized kernel also runs on; `slower` when that kernel is slower than
 // the wanted one (a narrower ISA: jit:avx2 on nChw8c on an AVX-512 host).
 struct ConvLayout {
+  // A block of kChannelsLast: each buffer blocked by its own channel count,
+  // i.e. stored channels-last ([N, 1, spatial..., C], NHWC), where C
+  // differs from buffer to buffer. oneDNN's int8 convs run optimized only
+  // on NHWC u8/s8 activations, not on nChw16c; the pass gives this layout
+  // to u8/s8 buffers only (and channel blocks b > 0 to f32 ones).
+  static constexpr int64_t kChannelsLast = ir::loop::kChannelsLastBlock;
   struct Alternative {
     int64_t src_block = 0;
     int64_t dst_block = 0;
@@ -65,6 +72,11 @@ using ConvLayoutOracle = std::function<absl::StatusOr<ConvLayout>(
 // of the blocks the oracle reports, the one whose solution reorders the
 // fewest elements in that region, counting a conv on a `slower` kernel as
 // its multiply-adds / 100 elements; ties go to the block most convs want.
+//
+// Integer convs (QLinearConv) whose library kernel wants
+// ConvLayout::kChannelsLast take the same rules with u8 / s8 buffers as the
+// candidates and each buffer blocked by its own channel count (a loop kernel
+// touching blocked buffers of different channel counts keeps them plain).
 //
 // The oracle is the caller's (passes/ do not depend on backends/;
 // backends/onednn/layout_oracle.h gives oneDNN's). Without one (an empty

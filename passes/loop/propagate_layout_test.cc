@@ -441,6 +441,78 @@ graph main(%x: f32[1,8,5,7]) -> (%y) opset 17 {
   EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 2);
 }
 
+// Seeded s8 weights literal in [-20, 20].
+std::string S8Const(const ir::Shape& shape, uint32_t seed) {
+  Tensor t = lowering::testing::RandomTensor(DType::kF32, shape, seed);
+  Tensor w(DType::kI8, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    w.data<int8_t>()[i] = static_cast<int8_t>(t.data<float>()[i] * 20.0f);
+  }
+  return ir::PrintTensor(w, ir::PrintOptions::Full());
+}
+
+// Integer convs want channels-last (as oneDNN's int8 convs do); f32 convs
+// nothing.
+ConvLayoutOracle ChannelsLastOracle() {
+  return [](const ir::loop::LoopModule&,
+            const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
+    if (k.call.op != "onnx.QLinearConv") return ConvLayout{};
+    return ConvLayout{ConvLayout::kChannelsLast, ConvLayout::kChannelsLast};
+  };
+}
+
+// A quantized residual block: quantize, QLinearConv 3 -> 16, QLinearConv
+// 16 -> 16, a dequantize-add-quantize residual, max pool on u8,
+// QLinearConv 16 -> 8, dequantize. Under kChannelsLast every u8
+// intermediate is stored [N, 1, H, W, C] (each by its own channel count),
+// the integer convs are marked with block kChannelsLast, and the result is
+// the reference interpreter's.
+TEST(PropagateLayout, IntegerConvChainsGoChannelsLast) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,3,8,8]) -> (%y) opset 13 {
+  %s = constant f32[] 0.05
+  %z = constant u8[] 120
+  %ws = constant f32[] 0.01
+  %wz = constant i8[] 0
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %q = QuantizeLinear(%x, %s, %z) : u8[1,3,8,8]
+  %a = QLinearConv(%q, %s, %z, %w1, %ws, %wz, %s, %z) {pads=[1, 1, 1, 1]} : u8[1,16,8,8]
+  %b = QLinearConv(%a, %s, %z, %w2, %ws, %wz, %s, %z) {pads=[1, 1, 1, 1]} : u8[1,16,8,8]
+  %da = DequantizeLinear(%a, %s, %z) : f32[1,16,8,8]
+  %db = DequantizeLinear(%b, %s, %z) : f32[1,16,8,8]
+  %sum = Add(%da, %db) : f32[1,16,8,8]
+  %qs = QuantizeLinear(%sum, %s, %z) : u8[1,16,8,8]
+  %p = MaxPool(%qs) {kernel_shape=[2, 2], strides=[2, 2]} : u8[1,16,4,4]
+  %c = QLinearConv(%p, %s, %z, %w3, %ws, %wz, %s, %z) : u8[1,8,4,4]
+  %y = DequantizeLinear(%c, %s, %z) : f32[1,8,4,4]
+}
+)",
+                                            S8Const({16, 3, 3, 3}, 21),
+                                            S8Const({16, 16, 3, 3}, 22),
+                                            S8Const({8, 16, 1, 1}, 23));
+  ir::loop::LoopModule lp = CheckPass(text, ChannelsLastOracle(), true);
+  const std::string printed = ir::loop::PrintProgram(lp.program);
+  int channels_last = 0;
+  for (const ir::loop::Buffer& b : lp.program.buffers) {
+    if (b.kind != ir::loop::BufferKind::kIntermediate || b.shape.size() != 5) continue;
+    EXPECT_EQ(b.dtype, DType::kU8) << b.name;
+    EXPECT_EQ(b.shape[1], 1) << b.name << "\n" << printed;
+    ++channels_last;
+  }
+  // q (the first conv's src, written by the quantize kernel), a, b, qs, p.
+  EXPECT_GE(channels_last, 4) << printed;
+  int marked = 0;
+  for (const ir::loop::Kernel& k : lp.program.kernels) {
+    auto it = k.call.attrs.find(ir::loop::kAttrChannelBlock);
+    if (it == k.call.attrs.end()) continue;
+    EXPECT_EQ(std::get<int64_t>(it->second), ir::loop::kChannelsLastBlock) << k.name;
+    ++marked;
+  }
+  EXPECT_GE(marked, 2) << printed;
+}
+
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
   CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
   CheckPass(PoolResidualNet(),
