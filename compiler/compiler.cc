@@ -72,6 +72,14 @@ struct Prepared {
   std::vector<ControlFlowSite> sites;
 };
 
+// The JIT runs where it compiles: activations in bf16 where the library
+// calls run natively in bf16 (without it they run in f32, or emulated, and
+// the activations keep f32). An AOT library keeps f32 activations: its
+// precision is chosen at Create.
+bool Bf16Activations(const CompileOptions& options) {
+  return options.precision != CompileOptions::Precision::kF32 && onednn::NativeBf16();
+}
+
 // The JIT's target: an ISA this CPU executes (the best one when
 // options.isa is empty), oneDNN's conv layouts.
 absl::StatusOr<compiler::Target> JitTarget(const CompileOptions& options) {
@@ -82,7 +90,7 @@ absl::StatusOr<compiler::Target> JitTarget(const CompileOptions& options) {
         "ISA '", target.isa->name, "' runs only under an emulator (", target.isa->emulator,
         ") on this host; a compiled model needs an ISA this CPU executes"));
   }
-  target.conv_layout_oracle = onednn::ConvLayoutOracle();
+  target.conv_layout_oracle = onednn::ConvLayoutOracle(Bf16Activations(options));
   target.library_call_oracle = onednn::LibraryCallOracle();
   return target;
 }
@@ -115,12 +123,7 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   // Each model is emitted on its own (cheap next to the C++ build), so one
   // that fails cannot fail a batch.
   compiler::PipelineOptions pipeline = compiler::PipelineOptionsFor(options);
-  // The JIT runs where it compiles: activations in bf16 where the library
-  // calls run natively in bf16 (without it they run in f32, or emulated,
-  // and the activations keep f32). An AOT library keeps f32 activations:
-  // its precision is chosen at Create.
-  pipeline.bf16_activations = options.precision != CompileOptions::Precision::kF32 &&
-                              onednn::NativeBf16();
+  pipeline.bf16_activations = Bf16Activations(options);
   KILN_ASSIGN_OR_RETURN(p.program, compiler::Compile(std::move(graph), tuned_target,
                                                      pipeline, &observers));
   p.report = std::move(report);

@@ -1073,13 +1073,19 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     SetIntegerAttrs(call, &attr);
-    const memory::desc user_w_md = WeightsDesc(call, conv.groups);
+    // bf16 calls (Create's rule) on bf16 activations: the layouts the bf16
+    // kernels want, which may differ from the f32 ones.
+    const bool bf16 = options.bf16 && options.prepack_weights;
+    const memory::desc user_w_md =
+        bf16 ? WithType(WeightsDesc(call, conv.groups), DT::bf16) : WeightsDesc(call, conv.groups);
     const memory::desc w_md = options.prepack_weights ? AnyDesc(user_w_md) : user_w_md;
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, 1);
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
-    const memory::desc user_src = StridedDesc(call.src);
-    const memory::desc user_dst = StridedDesc(call.dst);
+    const memory::desc user_src =
+        bf16 ? WithType(StridedDesc(call.src), DT::bf16) : StridedDesc(call.src);
+    const memory::desc user_dst =
+        bf16 ? WithType(StridedDesc(call.dst), DT::bf16) : StridedDesc(call.dst);
     const dnnl::primitive_desc pd = MakePrimitiveDesc(
         call, conv, AnyDesc(user_src), w_md, b, AnyDesc(user_dst), attr);
     // Create takes this descriptor first only when it is an optimized kernel.

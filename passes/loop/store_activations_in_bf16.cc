@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "ir/loop/extern_schema.h"
@@ -76,9 +77,18 @@ bool IsBf16Call(const LoopProgram& p, const Kernel& k, int32_t* src, int32_t* ds
   return true;
 }
 
-// `k`'s body with loads of the buffers in `bf16` cast to f32 after them and
-// the values stored into them cast to bf16 before.
-void RewriteBody(const std::vector<bool>& bf16, Kernel* k) {
+// `base` or `base_<k>`: a buffer name the program does not use yet.
+std::string UniqueName(const LoopProgram& p, const std::string& base) {
+  std::string name = base;
+  for (int k = 2; p.FindBuffer(name) >= 0; ++k) name = absl::StrCat(base, "_", k);
+  return name;
+}
+
+// `k`'s body with loads of the buffers in `bf16` cast to f32 after them, the
+// values stored into them cast to bf16 before, and every store into a buffer
+// with a twin (twin[b] >= 0) repeated into the twin, cast to bf16.
+void RewriteBody(const std::vector<bool>& bf16, const std::vector<int32_t>& twin,
+                 Kernel* k) {
   std::vector<Op> body;
   body.reserve(k->body.size() + 8);
   std::vector<int32_t> renumber(k->body.size(), -1);
@@ -107,8 +117,23 @@ void RewriteBody(const std::vector<bool>& bf16, Kernel* k) {
       renumber[i] = static_cast<int32_t>(body.size() - 1);
       continue;
     }
-    body.push_back(std::move(op));
+    const int32_t copy_to =
+        op.code == OpCode::kStore && op.buffer < static_cast<int32_t>(twin.size())
+            ? twin[op.buffer]
+            : -1;
+    body.push_back(op);
     renumber[i] = static_cast<int32_t>(body.size() - 1);
+    if (copy_to >= 0) {
+      Op cast;
+      cast.code = OpCode::kCast;
+      cast.dtype = DType::kBF16;
+      cast.args = {op.args[0]};
+      body.push_back(std::move(cast));
+      Op store = op;
+      store.buffer = copy_to;
+      store.args = {static_cast<int32_t>(body.size() - 1)};
+      body.push_back(std::move(store));
+    }
   }
   k->body = std::move(body);
 }
@@ -121,6 +146,10 @@ absl::StatusOr<bool> StoreActivationsInBf16::Run(ir::loop::LoopModule* lp) {
   const size_t n = p.buffers.size();
   const std::vector<bool> dynamic = ir::loop::DynamicBuffers(p);
   std::vector<bool> allowed(n), touched_by_call(n, false);
+  // Per buffer: whether some bf16 call reads it as its source, and whether
+  // an extern kernel or an op other than a plain store writes it (then it
+  // gets no bf16 twin).
+  std::vector<bool> call_src(n, false), other_writer(n, false);
   for (size_t b = 0; b < n; ++b) {
     allowed[b] = p.buffers[b].dtype == DType::kF32 &&
                  p.buffers[b].kind == BufferKind::kIntermediate && !dynamic[b] &&
@@ -137,6 +166,8 @@ absl::StatusOr<bool> StoreActivationsInBf16::Run(ir::loop::LoopModule* lp) {
       for (int32_t b : k.call.outputs) {
         if (!call || b != dst || !dst_ok) allowed[b] = false;
       }
+      for (int32_t b : k.call.outputs) other_writer[b] = true;
+      if (call) call_src[src] = true;
       if (call) {
         if (src == dst) allowed[src] = false;
         touched_by_call[src] = touched_by_call[dst] = true;
@@ -150,7 +181,10 @@ absl::StatusOr<bool> StoreActivationsInBf16::Run(ir::loop::LoopModule* lp) {
         if (from.is_load()) allowed[from.buffer] = false;
       }
       // Indirect loads and stores (and ops the passes do not know) keep f32.
-      if (op.buffer >= 0 && !loop_util::IsKnownOp(op.code)) allowed[op.buffer] = false;
+      if (op.buffer >= 0 && !loop_util::IsKnownOp(op.code)) {
+        allowed[op.buffer] = false;
+        if (op.is_store()) other_writer[op.buffer] = true;
+      }
     }
   }
   std::vector<bool> bf16(n, false);
@@ -161,12 +195,46 @@ absl::StatusOr<bool> StoreActivationsInBf16::Run(ir::loop::LoopModule* lp) {
     p.buffers[b].dtype = DType::kBF16;
     changed = true;
   }
+  // Twins: a buffer bf16 calls read as their source that must stay f32 for
+  // another reader (a residual add's operand, a statistic) and that only
+  // loop kernels write gets a bf16 copy, stored next to it by the same
+  // kernels; the calls read the copy.
+  std::vector<int32_t> twin(n, -1);
+  for (size_t b = 0; b < n; ++b) {
+    if (bf16[b] || !call_src[b] || other_writer[b] || p.buffers[b].dtype != DType::kF32 ||
+        p.buffers[b].kind != BufferKind::kIntermediate || dynamic[b] ||
+        loop_util::IsProtectedBuffer(*lp, static_cast<int32_t>(b))) {
+      continue;
+    }
+    Buffer copy = p.buffers[b];
+    copy.dtype = DType::kBF16;
+    copy.name = UniqueName(p, p.buffers[b].name + "_bf16");
+    twin[b] = static_cast<int32_t>(p.buffers.size());
+    p.buffers.push_back(std::move(copy));
+  }
+  for (size_t b = 0; b < n; ++b) changed = changed || twin[b] >= 0;
   if (!changed) return false;
+  bf16.resize(p.buffers.size(), false);
+  for (int32_t t : twin) {
+    if (t >= 0) bf16[t] = true;
+  }
   for (Kernel& k : p.kernels) {
-    if (k.kind != Kernel::Kind::kLoop) continue;
+    if (k.kind == Kernel::Kind::kExtern) {
+      int32_t src = -1, dst = -1;
+      bool dst_ok = false;
+      if (!IsBf16Call(p, k, &src, &dst, &dst_ok) || twin[src] < 0) continue;
+      const std::vector<int64_t> slots = IntsAttr(k, ir::loop::kAttrInputSlots);
+      for (size_t j = 0; j < slots.size(); ++j) {
+        if (slots[j] == 0) k.call.inputs[j] = twin[src];
+      }
+      continue;
+    }
     bool touches = false;
-    for (const Op& op : k.body) touches = touches || (op.buffer >= 0 && bf16[op.buffer]);
-    if (touches) RewriteBody(bf16, &k);
+    for (const Op& op : k.body) {
+      touches = touches || (op.buffer >= 0 && (bf16[op.buffer] ||
+                                               (op.is_store() && twin[op.buffer] >= 0)));
+    }
+    if (touches) RewriteBody(bf16, twin, &k);
   }
   return true;
 }

@@ -18,7 +18,11 @@
 //     an integer (integer-valued f32 results of
 //     integer-calls-in-f32 stay exact).
 // Post-op operands, runtime weights, biases, reference calls and other
-// extern calls keep f32. Softmax and normalization statistics stay f32:
+// extern calls keep f32. A buffer such a use keeps f32 (a transformer's
+// LayerNorm output, which the next residual add reads too) that bf16 calls
+// read as their source and only loop kernels write gets a bf16 twin: the
+// kernels store both, the calls read the twin, instead of converting the
+// f32 buffer once per call. Softmax and normalization statistics stay f32:
 // their buffers lie between loop kernels, which no call touches.
 // Constructed disabled, the pass changes nothing (kiln's f32 mode).
 #ifndef KILN_PASSES_LOOP_STORE_ACTIVATIONS_IN_BF16_H_
