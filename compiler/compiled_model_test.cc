@@ -187,7 +187,7 @@ graph g(%x: f32[1,8,10,10]) -> (%y) opset 13 {
 )";
 
 // The bound is the one of Bf16ModeComputesLibraryCallsInBf16WithinItsBound:
-// each bf16 rounding (a call's inputs, a stored activation) is 2^-9
+// each bf16 rounding (a call's inputs, a stored activation) is at most 2^-8
 // relative, and these short chains stay within 2^-5 of max |ref|.
 TEST(CompiledModel, Bf16ModeStoresActivationsBetweenCallsInBf16) {
   CompileOptions o = Options();
