@@ -70,7 +70,10 @@ PEERS = ("ort", "ov_f32", "ov", "inductor", "inductor_max", "eager")  # kiln vs 
 # Tolerances (max|out - ref| <= X * max|ref|) where the model or the runtime's
 # arithmetic is not fp32: fp16 keeps 11 significant bits, bf16 8, and an int8
 # output is off by one quantization step (1/255 of its range), which can compound.
-LOWP_TOLERANCE = {"fp16": 1e-2, "bf16": 3e-2, "int8": 1e-1}
+# bf16 through a deep CNN moves the logits by a few percent of their max:
+# OpenVINO's own bf16 was 3.2e-2 to 6.4e-2 off on the zoo's CNNs
+# (benchmarks/results/2026-12-02-bf16-avx512.md), so bf16's bound is 8e-2.
+LOWP_TOLERANCE = {"fp16": 1e-2, "bf16": 8e-2, "int8": 1e-1}
 GEMM_MODELS = "resnet50,vit_b_16,bert_base"
 QUICK = {"rounds": 3, "min_time": 0.6, "warmup": 0.2, "kiln_warmup": 1,
          "gemm_min_time": 0.02}

@@ -165,6 +165,68 @@ TEST(CompiledModel, Bf16ModeComputesLibraryCallsInBf16WithinItsBound) {
   EXPECT_GT(c.max_abs_error, 0.0);
 }
 
+// Two convolutions and a matmul with loop kernels between them (Sin,
+// pooling and Softmax are no oneDNN post-ops): in bf16 mode the activations the calls
+// read and write are stored in bf16 (store-activations-in-bf16), so the
+// calls after the first read them without a conversion, the loop kernels
+// read and write bf16 and compute in f32, and Softmax still normalizes in f32.
+constexpr char kConvChain[] = R"(
+graph g(%x: f32[1,8,10,10]) -> (%y) opset 13 {
+  %w1 = constant f32[16,8,3,3] <elided>
+  %w2 = constant f32[16,16,3,3] <elided>
+  %wm = constant f32[16,10] <elided>
+  %c1 = Conv(%x, %w1) {pads=[1,1,1,1]} name="conv1" : f32[1,16,10,10]
+  %s = Sin(%c1) name="sin" : f32[1,16,10,10]
+  %c2 = Conv(%s, %w2) {pads=[1,1,1,1]} name="conv2" : f32[1,16,10,10]
+  %g = GlobalAveragePool(%c2) name="gap" : f32[1,16,1,1]
+  %shape = constant i64[2] [1, 16]
+  %f = Reshape(%g, %shape) name="flat" : f32[1,16]
+  %m = MatMul(%f, %wm) name="mm" : f32[1,10]
+  %y = Softmax(%m) {axis=1} name="sm" : f32[1,10]
+}
+)";
+
+// The bound is the one of Bf16ModeComputesLibraryCallsInBf16WithinItsBound:
+// each bf16 rounding (a call's inputs, a stored activation) is at most 2^-8
+// relative, and these short chains stay within 2^-5 of max |ref|.
+TEST(CompiledModel, Bf16ModeStoresActivationsBetweenCallsInBf16) {
+  CompileOptions o = Options();
+  o.precision = CompileOptions::Precision::kBF16;
+  ir::Graph g = Parse(kConvChain);
+  const std::vector<ir::Tensor> inputs = {Random({1, 8, 10, 10}, 21)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(std::move(g));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  std::vector<const KernelReport*> calls;
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend == "onednn") calls.push_back(&k);
+  }
+  ASSERT_EQ(calls.size(), 3u) << r.ToText();
+  // Without native bf16 (an AVX2 CPU, or a DNNL_MAX_CPU_ISA cap) the calls
+  // run in f32 or emulated bf16, and the activations stay f32.
+  if (calls[0]->precision != "bf16" ||
+      absl::StrContains(absl::StrJoin(r.warnings, "\n"), "without native bf16")) {
+    GTEST_SKIP() << "SKIPPED: oneDNN runs no native bf16 here (" << calls[0]->reason
+                 << "): activations stay f32";
+  }
+  // The first conv converts the graph's f32 input; the second conv reads
+  // the Sin kernel's bf16 output and writes bf16 for the pooling kernel,
+  // whose bf16 output the matmul reads, all as they are.
+  EXPECT_EQ(calls[1]->reorders_per_call, 0) << r.ToText();
+  EXPECT_EQ(calls[2]->reorders_per_call, 0) << r.ToText();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  interp::CompareResult c =
+      interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{0, 0, 1.0 / 32});
+  EXPECT_TRUE(c.ok) << c.message << "\n" << r.ToText();
+  // The Softmax sums to 1 in f32 (its output is the graph's, stored f32).
+  double sum = 0;
+  for (int64_t i = 0; i < (*got)[0].num_elements(); ++i) sum += (*got)[0].data<float>()[i];
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+}
+
 // Integer calls oneDNN's int8 path refuses (full-range u8 weights, a runtime
 // src zero point) run as f32 oneDNN calls on integer-valued operands
 // (integer-calls-in-f32, docs/decisions/0039), not on the interpreter.

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "backends/cpp/emitter.h"
+#include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/layout_oracle.h"
 #include "compiler/call_tuning.h"
 #include "compiler/control_flow.h"
@@ -71,6 +72,14 @@ struct Prepared {
   std::vector<ControlFlowSite> sites;
 };
 
+// The JIT runs where it compiles: activations in bf16 where the library
+// calls run natively in bf16 (without it they run in f32, or emulated, and
+// the activations keep f32). An AOT library keeps f32 activations: its
+// precision is chosen at Create.
+bool Bf16Activations(const CompileOptions& options) {
+  return options.precision != CompileOptions::Precision::kF32 && onednn::NativeBf16();
+}
+
 // The JIT's target: an ISA this CPU executes (the best one when
 // options.isa is empty), oneDNN's conv layouts.
 absl::StatusOr<compiler::Target> JitTarget(const CompileOptions& options) {
@@ -81,7 +90,7 @@ absl::StatusOr<compiler::Target> JitTarget(const CompileOptions& options) {
         "ISA '", target.isa->name, "' runs only under an emulator (", target.isa->emulator,
         ") on this host; a compiled model needs an ISA this CPU executes"));
   }
-  target.conv_layout_oracle = onednn::ConvLayoutOracle();
+  target.conv_layout_oracle = onednn::ConvLayoutOracle(Bf16Activations(options));
   target.library_call_oracle = onednn::LibraryCallOracle();
   return target;
 }
@@ -113,9 +122,10 @@ absl::StatusOr<Prepared> Prepare(const CompileOptions& options, ir::Graph graph,
   compiler::ObserverList observers({&fill_report, dump.has_value() ? &*dump : nullptr});
   // Each model is emitted on its own (cheap next to the C++ build), so one
   // that fails cannot fail a batch.
-  KILN_ASSIGN_OR_RETURN(p.program,
-                        compiler::Compile(std::move(graph), tuned_target,
-                                          compiler::PipelineOptionsFor(options), &observers));
+  compiler::PipelineOptions pipeline = compiler::PipelineOptionsFor(options);
+  pipeline.bf16_activations = Bf16Activations(options);
+  KILN_ASSIGN_OR_RETURN(p.program, compiler::Compile(std::move(graph), tuned_target,
+                                                     pipeline, &observers));
   p.report = std::move(report);
   return p;
 }

@@ -204,7 +204,7 @@ absl::StatusOr<CompiledProgram> Compile(ir::Graph graph, const Target& target,
   const passes::GraphPipeline graph_passes =
       passes::DefaultGraphPipeline(IntegerCallOracleFor(target.library_call_oracle));
   const passes::LoopPipeline loop_passes =
-      passes::DefaultLoopPipeline(target.conv_layout_oracle);
+      passes::DefaultLoopPipeline(target.conv_layout_oracle, options.bf16_activations);
   KILN_ASSIGN_OR_RETURN(const PassOptions pass_options,
                         SelectPasses(options, graph_passes, loop_passes, watch));
   if (options.stop_after == Stage::kEmit && target.isa == nullptr) {

@@ -76,6 +76,10 @@ struct PipelineOptions {
   // lowering::LoweringOptions::conv_transpose_loop_max_channels: narrow
   // non-overlapping ConvTransposes as loop kernels (with call tuning on).
   int64_t conv_transpose_loop_max_channels = 0;
+  // The library calls run in bf16 (CompileOptions::precision resolved for
+  // this CPU): store-activations-in-bf16 stores the activations they read
+  // and write in bf16 (docs/decisions/0055). False: the f32 program.
+  bool bf16_activations = false;
   // The last stage to run (tools that stop at the graph or the loop IR).
   Stage stop_after = Stage::kEmit;
   // Emission options; empty: EmitOptionsForIsa(*target.isa).

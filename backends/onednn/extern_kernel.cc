@@ -134,7 +134,10 @@ class Translator : public internal::KernelReader {
     const Buffer& buf = p_.buffers[b];
     const bool integer = buf.dtype == ir::DType::kU8 || buf.dtype == ir::DType::kI8 ||
                          buf.dtype == ir::DType::kI32;
-    if (buf.dtype != ir::DType::kF32 && !(integer_ && integer)) {
+    // bf16: an activation stored in bf16 (bf16 mode); FusedCall validation
+    // allows it as the src or dst only.
+    const bool bf16 = buf.dtype == ir::DType::kBF16 && !integer_;
+    if (buf.dtype != ir::DType::kF32 && !bf16 && !(integer_ && integer)) {
       return Unimplemented("buffer '", buf.name, "' is ", ir::DTypeName(buf.dtype),
                            ": oneDNN calls run f32 only");
     }
@@ -689,7 +692,7 @@ absl::Status TranslateGemm(const Translator& tr, int64_t anchor_inputs,
     return tr.Unimplemented("non-finite alpha/beta");
   }
   // src: logical [M, K] over A's buffer.
-  c.src = TensorSpec{ir::DType::kF32, ab.shape, ab.strides};
+  c.src = TensorSpec{ab.dtype, ab.shape, ab.strides};
   if (trans_a) {
     c.src.shape = {ab.shape[1], ab.shape[0]};
     c.src.strides = {ab.strides[1], ab.strides[0]};
@@ -752,13 +755,13 @@ absl::Status TranslateMatMul(const Translator& tr, Translation& t,
       return tr.Unimplemented("post-ops on a MatMul with a 1-D operand");
     }
     if (!yb.IsRowMajor()) return tr.Unimplemented("1-D MatMul into a strided dst");
-    if (a1) c.src = TensorSpec{ir::DType::kF32, {1, ab.shape[0]},
+    if (a1) c.src = TensorSpec{ab.dtype, {1, ab.shape[0]},
                                         {ab.shape[0] * ab.strides[0], ab.strides[0]}};
     if (b1) c.weights = TensorSpec{ir::DType::kF32, {bb.shape[0], 1}, {bb.strides[0], 1}};
     Shape dst = yb.shape;
     if (a1) dst.insert(dst.end() - (b1 ? 0 : 1), 1);
     if (b1) dst.push_back(1);
-    c.dst = TensorSpec{ir::DType::kF32, dst, {}};
+    c.dst = TensorSpec{yb.dtype, dst, {}};
   }
   t.src_input = tr.Input(0);
   if (const Tensor* w = tr.Constant(1)) {
@@ -827,6 +830,10 @@ absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
         if (t.sum.has_value()) return tr.Unimplemented("more than one sum post-op");
         const Buffer& operand = tr.InputBuffer(inputs[i]);
         const Buffer& dst = tr.OutputBuffer();
+        if (dst.dtype == ir::DType::kBF16 || operand.dtype == ir::DType::kBF16) {
+          return tr.Unimplemented("a sum post-op on a ", ir::DTypeName(dst.dtype),
+                                  " destination (it copies f32 into it)");
+        }
         if (operand.shape != dst.shape) {
           return tr.Invalid("sum operand ", ir::ShapeToString(operand.shape),
                             " does not have the output's shape ",

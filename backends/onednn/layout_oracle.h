@@ -17,8 +17,9 @@
 namespace kiln::onednn {
 
 // The answer depends on the CPU ISA oneDNN runs in this process
-// (OneDnnCpuIsa: the CPU's, capped by DNNL_MAX_CPU_ISA).
-passes::ConvLayoutOracle ConvLayoutOracle();
+// (OneDnnCpuIsa: the CPU's, capped by DNNL_MAX_CPU_ISA). `bf16`: the
+// layouts of bf16 calls on bf16 activations (bf16 mode).
+passes::ConvLayoutOracle ConvLayoutOracle(bool bf16 = false);
 
 // OK when OneDnnExternKernel::Create takes the kernel (then dropped), else
 // its refusal: the same decision the runtime takes at load, on this

@@ -63,6 +63,7 @@ DT DnnlType(ir::DType t) {
     case ir::DType::kU8: return DT::u8;
     case ir::DType::kI8: return DT::s8;
     case ir::DType::kI32: return DT::s32;
+    case ir::DType::kBF16: return DT::bf16;
     default: return DT::f32;
   }
 }
@@ -376,7 +377,10 @@ void BuildPostOps(const FusedCall& call, dnnl::post_ops* ops,
 absl::Status CheckF32(const FusedCall& call) {
   if (call.integer.has_value()) return absl::OkStatus();
   auto f32 = [](const TensorSpec& s) { return s.dtype == ir::DType::kF32; };
-  bool ok = f32(call.src) && f32(call.weights) && f32(call.dst) &&
+  // Activations stored in bf16 (bf16 mode, docs/decisions/0055): the call
+  // reads or writes them as they are, or converts them around an f32 call.
+  auto activation = [&](const TensorSpec& s) { return f32(s) || s.dtype == ir::DType::kBF16; };
+  bool ok = activation(call.src) && f32(call.weights) && activation(call.dst) &&
             (!call.bias || f32(*call.bias));
   for (const PostOp& p : call.post_ops) ok = ok && (!p.is_binary() || f32(p.operand));
   if (!ok) {
@@ -817,8 +821,14 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const memory::desc w_md = !prepack  ? user_w_md
                               : m.bf16 ? AnyDesc(WithType(user_w_md, DT::bf16))
                                        : AnyDesc(user_w_md);
+    // The activations the primitive reads and writes: the src in the type it
+    // computes in; the dst bf16 only in a bf16 call, where the caller stores
+    // it in bf16 (else a reorder converts it).
+    const bool float_call = !call.integer.has_value();
     const memory::desc pd_user_src =
-        m.bf16 ? WithType(user_src_md, DT::bf16) : user_src_md;
+        !float_call ? user_src_md : WithType(user_src_md, m.bf16 ? DT::bf16 : DT::f32);
+    const memory::desc pd_user_dst =
+        float_call && !m.bf16 ? WithType(user_dst_md, DT::f32) : user_dst_md;
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
     // Preference: an optimized kernel (jit/brgemm) on oneDNN's own activation
     // layouts (when allowed: blocked layouts plus two cheap reorders beat
@@ -852,7 +862,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
             " activation layout at rank ", rank));
       }
       forced = MakePrimitiveDesc(call, conv, laid_out(pd_user_src), w_md, b,
-                                 laid_out(user_dst_md), attr);
+                                 laid_out(pd_user_dst), attr);
       if (absl::StartsWith(forced->impl_info_str(), "ref") && !options.allow_reference_impl) {
         return absl::UnimplementedError(absl::StrCat(
             "oneDNN has only its slow reference implementation (", forced->impl_info_str(),
@@ -864,7 +874,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     if (!forced) {
       try {
         on_user_layout =
-            MakePrimitiveDesc(call, conv, pd_user_src, w_md, b, user_dst_md, attr);
+            MakePrimitiveDesc(call, conv, pd_user_src, w_md, b, pd_user_dst, attr);
       } catch (const dnnl::error&) {
         if (!options.any_activation_layout) throw;
       }
@@ -872,7 +882,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     if (!forced && options.any_activation_layout) {
       try {
         on_any_layout = MakePrimitiveDesc(call, conv, AnyDesc(pd_user_src), w_md,
-                                          b, AnyDesc(user_dst_md), attr);
+                                          b, AnyDesc(pd_user_dst), attr);
       } catch (const dnnl::error&) {
         if (!on_user_layout) throw;
       }
@@ -919,9 +929,12 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         std::count_if(call.post_ops.begin(), call.post_ops.end(), [](const PostOp& p) {
           return p.kind == PostOpKind::kLinear;
         }) >= 2;
-    // (Not in bf16: the 1x1-conv form is an AVX2 gemm workaround.)
-    if (prepack && !m.bf16 && options.linear_as_conv != LAC::kNever && linear &&
-        !two_linears) {
+    // (Not in bf16, nor on bf16 activations: the 1x1-conv form is an AVX2
+    // gemm workaround.)
+    const bool f32_activations =
+        call.src.dtype == ir::DType::kF32 && call.dst.dtype == ir::DType::kF32;
+    if (prepack && !m.bf16 && f32_activations && options.linear_as_conv != LAC::kNever &&
+        linear && !two_linears) {
       const ConvForm* f = &*linear;
       const bool wanted =
           options.linear_as_conv == LAC::kAlways ||
@@ -1126,13 +1139,19 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     SetIntegerAttrs(call, &attr);
-    const memory::desc user_w_md = WeightsDesc(call, conv.groups);
+    // bf16 calls (Create's rule) on bf16 activations: the layouts the bf16
+    // kernels want, which may differ from the f32 ones.
+    const bool bf16 = options.bf16 && options.prepack_weights;
+    const memory::desc user_w_md =
+        bf16 ? WithType(WeightsDesc(call, conv.groups), DT::bf16) : WeightsDesc(call, conv.groups);
     const memory::desc w_md = options.prepack_weights ? AnyDesc(user_w_md) : user_w_md;
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, 1);
     const memory::desc* b = bias_md ? &*bias_md : nullptr;
-    const memory::desc user_src = StridedDesc(call.src);
-    const memory::desc user_dst = StridedDesc(call.dst);
+    const memory::desc user_src =
+        bf16 ? WithType(StridedDesc(call.src), DT::bf16) : StridedDesc(call.src);
+    const memory::desc user_dst =
+        bf16 ? WithType(StridedDesc(call.dst), DT::bf16) : StridedDesc(call.dst);
     const dnnl::primitive_desc pd = MakePrimitiveDesc(
         call, conv, AnyDesc(user_src), w_md, b, AnyDesc(user_dst), attr);
     // Create takes this descriptor first only when it is an optimized kernel.

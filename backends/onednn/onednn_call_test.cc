@@ -4,6 +4,7 @@
 #include "backends/onednn/onednn_call.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -848,6 +849,69 @@ TEST(OneDnnCall, NonF32IsUnimplemented) {
   c.call.src.dtype = DType::kI64;
   absl::StatusOr<Tensor> r = RunOneDnn(c, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+}
+
+// Activations stored in bf16 (bf16 mode, docs/decisions/0055): a call with
+// bf16 src and dst, built in f32 (a call bf16 is refused for) or in bf16,
+// reads the bf16 src and writes a bf16 dst. The reference runs in f32 on
+// the bf16 src widened exactly. bf16 keeps 8 significant bits: rounding to
+// it is off by at most 2^-8 relative. Per element, with S = sum |w| |x| (the
+// same conv on absolute values): the f32 call differs by the dst's rounding
+// to bf16, 2^-8 |y|, plus f32 accumulation (1e-5 S); the bf16 call also by
+// its weights rounded to bf16, 2^-8 relative per product, so 2^-8 S more
+// (relu, 1-Lipschitz, grows none of it).
+TEST(OneDnnCall, Bf16SrcAndDstRunInF32AndInBf16) {
+  Case c = ConvCase({{1, 3, 6, 6}, 4, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Relu()}, 610);
+  Tensor src_bf16(DType::kBF16, c.src.shape());
+  for (int64_t i = 0; i < c.src.num_elements(); ++i) {
+    const ir::BFloat16 b = ir::FloatToBFloat16(c.src.data<float>()[i]);
+    src_bf16.data<ir::BFloat16>()[i] = b;
+    c.src.data<float>()[i] = ir::BFloat16ToFloat(b);  // the reference's input
+  }
+  const Tensor want = Reference(c);
+  Case magnitude = c;
+  magnitude.call.post_ops.clear();
+  magnitude.bias.reset();
+  for (Tensor* t : {&magnitude.src, &*magnitude.weights}) {
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      t->data<float>()[i] = std::fabs(t->data<float>()[i]);
+    }
+  }
+  const Tensor sums = Reference(magnitude);
+  ASSERT_EQ(sums.num_elements(), want.num_elements());
+  FusedCall call = c.call;
+  call.src.dtype = DType::kBF16;
+  call.dst.dtype = DType::kBF16;
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 call" : "f32 call");
+    OneDnnCallOptions options;
+    options.bf16 = bf16;
+    options.allow_reference_impl = true;  // bf16 kernels need AVX-512
+    absl::StatusOr<std::unique_ptr<OneDnnCall>> made =
+        OneDnnCall::Create(call, &*c.weights, c.bias ? &*c.bias : nullptr, options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    if (!bf16) {
+      EXPECT_FALSE((*made)->bf16());
+      // The f32 primitive converts the src in and the dst out.
+      EXPECT_EQ((*made)->reorders_per_call(), 2);
+    }
+    Tensor dst(DType::kBF16, call.dst.shape);
+    ASSERT_TRUE((*made)->Execute(src_bf16.raw_data(), {}, dst.raw_data()).ok());
+    int bad = 0;
+    for (int64_t i = 0; i < dst.num_elements(); ++i) {
+      const float got = ir::BFloat16ToFloat(dst.data<ir::BFloat16>()[i]);
+      const float w = want.data<float>()[i];
+      const double s_i = sums.data<float>()[i];
+      const double bound = std::ldexp(std::fabs(w), -8) + 1e-5 * s_i +
+                           ((*made)->bf16() ? std::ldexp(s_i, -8) : 0.0);
+      if (!(std::fabs(got - w) <= bound) && bad++ < 5) {
+        ADD_FAILURE() << "element " << i << " is " << got << ", reference " << w
+                      << ", bound " << bound;
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
 }
 
 TEST(OneDnnCall, TwoSumsAreUnimplemented) {

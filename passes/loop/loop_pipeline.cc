@@ -14,6 +14,7 @@
 #include "passes/loop/fuse_horizontal.h"
 #include "passes/loop/fuse_vertical.h"
 #include "passes/loop/propagate_layout.h"
+#include "passes/loop/store_activations_in_bf16.h"
 
 namespace kiln::passes {
 namespace {
@@ -30,7 +31,7 @@ std::unique_ptr<LoopPass> CreatePropagateLayout(const ConvLayoutOracle& oracle) 
 // Every loop pass, one row each (names come from the passes themselves).
 constexpr std::unique_ptr<LoopPass> (*kLoopPasses[])(const ConvLayoutOracle&) = {
     Create<DemoteIndex>,  Create<EliminateDeadBuffers>, Create<FuseHorizontal>,
-    Create<FuseVertical>, CreatePropagateLayout,
+    Create<FuseVertical>, CreatePropagateLayout,  Create<StoreActivationsInBf16>,
 };
 
 }  // namespace
@@ -77,7 +78,7 @@ absl::Status LoopPipeline::Run(ir::loop::LoopModule* program,
   return absl::OkStatus();
 }
 
-LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle) {
+LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle, bool bf16_activations) {
   LoopPipeline p;
   // Dead buffers first: a kernel nobody reads (an unused Split output, a
   // LayerNorm statistic) still counts as a reader of its inputs, which
@@ -97,6 +98,10 @@ LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle) {
   // Layouts after fusion: it decides per buffer from every kernel that
   // touches it, and fusion must not see physical (blocked) indexing.
   p.Add(std::make_unique<PropagateLayout>(std::move(conv_layout_oracle)));
+  // bf16 storage after layouts: the layout oracle asks the library about
+  // f32 calls, and the dtype of a buffer does not change its layout. A
+  // no-op unless the library calls run in bf16.
+  p.Add(std::make_unique<StoreActivationsInBf16>(bf16_activations));
   // Index demotion last: value ranges come from the final (blocked)
   // indices, and no later pass may widen what it proved fits int32.
   p.Add(std::make_unique<DemoteIndex>());

@@ -56,7 +56,11 @@ class LoopPipeline {
 // kiln's loop pipeline, in order (passes/loop/loop_pipeline.cc says why).
 // `conv_layout_oracle` is propagate-layout's: the conv library's preferred
 // activation layouts (an empty function: every buffer stays plain).
-LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle);
+// `bf16_activations`: the library calls run in bf16, so
+// store-activations-in-bf16 stores their activations in bf16 (false: it
+// changes nothing).
+LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle,
+                                 bool bf16_activations = false);
 
 // The registry: every loop pass by name (its --pass= / --disable-pass=
 // token), sorted. `kilnc opt --pass=NAME` runs them; DefaultLoopPipeline

@@ -112,7 +112,8 @@ graph g(%x: f32[1,8,4,4]) -> (%y) opset 17 {
 TEST(LoopPipeline, PassOrder) {
   const std::vector<std::string> want = {
       "eliminate-dead-buffers", "fuse-vertical", "fuse-horizontal",
-      "fuse-vertical", "eliminate-dead-buffers", "propagate-layout", "demote-index"};
+      "fuse-vertical", "eliminate-dead-buffers", "propagate-layout",
+      "store-activations-in-bf16", "demote-index"};
   EXPECT_EQ(DefaultLoopPipeline(ConvLayoutOracle()).PassNames(), want);
 }
 
@@ -130,11 +131,13 @@ TEST(LoopPipeline, ObservesTheInputAndEveryPassThatRan) {
   };
   opts.disabled.insert("fuse-horizontal");
   ASSERT_TRUE(DefaultLoopPipeline(ConvLayoutOracle()).Run(&*lp, opts).ok());
-  // No oracle: propagate-layout changes nothing.
+  // No oracle: propagate-layout changes nothing; f32 calls: nor does
+  // store-activations-in-bf16.
   EXPECT_EQ(calls, (std::vector<std::string>{
                        "0 input 0", "1 eliminate-dead-buffers 0", "2 fuse-vertical 1",
                        "4 fuse-vertical 0", "5 eliminate-dead-buffers 0",
-                       "6 propagate-layout 0", "7 demote-index 0"}));
+                       "6 propagate-layout 0", "7 store-activations-in-bf16 0",
+                       "8 demote-index 0"}));
   absl::Status s = kiln::testing::RunFileCheck(texts[0], "CHECK: kernel k4_mul");
   EXPECT_TRUE(s.ok()) << s;
   s = kiln::testing::RunFileCheck(texts[2], R"(
