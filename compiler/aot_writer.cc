@@ -307,27 +307,28 @@ constexpr int kMaxSubgraphDepth = 8;
 // only when asked: refused here, at build time, naming the nodes.
 // Every program of the library counts (a subgraph's too), but not the
 // Ifs, Loops and Scans whose subgraphs are compiled programs.
-absl::Status CheckReferenceCalls(const std::string& model, const std::vector<AotProgram>& programs,
+absl::Status CheckReferenceCalls(const std::string& model,
+                                 const std::vector<AotProgram>& programs,
                                  const WriterOptions& w) {
   if (w.reference_calls) return absl::OkStatus();
   std::vector<std::string> calls;
   for (const AotProgram& p : programs) {
-   std::set<int> compiled;
-   for (const compiler::ControlFlowSite& site : p.sites) compiled.insert(site.call.kernel);
-   const ir::loop::LoopProgram& program = p.program.module.program;
-   for (size_t i = 0; i < program.kernels.size(); ++i) {
-    const ir::loop::Kernel& k = program.kernels[i];
-    if (!ir::loop::IsReferenceCall(k) || compiled.count(static_cast<int>(i))) continue;
-    auto text = [&k](const char* attr) -> std::string {
-      auto it = k.call.attrs.find(attr);
-      const std::string* s =
-          it == k.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
-      return s != nullptr ? *s : std::string("?");
-    };
-    calls.push_back(absl::StrCat("'", absl::StrJoin(k.ops, ", "), "' (",
-                                 text(ir::loop::kAttrReferenceOp), ": ",
-                                 text(ir::loop::kAttrFallbackReason), ")"));
-   }
+    std::set<int> compiled;
+    for (const compiler::ControlFlowSite& site : p.sites) compiled.insert(site.call.kernel);
+    const ir::loop::LoopProgram& program = p.program.module.program;
+    for (size_t i = 0; i < program.kernels.size(); ++i) {
+      const ir::loop::Kernel& k = program.kernels[i];
+      if (!ir::loop::IsReferenceCall(k) || compiled.count(static_cast<int>(i))) continue;
+      auto text = [&k](const char* attr) -> std::string {
+        auto it = k.call.attrs.find(attr);
+        const std::string* s =
+            it == k.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+        return s != nullptr ? *s : std::string("?");
+      };
+      calls.push_back(absl::StrCat("'", absl::StrJoin(k.ops, ", "), "' (",
+                                   text(ir::loop::kAttrReferenceOp), ": ",
+                                   text(ir::loop::kAttrFallbackReason), ")"));
+    }
   }
   if (calls.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
@@ -426,7 +427,9 @@ absl::StatusOr<json> DescribeProgram(const AotProgram& p, Weights* weights) {
                                  {"bytes", tensor->byte_size()}});
   }
   json sites = json::array();
-  for (const compiler::ControlFlowSite& site : p.sites) sites.push_back(CallJson(site.call, site.models));
+  for (const compiler::ControlFlowSite& site : p.sites) {
+    sites.push_back(CallJson(site.call, site.models));
+  }
   desc["control_flow"] = sites;
   return desc;
 }

@@ -125,7 +125,8 @@ std::vector<int32_t> Ints(const json& j) { return j.get<std::vector<int32_t>>();
 // A compiled If's, Loop's or Scan's call as the description carries it
 // (compiler/aot_writer.cc), with `models` its subgraphs' programs
 // (indices of earlier subprograms; -1: an If branch left uncompiled).
-absl::StatusOr<runtime::ControlFlowCall> ParseCall(const json& j, const ir::loop::LoopProgram& program,
+absl::StatusOr<runtime::ControlFlowCall> ParseCall(const json& j,
+                                                   const ir::loop::LoopProgram& program,
                                                    size_t num_models, std::vector<int>* models) {
   using Op = runtime::ControlFlowCall::Op;
   runtime::ControlFlowCall c;
