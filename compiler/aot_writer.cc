@@ -7,9 +7,11 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "backends/cpp/emitter.h"
 #include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/layout_oracle.h"
+#include "compiler/control_flow.h"
 #include "compiler/pipeline.h"
 #include "compiler/report.h"
 #include "frontend/onnx/importer.h"
@@ -30,6 +33,7 @@
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "nlohmann/json.hpp"
+#include "runtime/control_flow.h"
 
 namespace kiln::aot {
 namespace {
@@ -286,23 +290,45 @@ backends::cpp::EmitOptions AotEmitOptions(const WriterOptions& w, const isa::Vec
   return eo;
 }
 
+// One program of the library: the model's, or a subgraph's (an If branch,
+// a Loop or Scan body) that runs compiled; `sites` are its Ifs, Loops and
+// Scans whose subgraphs are programs of the library (their indices).
+struct AotProgram {
+  compiler::CompiledProgram program;
+  CompileReport report;
+  std::vector<compiler::ControlFlowSite> sites;
+};
+
+// Subgraphs nest at most this deep (as in the JIT); deeper ones stay
+// reference calls.
+constexpr int kMaxSubgraphDepth = 8;
+
 // Reference fallback calls run on the interpreter, which a library links
 // only when asked: refused here, at build time, naming the nodes.
-absl::Status CheckReferenceCalls(const std::string& model, const ir::loop::LoopProgram& program,
+// Every program of the library counts (a subgraph's too), but not the
+// Ifs, Loops and Scans whose subgraphs are compiled programs.
+absl::Status CheckReferenceCalls(const std::string& model,
+                                 const std::vector<AotProgram>& programs,
                                  const WriterOptions& w) {
   if (w.reference_calls) return absl::OkStatus();
   std::vector<std::string> calls;
-  for (const ir::loop::Kernel& k : program.kernels) {
-    if (!ir::loop::IsReferenceCall(k)) continue;
-    auto text = [&k](const char* attr) -> std::string {
-      auto it = k.call.attrs.find(attr);
-      const std::string* s =
-          it == k.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
-      return s != nullptr ? *s : std::string("?");
-    };
-    calls.push_back(absl::StrCat("'", absl::StrJoin(k.ops, ", "), "' (",
-                                 text(ir::loop::kAttrReferenceOp), ": ",
-                                 text(ir::loop::kAttrFallbackReason), ")"));
+  for (const AotProgram& p : programs) {
+    std::set<int> compiled;
+    for (const compiler::ControlFlowSite& site : p.sites) compiled.insert(site.call.kernel);
+    const ir::loop::LoopProgram& program = p.program.module.program;
+    for (size_t i = 0; i < program.kernels.size(); ++i) {
+      const ir::loop::Kernel& k = program.kernels[i];
+      if (!ir::loop::IsReferenceCall(k) || compiled.count(static_cast<int>(i))) continue;
+      auto text = [&k](const char* attr) -> std::string {
+        auto it = k.call.attrs.find(attr);
+        const std::string* s =
+            it == k.call.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+        return s != nullptr ? *s : std::string("?");
+      };
+      calls.push_back(absl::StrCat("'", absl::StrJoin(k.ops, ", "), "' (",
+                                   text(ir::loop::kAttrReferenceOp), ": ",
+                                   text(ir::loop::kAttrFallbackReason), ")"));
+    }
   }
   if (calls.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
@@ -315,19 +341,48 @@ absl::Status CheckReferenceCalls(const std::string& model, const ir::loop::LoopP
       "lowering's error instead"));
 }
 
-// A compiled program as the library describes it: the description's parts
-// every ISA shares (program text, interface, constants' places) and the
-// weights file's bytes.
-struct Described {
-  compiler::CompiledProgram program;
-  json description;
-  std::string weights;
+// The weights file being built: each constant's bytes once (tensors shared
+// between programs once), 64-byte aligned.
+struct Weights {
+  std::string bytes;
+  std::map<const ir::Tensor*, int64_t> offset_of;
 };
 
-absl::StatusOr<Described> Describe(compiler::CompiledProgram program,
-                                   const CompileReport& report, const CompileOptions& options,
-                                   const WriterOptions& writer) {
-  Described d;
+json CallJson(const runtime::ControlFlowCall& c, const std::vector<int>& models) {
+  json j{{"op", runtime::ControlFlowOpName(c.op)}, {"kernel", c.kernel}, {"models", models}};
+  if (c.op == runtime::ControlFlowCall::Op::kIf) {
+    j["then_buffers"] = c.then_buffers;
+    j["else_buffers"] = c.else_buffers;
+    j["unfit"] = {c.unfit[0], c.unfit[1]};
+  } else if (c.op == runtime::ControlFlowCall::Op::kLoop) {
+    const runtime::LoopCall& l = c.loop;
+    j["loop"] = {{"trip_count", l.trip_count},     {"cond", l.cond},
+                 {"carried", l.carried},           {"captures", l.captures},
+                 {"final_values", l.final_values}, {"scan_outputs", l.scan_outputs},
+                 {"cond_passed_through", l.cond_passed_through}};
+  } else {
+    const runtime::ScanCall& sc = c.scan;
+    j["scan"] = {{"states", sc.states},
+                 {"scan_inputs", sc.scan_inputs},
+                 {"captures", sc.captures},
+                 {"final_states", sc.final_states},
+                 {"scan_outputs", sc.scan_outputs},
+                 {"input_axes", sc.input_axes},
+                 {"output_axes", sc.output_axes},
+                 {"input_reverse", sc.input_reverse},
+                 {"output_reverse", sc.output_reverse},
+                 {"batched", sc.batched}};
+  }
+  return j;
+}
+
+// One program's part of the description: its text, interface, constants
+// (their places in `weights`, appended there), report notes and compiled
+// Ifs, Loops and Scans.
+absl::StatusOr<json> DescribeProgram(const AotProgram& p, Weights* weights) {
+  const compiler::CompiledProgram& program = p.program;
+  const CompileReport& report = p.report;
+  json desc;
   // The description carries the program as text: it must read back as the
   // program the kernels were emitted from.
   const std::string program_text = ir::loop::PrintProgram(program.module.program);
@@ -335,20 +390,8 @@ absl::StatusOr<Described> Describe(compiler::CompiledProgram program,
   if (ir::loop::PrintProgram(reparsed) != program_text) {
     return InternalError("the loop program's text form does not round-trip");
   }
-  json& desc = d.description;
-  desc["format"] = "kiln-aot-2";
-  desc["name"] = writer.name;
   desc["model"] = report.model;
   desc["program"] = program_text;
-  // propagate-layout asked this process's oneDNN for its channel blocks.
-  desc["onednn_isa"] = onednn::OneDnnCpuIsa();
-  json compile;
-  compile["reference_fallback"] = options.reference_fallback;
-  compile["disabled_passes"] = options.disabled_passes;
-  json shapes = json::object();
-  for (const auto& [name, shape] : options.input_shapes) shapes[name] = shape;
-  compile["input_shapes"] = shapes;
-  desc["compile"] = compile;
   desc["inputs"] = json::array();
   for (size_t i = 0; i < program.inputs.size(); ++i) {
     desc["inputs"].push_back(TensorInfoJson(program.inputs[i], program.module.inputs.at(i)));
@@ -368,17 +411,14 @@ absl::StatusOr<Described> Describe(compiler::CompiledProgram program,
   }
   desc["qdq_patterns"] = qdq;
   desc["warnings"] = report.warnings;
-
-  // Weights: each constant's bytes once (shared tensors once), aligned.
-  std::map<const ir::Tensor*, int64_t> offset_of;
   desc["constants"] = json::array();
   for (const auto& [buffer, tensor] : program.module.constants) {
-    auto [it, inserted] = offset_of.emplace(tensor.get(), 0);
+    auto [it, inserted] = weights->offset_of.emplace(tensor.get(), 0);
     if (inserted) {
-      d.weights.resize((d.weights.size() + kWeightAlignment - 1) / kWeightAlignment *
-                       kWeightAlignment);
-      it->second = static_cast<int64_t>(d.weights.size());
-      d.weights.append(static_cast<const char*>(tensor->raw_data()), tensor->byte_size());
+      std::string& w = weights->bytes;
+      w.resize((w.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment);
+      it->second = static_cast<int64_t>(w.size());
+      w.append(static_cast<const char*>(tensor->raw_data()), tensor->byte_size());
     }
     desc["constants"].push_back({{"buffer", buffer},
                                  {"dtype", std::string(ir::DTypeName(tensor->dtype()))},
@@ -386,8 +426,49 @@ absl::StatusOr<Described> Describe(compiler::CompiledProgram program,
                                  {"offset", it->second},
                                  {"bytes", tensor->byte_size()}});
   }
-  desc["weights_bytes"] = d.weights.size();
-  d.program = std::move(program);
+  json sites = json::array();
+  for (const compiler::ControlFlowSite& site : p.sites) {
+    sites.push_back(CallJson(site.call, site.models));
+  }
+  desc["control_flow"] = sites;
+  return desc;
+}
+
+// The library's programs as described, with the weights file's bytes:
+// the model's program last, its subgraphs' before it (`subprograms`, each
+// before the programs whose Ifs, Loops and Scans use it).
+struct Described {
+  std::vector<AotProgram> programs;
+  json description;
+  std::string weights;
+};
+
+absl::StatusOr<Described> Describe(std::vector<AotProgram> programs, const CompileOptions& options,
+                                   const WriterOptions& writer) {
+  Described d;
+  Weights weights;
+  json subprograms = json::array();
+  for (size_t c = 0; c + 1 < programs.size(); ++c) {
+    KILN_ASSIGN_OR_RETURN(json sub, DescribeProgram(programs[c], &weights));
+    subprograms.push_back(std::move(sub));
+  }
+  KILN_ASSIGN_OR_RETURN(d.description, DescribeProgram(programs.back(), &weights));
+  json& desc = d.description;
+  desc["format"] = "kiln-aot-2";
+  desc["name"] = writer.name;
+  // propagate-layout asked this process's oneDNN for its channel blocks.
+  desc["onednn_isa"] = onednn::OneDnnCpuIsa();
+  json compile;
+  compile["reference_fallback"] = options.reference_fallback;
+  compile["disabled_passes"] = options.disabled_passes;
+  json shapes = json::object();
+  for (const auto& [name, shape] : options.input_shapes) shapes[name] = shape;
+  compile["input_shapes"] = shapes;
+  desc["compile"] = compile;
+  desc["subprograms"] = std::move(subprograms);
+  desc["weights_bytes"] = weights.bytes.size();
+  d.weights = std::move(weights.bytes);
+  d.programs = std::move(programs);
   return d;
 }
 
@@ -421,23 +502,52 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
   for (const auto& [name, shape] : options.input_shapes) io.input_shapes[name] = shape;
   KILN_ASSIGN_OR_RETURN(frontend::ImportResult imported, frontend::ImportModelFile(model_path, io));
   // The pipeline's targets: the layouts this process's oneDNN wants (capped
-  // per ISA by tools/aot.bzl), the kernels for one ISA at a time.
-  auto compile = [&](const isa::VecIsa* isa) -> absl::StatusOr<Described> {
-    compiler::Target target{isa, onednn::ConvLayoutOracle(), onednn::LibraryCallOracle()};
+  // per ISA by tools/aot.bzl), the kernels for one ISA at a time. An If's
+  // branches and a Loop's or Scan's body are programs of their own
+  // (compiler/control_flow.h, as in the JIT), compiled recursively before
+  // the program that runs them.
+  using CompileTreeFn = std::function<absl::StatusOr<int>(
+      ir::Graph graph, const std::string& model, std::vector<std::string> warnings, int depth,
+      std::vector<AotProgram>* programs)>;
+  const isa::VecIsa* current_isa = nullptr;
+  CompileTreeFn compile_tree = [&](ir::Graph graph, const std::string& model,
+                                   std::vector<std::string> warnings, int depth,
+                                   std::vector<AotProgram>* programs) -> absl::StatusOr<int> {
+    compiler::Target target{current_isa, onednn::ConvLayoutOracle(),
+                            onednn::LibraryCallOracle()};
     compiler::PipelineOptions po = compiler::PipelineOptionsFor(options);
-    if (isa == nullptr) {
-      po.stop_after = compiler::Stage::kLoopPasses;  // the glue needs no kernels
+    if (current_isa == nullptr || depth > 0) {
+      // The glue needs no kernels; a subgraph's are emitted with the
+      // model's (one program for all of them).
+      po.stop_after = compiler::Stage::kLoopPasses;
     } else {
-      po.emit = AotEmitOptions(writer, *isa);
+      po.emit = AotEmitOptions(writer, *current_isa);
     }
-    CompileReport report;
-    report.model = model_path;
-    report.warnings = imported.warnings;
-    compiler::ReportObserver fill_report(&report);
-    KILN_ASSIGN_OR_RETURN(compiler::CompiledProgram program,
-                          compiler::Compile(imported.graph, target, po, &fill_report));
-    KILN_RETURN_IF_ERROR(CheckReferenceCalls(model_path, program.module.program, writer));
-    return Describe(std::move(program), report, options, writer);
+    AotProgram p;
+    p.report.model = model;
+    p.report.warnings = std::move(warnings);
+    compiler::ReportObserver fill_report(&p.report);
+    KILN_ASSIGN_OR_RETURN(p.program,
+                          compiler::Compile(std::move(graph), target, po, &fill_report));
+    if (depth < kMaxSubgraphDepth) {
+      p.sites = compiler::FindControlFlowSites(
+          p.program.module,
+          [&](ir::Graph sub, const ir::loop::Kernel& kernel, const char* what) {
+            return compile_tree(std::move(sub), absl::StrCat(model, "/", kernel.name, "/", what),
+                                {}, depth + 1, programs);
+          },
+          &p.report.warnings);
+    }
+    programs->push_back(std::move(p));
+    return static_cast<int>(programs->size()) - 1;
+  };
+  auto compile = [&](const isa::VecIsa* isa) -> absl::StatusOr<Described> {
+    current_isa = isa;
+    std::vector<AotProgram> programs;
+    KILN_RETURN_IF_ERROR(
+        compile_tree(imported.graph, model_path, imported.warnings, 0, &programs).status());
+    KILN_RETURN_IF_ERROR(CheckReferenceCalls(model_path, programs, writer));
+    return Describe(std::move(programs), options, writer);
   };
 
   std::vector<GeneratedFile> files;
@@ -472,7 +582,22 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
     const isa::VecIsa& isa = *isa::FindIsa(name);
     KILN_ASSIGN_OR_RETURN(Described d, compile(&isa));
     KILN_RETURN_IF_ERROR(same_weights(d, name));
-    const backends::cpp::EmittedProgram& e = *d.program.cpp;
+    // One program: the pipeline's emission. With subgraphs: every program
+    // in one emission (compiler::MergePrograms), kernel and buffer indices
+    // offset per program.
+    std::vector<int> kernel_base = {0};
+    std::vector<int32_t> buffer_base = {0};
+    backends::cpp::EmittedProgram e;
+    if (d.programs.size() == 1) {
+      e = *std::move(d.programs[0].program.cpp);
+    } else {
+      std::vector<const ir::loop::LoopProgram*> all;
+      for (const AotProgram& p : d.programs) all.push_back(&p.program.module.program);
+      kernel_base.clear();
+      buffer_base.clear();
+      const ir::loop::LoopProgram merged = compiler::MergePrograms(all, &kernel_base, &buffer_base);
+      KILN_ASSIGN_OR_RETURN(e, backends::cpp::EmitCpp(merged, AotEmitOptions(writer, isa)));
+    }
     const std::string unit_prefix = AotEmitOptions(writer, isa).unit_prefix;
     std::map<std::string, std::string> unit_text;
     for (const ir::loop::SourceFile& f : e.sources) unit_text[f.name] = f.text;
@@ -490,16 +615,29 @@ absl::StatusOr<std::vector<GeneratedFile>> WriteAotLibrary(const std::string& mo
       return InternalError("the emitter wrote unit '", unit_text.begin()->first, "' beyond ",
                            writer.shards, " shards");
     }
-    json kernels = json::array();
+    // Per program, its loop kernels: the index in its program, the table
+    // entry (the emission's index) and the arguments, in its own buffers.
+    std::vector<json> kernels(d.programs.size(), json::array());
     for (const backends::cpp::EmittedKernel& k : e.kernels) {
-      kernels.push_back({{"kernel", k.kernel_index},
-                         {"args", k.buffer_args},
-                         {"report", KernelReportJson(compiler::LoopKernelReport(
-                                        d.program.module.program.kernels[k.kernel_index], k))}});
+      const size_t c = static_cast<size_t>(
+          std::upper_bound(kernel_base.begin(), kernel_base.end(), k.kernel_index) -
+          kernel_base.begin() - 1);
+      const int local = k.kernel_index - kernel_base[c];
+      std::vector<int32_t> args = k.buffer_args;
+      for (int32_t& a : args) a -= buffer_base[c];
+      kernels[c].push_back(
+          {{"kernel", local},
+           {"entry", k.kernel_index},
+           {"args", args},
+           {"report", KernelReportJson(compiler::LoopKernelReport(
+                          d.programs[c].program.module.program.kernels[local], k))}});
     }
     json isa_desc = d.description;
+    isa_desc["kernels"] = kernels.back();
+    for (size_t c = 0; c + 1 < d.programs.size(); ++c) {
+      isa_desc["subprograms"][c]["kernels"] = kernels[c];
+    }
     isa_desc["isa"] = name;
-    isa_desc["kernels"] = kernels;
     const std::string stem = absl::StrCat(writer.name, "_", name);
     files.push_back({stem + "_program.inc", isa_desc.dump(1)});
     files.push_back({stem + "_table.cc", IsaTableText(writer, name, e)});

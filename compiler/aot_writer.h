@@ -23,6 +23,10 @@
 // oneDNN capped at that ISA (DNNL_MAX_CPU_ISA) and the shared files in a
 // "glue" run.
 //
+// An If's branches and a Loop's or Scan's body are compiled as programs of
+// their own (as the JIT does, compiler/control_flow.h): the description
+// lists them as `subprograms`, and their kernels share the ISA's units.
+//
 // Reference fallback calls (nodes lowering leaves to the interpreter) need
 // the interpreter at run time, which the library links only with
 // `reference_calls`; without it such a model is refused here.

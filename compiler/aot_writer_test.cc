@@ -249,5 +249,99 @@ TEST(AotWriterTest, MissingModelIsAnError) {
   EXPECT_FALSE(files.ok());
 }
 
+// cond: bool[], x: f32[3, 3] -> If(then: Det(x), else: ReduceMax(x)) -> y:
+// f32[]. The branches are compiled programs of the library; the then
+// branch's Det stays a reference call inside it.
+std::string IfDetModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("if_det");
+  auto type = [](onnx::ValueInfoProto* v, const std::string& name, int elem,
+                 std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* shape = t->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  };
+  auto branch = [&](const char* name, const char* op, const char* out) {
+    onnx::GraphProto b;
+    b.set_name(name);
+    onnx::NodeProto* n = b.add_node();
+    n->set_op_type(op);
+    n->set_name(absl::StrCat(name, "_", op));
+    n->add_input("x");
+    n->add_output(out);
+    if (std::string(op) == "ReduceMax") {
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name("keepdims");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(0);
+    }
+    type(b.add_output(), out, onnx::TensorProto::FLOAT, {});
+    return b;
+  };
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("If");
+  n->set_name("if0");
+  n->add_input("cond");
+  n->add_output("y");
+  for (auto [attr, b] : {std::pair{"then_branch", branch("then", "Det", "det_y")},
+                         std::pair{"else_branch", branch("else", "ReduceMax", "max_y")}}) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = b;
+  }
+  type(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  type(g->add_input(), "x", onnx::TensorProto::FLOAT, {3, 3});
+  type(g->add_output(), "y", onnx::TensorProto::FLOAT, {});
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/if_det.onnx");
+  std::ofstream out(path, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return path;
+}
+
+TEST(AotWriterTest, IfBranchesAreSubprogramsAndTheirReferenceCallsCount) {
+  WriterOptions w = Options();
+  w.name = "if_det";
+  w.header_include = "pkg/if_det.h";
+  w.isas = {"scalar"};
+  // The Det inside the then branch is a reference call of the library: refused.
+  absl::StatusOr<std::vector<GeneratedFile>> refused = WriteAotLibrary(IfDetModel(), {}, w);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("(Det: "));
+  EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("(If: ")));
+
+  w.reference_calls = true;
+  absl::StatusOr<std::vector<GeneratedFile>> files = WriteAotLibrary(IfDetModel(), {}, w);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::map<std::string, std::string> by_name;
+  for (const GeneratedFile& f : *files) by_name[f.name] = f.contents;
+  const nlohmann::json desc = nlohmann::json::parse(by_name["if_det_scalar_program.inc"]);
+  // Then and else branch, each a program of its own before the model's.
+  ASSERT_EQ(desc.at("subprograms").size(), 2u);
+  ASSERT_EQ(desc.at("control_flow").size(), 1u);
+  const nlohmann::json& call = desc.at("control_flow")[0];
+  EXPECT_EQ(call.at("op"), "If");
+  EXPECT_EQ(call.at("models"), nlohmann::json({0, 1}));
+  // The else branch's loop kernel: its entry in the table, its arguments in
+  // its own program's buffers.
+  const nlohmann::json& else_kernels = desc.at("subprograms")[1].at("kernels");
+  ASSERT_EQ(else_kernels.size(), 1u);
+  const int entry = else_kernels[0].at("entry").get<int>();
+  EXPECT_THAT(by_name["if_det_scalar_table.cc"], HasSubstr(absl::StrCat("{", entry, ", &")));
+  absl::StatusOr<ir::loop::LoopProgram> else_program =
+      ir::loop::ParseProgram(desc.at("subprograms")[1].at("program").get<std::string>());
+  ASSERT_TRUE(else_program.ok()) << else_program.status();
+  for (int a : else_kernels[0].at("args").get<std::vector<int>>()) {
+    EXPECT_GE(a, 0);
+    EXPECT_LT(a, static_cast<int>(else_program->buffers.size()));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::aot

@@ -28,7 +28,6 @@
 #include "compiler/report.h"
 #include "compiler/specializing_model.h"
 #include "frontend/onnx/importer.h"
-#include "interp/interpreter.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
 #include "ir/status_macros.h"
@@ -40,7 +39,6 @@
 namespace kiln {
 namespace {
 
-using ir::loop::Buffer;
 using ir::loop::Kernel;
 using ir::loop::LoopProgram;
 
@@ -56,20 +54,7 @@ struct Prepared {
   // Ifs, Loops and Scans of this program whose subgraphs are prepared
   // models of the same batch (earlier entries): their steps replace the
   // reference calls.
-  struct ControlFlowSite {
-    enum class Op { kIf, kLoop, kScan };
-    Op op = Op::kIf;
-    int kernel = -1;
-    // Indices into the batch: If: then, else; Loop, Scan: the body.
-    std::vector<int> models;
-    std::vector<int32_t> then_buffers, else_buffers;  // If
-    // If: per branch (then, else), why it is left uncompiled (its model
-    // index is then -1); empty for a compiled branch.
-    std::string unfit[2];
-    runtime::LoopCall loop;
-    runtime::ScanCall scan;
-  };
-  std::vector<ControlFlowSite> sites;
+  std::vector<compiler::ControlFlowSite> sites;
 };
 
 // The JIT runs where it compiles: activations in bf16 where the library
@@ -138,31 +123,6 @@ absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph
                                         CompileReport report, int depth,
                                         std::vector<Prepared>* batch);
 
-// A branch the importer found unfit for the input shapes (`why`), checked
-// on the reference interpreter, the judge of what runs: on zeros of its
-// inputs' static types it must fail too. Returns `why` with the
-// interpreter's error, or empty when the interpreter runs it (libonnx
-// refused a node the interpreter takes): then the branch is compiled.
-// libonnx's inference never sees the inputs' values, so its refusal holds
-// for any data; the run on zeros only guards against its being stricter
-// than the interpreter.
-std::string ConfirmUnfit(const ir::Graph& branch, const std::string& why) {
-  std::vector<ir::Tensor> zeros;
-  for (ir::ValueId in : branch.inputs()) {
-    const ir::Value& v = branch.value(in);
-    if (!v.shape_known) return why;
-    for (int64_t d : v.shape) {
-      if (d < 0) return why;
-    }
-    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(v.dtype, v.shape, "a branch input");
-    if (!t.ok()) return why;
-    zeros.push_back(*std::move(t));
-  }
-  absl::StatusOr<std::vector<ir::Tensor>> ran = interp::Run(branch, zeros);
-  if (ran.ok()) return "";
-  return absl::StrCat(why, "; on the reference interpreter: ", ran.status().message());
-}
-
 // `graph`, the subgraph `what` ("then", "body") of kernel `kernel`,
 // prepared into `batch`; its index there.
 absl::StatusOr<int> PrepareSubgraph(const CompileOptions& options, const std::string& model,
@@ -184,137 +144,18 @@ absl::StatusOr<int> PrepareSubgraph(const CompileOptions& options, const std::st
 absl::StatusOr<int> PrepareWithBranches(const CompileOptions& options, ir::Graph graph,
                                         CompileReport report, int depth,
                                         std::vector<Prepared>* batch) {
-  using Site = Prepared::ControlFlowSite;
   const std::string model = report.model;
   KILN_ASSIGN_OR_RETURN(Prepared p, Prepare(options, std::move(graph), std::move(report)));
-  const LoopProgram& program = p.program.module.program;
-  const std::vector<Kernel>& kernels = program.kernels;
-  for (size_t k = 0; depth < kMaxIfDepth && k < kernels.size(); ++k) {
-    const Kernel& kernel = kernels[k];
-    const std::string op = compiler::ReferenceCallOp(kernel);
-    if (op == "Loop" || op == "Scan") {
-      Site site;
-      site.op = op == "Loop" ? Site::Op::kLoop : Site::Op::kScan;
-      site.kernel = static_cast<int>(k);
-      absl::StatusOr<ir::Graph> body = absl::UnknownError("");
-      if (op == "Loop") {
-        absl::StatusOr<compiler::LoopBody> loop =
-            compiler::ExtractLoopBody(program, p.program.module.constants, kernel);
-        if (loop.ok()) {
-          body = std::move(loop->graph);
-          site.loop = std::move(loop->call);
-        } else {
-          body = loop.status();
-        }
-      } else {
-        absl::StatusOr<compiler::ScanBody> scan =
-            compiler::ExtractScanBody(program, p.program.module.constants, kernel);
-        if (scan.ok()) {
-          body = std::move(scan->graph);
-          site.scan = std::move(scan->call);
-        } else {
-          body = scan.status();
-        }
-      }
-      absl::StatusOr<int> index =
-          body.ok() ? PrepareSubgraph(options, model, kernel, "body", *std::move(body), depth,
-                                      batch)
-                    : absl::StatusOr<int>(body.status());
-      if (!index.ok()) {
-        p.report.warnings.push_back(absl::StrCat(op, " '", kernel.name,
-                                                 "' runs on the reference: ",
-                                                 body.ok() ? "its body does not compile: " : "",
-                                                 index.status().message()));
-        continue;
-      }
-      site.models = {*index};
-      p.sites.push_back(std::move(site));
-      continue;
-    }
-    if (op != "If") continue;
-    absl::StatusOr<compiler::IfBranches> branches =
-        compiler::ExtractIfBranches(program, p.program.module.constants, kernel);
-    if (!branches.ok()) continue;
-    Site site;
-    site.op = Site::Op::kIf;
-    site.kernel = static_cast<int>(k);
-    bool ok = true;
-    for (compiler::IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
-      const char* which = b == &branches->then_branch ? "then" : "else";
-      if (!b->unfit.empty()) b->unfit = ConfirmUnfit(b->graph, b->unfit);
-      if (!b->unfit.empty()) {
-        // It cannot run with these shapes: nothing to compile; taking it
-        // is an error saying why.
-        site.models.push_back(-1);
-        site.unfit[b == &branches->then_branch ? 0 : 1] = b->unfit;
-        p.report.warnings.push_back(absl::StrCat(
-            "If '", kernel.ops.empty() ? kernel.name : kernel.ops[0], "': its ", which,
-            " branch cannot run with the input shapes the model is compiled for (", b->unfit,
-            "); it is not compiled, and taking it fails"));
-        continue;
-      }
-      absl::StatusOr<int> index =
-          PrepareSubgraph(options, model, kernel, which, std::move(b->graph), depth, batch);
-      if (!index.ok()) {
-        p.report.warnings.push_back(absl::StrCat("If '", kernel.name,
-                                                 "' runs on the reference: its ", which,
-                                                 " branch does not compile: ",
-                                                 index.status().message()));
-        ok = false;
-        break;
-      }
-      site.models.push_back(*index);
-      (b == &branches->then_branch ? site.then_buffers : site.else_buffers) =
-          std::move(b->buffers);
-    }
-    // Both unfit: nothing compiled, the If stays a reference call.
-    if (ok && (site.models[0] >= 0 || site.models[1] >= 0)) p.sites.push_back(std::move(site));
+  if (depth < kMaxIfDepth) {
+    p.sites = compiler::FindControlFlowSites(
+        p.program.module,
+        [&](ir::Graph sub, const Kernel& kernel, const char* what) {
+          return PrepareSubgraph(options, model, kernel, what, std::move(sub), depth, batch);
+        },
+        &p.report.warnings);
   }
   batch->push_back(std::move(p));
   return static_cast<int>(batch->size()) - 1;
-}
-
-// What a compiled If's, Loop's or Scan's report line says of a subgraph;
-// with reference calls, why the first one is one (in a branch typed from
-// the outer shapes, a shape that depends on run-time data).
-std::string BranchSummary(const CompileReport& r) {
-  std::string s = absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
-                               " vectorized), ", r.library_calls, " library calls (",
-                               r.reference_calls, " reference)");
-  for (const KernelReport& k : r.kernels) {
-    if (k.backend != "reference" || k.reason.empty()) continue;
-    absl::StrAppend(&s, " [first reference call: ", k.reason, "]");
-    break;
-  }
-  return s;
-}
-
-// Every program of the batch in one LoopProgram: buffers and kernels
-// renamed c<k>_..., buffer indices shifted. `kernel_base[k]` is where
-// program k's kernels start.
-LoopProgram MergePrograms(const std::vector<Prepared>& batch, std::vector<int>* kernel_base,
-                          std::vector<int32_t>* buffer_bases) {
-  LoopProgram merged;
-  for (size_t c = 0; c < batch.size(); ++c) {
-    const LoopProgram& p = batch[c].program.module.program;
-    const int32_t buffer_base = static_cast<int32_t>(merged.buffers.size());
-    kernel_base->push_back(static_cast<int>(merged.kernels.size()));
-    buffer_bases->push_back(buffer_base);
-    for (Buffer b : p.buffers) {
-      b.name = absl::StrCat("c", c, "_", b.name);
-      merged.buffers.push_back(std::move(b));
-    }
-    for (Kernel k : p.kernels) {
-      k.name = absl::StrCat("c", c, "_", k.name);
-      for (ir::loop::Op& op : k.body) {
-        if (op.buffer >= 0) op.buffer += buffer_base;
-      }
-      for (int32_t& b : k.call.inputs) b += buffer_base;
-      for (int32_t& b : k.call.outputs) b += buffer_base;
-      merged.kernels.push_back(std::move(k));
-    }
-  }
-  return merged;
 }
 
 // The executable of one prepared model: its loop kernels' entries in
@@ -357,14 +198,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Finish(
 std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
     const CompileOptions& options, Prepared& p,
     std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>>* results) {
-  using Site = Prepared::ControlFlowSite;
+  using Op = runtime::ControlFlowCall::Op;
   std::map<int, runtime::PrebuiltStep> steps;
   const LoopProgram& program = p.program.module.program;
-  for (Site& site : p.sites) {
-    const Kernel& kernel = program.kernels[site.kernel];
-    const char* op = site.op == Site::Op::kIf     ? "If"
-                     : site.op == Site::Op::kLoop ? "Loop"
-                                                  : "Scan";
+  for (compiler::ControlFlowSite& site : p.sites) {
+    const Kernel& kernel = program.kernels[site.call.kernel];
+    const char* op = runtime::ControlFlowOpName(site.call.op);
     bool built = true;
     for (int m : site.models) {
       if (m < 0) continue;  // an unfit branch
@@ -372,7 +211,7 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
       if (!r.ok() || *r == nullptr) {
         p.report.warnings.push_back(absl::StrCat(
             op, " '", kernel.name, "' runs on the reference: ",
-            site.op == Site::Op::kIf ? "a branch" : "its body", " did not build: ",
+            site.call.op == Op::kIf ? "a branch" : "its body", " did not build: ",
             r.ok() ? "no model" : r.status().message()));
         built = false;
         break;
@@ -388,48 +227,13 @@ std::map<int, runtime::PrebuiltStep> ControlFlowSteps(
       models.emplace_back(std::move(*(*results)[m]));
       (*results)[m] = InternalError("model taken as a subgraph");
     }
-    runtime::PrebuiltStep step;
-    step.report.name = kernel.name;
-    step.report.backend = "compiled";
-    step.report.ops = kernel.ops;
-    step.report.vectorized = true;
-    step.report.call = op;
-    for (const auto& m : models) {
-      if (m == nullptr) continue;
-      step.reference_calls += m->report().reference_calls;
-      step.fallback_calls += m->report().fallback_calls;
-    }
-    absl::StatusOr<std::unique_ptr<runtime::ExternStep>> made;
-    if (site.op == Site::Op::kIf) {
-      step.report.status = "branches";
-      auto summary = [&](int k) {
-        return models[k] != nullptr
-                   ? BranchSummary(models[k]->report())
-                   : absl::StrCat("not compiled, cannot run with these input shapes (",
-                                  site.unfit[k], ")");
-      };
-      step.report.reason = absl::StrCat("then: ", summary(0), "; else: ", summary(1));
-      made = runtime::CreateIfStep(program, kernel,
-                                   {models[0], site.then_buffers, site.unfit[0]},
-                                   {models[1], site.else_buffers, site.unfit[1]});
-    } else if (site.op == Site::Op::kLoop) {
-      step.report.status = "body";
-      step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()),
-                                        "; at most ", options.max_loop_iterations,
-                                        " iterations");
-      made = runtime::CreateLoopStep(program, kernel, std::move(site.loop), models[0],
-                                     options.max_loop_iterations);
-    } else {
-      step.report.status = "body";
-      step.report.reason = absl::StrCat("body: ", BranchSummary(models[0]->report()));
-      made = runtime::CreateScanStep(program, kernel, std::move(site.scan), models[0]);
-    }
-    if (!made.ok()) {
-      p.report.warnings.push_back(std::string(made.status().message()));
+    absl::StatusOr<runtime::PrebuiltStep> step =
+        runtime::CreateControlFlowStep(options, program, site.call, std::move(models));
+    if (!step.ok()) {
+      p.report.warnings.push_back(std::string(step.status().message()));
       continue;
     }
-    step.step = *std::move(made);
-    steps.emplace(site.kernel, std::move(step));
+    steps.emplace(site.call.kernel, *std::move(step));
   }
   return steps;
 }
@@ -457,7 +261,9 @@ std::vector<absl::StatusOr<std::unique_ptr<CompiledModel>>> BuildBatch(
     buffer_base = {0};
     emitted = std::move(*batch[0].program.cpp);
   } else {
-    const LoopProgram merged = MergePrograms(batch, &kernel_base, &buffer_base);
+    std::vector<const LoopProgram*> programs;
+    for (const Prepared& p : batch) programs.push_back(&p.program.module.program);
+    const LoopProgram merged = compiler::MergePrograms(programs, &kernel_base, &buffer_base);
     backends::cpp::EmitOptions eo = backends::cpp::EmitOptionsForIsa(*isa);
     const int loop_kernels = static_cast<int>(
         std::count_if(merged.kernels.begin(), merged.kernels.end(),

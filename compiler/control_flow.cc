@@ -14,6 +14,7 @@
 #include "ir/loop/extern_schema.h"
 #include "ir/message.h"
 #include "ir/status_macros.h"
+#include "interp/interpreter.h"
 
 namespace kiln::compiler {
 namespace {
@@ -426,6 +427,131 @@ absl::StatusOr<IfBranches> ExtractIfBranches(const ir::loop::LoopProgram& progra
     }
   }
   return out;
+}
+
+std::string ConfirmUnfit(const ir::Graph& branch, const std::string& why) {
+  std::vector<ir::Tensor> zeros;
+  for (ir::ValueId in : branch.inputs()) {
+    const ir::Value& v = branch.value(in);
+    if (!v.shape_known) return why;
+    for (int64_t d : v.shape) {
+      if (d < 0) return why;
+    }
+    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(v.dtype, v.shape, "a branch input");
+    if (!t.ok()) return why;
+    zeros.push_back(*std::move(t));
+  }
+  absl::StatusOr<std::vector<ir::Tensor>> ran = interp::Run(branch, zeros);
+  if (ran.ok()) return "";
+  return absl::StrCat(why, "; on the reference interpreter: ", ran.status().message());
+}
+
+std::vector<ControlFlowSite> FindControlFlowSites(const ir::loop::LoopModule& module,
+                                                  const CompileSubgraphFn& compile,
+                                                  std::vector<std::string>* warnings) {
+  using Op = runtime::ControlFlowCall::Op;
+  std::vector<ControlFlowSite> sites;
+  const ir::loop::LoopProgram& program = module.program;
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const Kernel& kernel = program.kernels[k];
+    const std::string op = ReferenceCallOp(kernel);
+    if (op == "Loop" || op == "Scan") {
+      ControlFlowSite site;
+      site.call.op = op == "Loop" ? Op::kLoop : Op::kScan;
+      site.call.kernel = static_cast<int>(k);
+      absl::StatusOr<ir::Graph> body = absl::UnknownError("");
+      if (op == "Loop") {
+        absl::StatusOr<LoopBody> loop = ExtractLoopBody(program, module.constants, kernel);
+        if (loop.ok()) {
+          body = std::move(loop->graph);
+          site.call.loop = std::move(loop->call);
+        } else {
+          body = loop.status();
+        }
+      } else {
+        absl::StatusOr<ScanBody> scan = ExtractScanBody(program, module.constants, kernel);
+        if (scan.ok()) {
+          body = std::move(scan->graph);
+          site.call.scan = std::move(scan->call);
+        } else {
+          body = scan.status();
+        }
+      }
+      absl::StatusOr<int> index = body.ok() ? compile(*std::move(body), kernel, "body")
+                                            : absl::StatusOr<int>(body.status());
+      if (!index.ok()) {
+        warnings->push_back(absl::StrCat(op, " '", kernel.name, "' runs on the reference: ",
+                                         body.ok() ? "its body does not compile: " : "",
+                                         index.status().message()));
+        continue;
+      }
+      site.models = {*index};
+      sites.push_back(std::move(site));
+      continue;
+    }
+    if (op != "If") continue;
+    absl::StatusOr<IfBranches> branches = ExtractIfBranches(program, module.constants, kernel);
+    if (!branches.ok()) continue;
+    ControlFlowSite site;
+    site.call.op = Op::kIf;
+    site.call.kernel = static_cast<int>(k);
+    bool ok = true;
+    for (IfBranch* b : {&branches->then_branch, &branches->else_branch}) {
+      const bool is_then = b == &branches->then_branch;
+      const char* which = is_then ? "then" : "else";
+      if (!b->unfit.empty()) b->unfit = ConfirmUnfit(b->graph, b->unfit);
+      if (!b->unfit.empty()) {
+        // It cannot run with these shapes: nothing to compile; taking it
+        // is an error saying why.
+        site.models.push_back(-1);
+        site.call.unfit[is_then ? 0 : 1] = b->unfit;
+        warnings->push_back(absl::StrCat(
+            "If '", kernel.ops.empty() ? kernel.name : kernel.ops[0], "': its ", which,
+            " branch cannot run with the input shapes the model is compiled for (", b->unfit,
+            "); it is not compiled, and taking it fails"));
+        continue;
+      }
+      absl::StatusOr<int> index = compile(std::move(b->graph), kernel, which);
+      if (!index.ok()) {
+        warnings->push_back(absl::StrCat("If '", kernel.name, "' runs on the reference: its ",
+                                         which, " branch does not compile: ",
+                                         index.status().message()));
+        ok = false;
+        break;
+      }
+      site.models.push_back(*index);
+      (is_then ? site.call.then_buffers : site.call.else_buffers) = std::move(b->buffers);
+    }
+    // Both unfit: nothing compiled, the If stays a reference call.
+    if (ok && (site.models[0] >= 0 || site.models[1] >= 0)) sites.push_back(std::move(site));
+  }
+  return sites;
+}
+
+ir::loop::LoopProgram MergePrograms(const std::vector<const ir::loop::LoopProgram*>& programs,
+                                    std::vector<int>* kernel_base,
+                                    std::vector<int32_t>* buffer_bases) {
+  ir::loop::LoopProgram merged;
+  for (size_t c = 0; c < programs.size(); ++c) {
+    const ir::loop::LoopProgram& p = *programs[c];
+    const int32_t buffer_base = static_cast<int32_t>(merged.buffers.size());
+    kernel_base->push_back(static_cast<int>(merged.kernels.size()));
+    buffer_bases->push_back(buffer_base);
+    for (ir::loop::Buffer b : p.buffers) {
+      b.name = absl::StrCat("c", c, "_", b.name);
+      merged.buffers.push_back(std::move(b));
+    }
+    for (Kernel k : p.kernels) {
+      k.name = absl::StrCat("c", c, "_", k.name);
+      for (ir::loop::Op& op : k.body) {
+        if (op.buffer >= 0) op.buffer += buffer_base;
+      }
+      for (int32_t& b : k.call.inputs) b += buffer_base;
+      for (int32_t& b : k.call.outputs) b += buffer_base;
+      merged.kernels.push_back(std::move(k));
+    }
+  }
+  return merged;
 }
 
 }  // namespace kiln::compiler

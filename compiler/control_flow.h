@@ -6,6 +6,7 @@
 #define KILN_COMPILER_CONTROL_FLOW_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "ir/graph/graph.h"
 #include "ir/loop/loop_ir.h"
+#include "ir/loop/module.h"
 #include "runtime/control_flow.h"
 
 namespace kiln::compiler {
@@ -73,6 +75,47 @@ struct ScanBody {
 absl::StatusOr<ScanBody> ExtractScanBody(const ir::loop::LoopProgram& program,
                                          const ConstantBuffers& constants,
                                          const ir::loop::Kernel& kernel);
+
+// Whether a branch the importer found unfit for the input shapes (`why`)
+// fails on the reference interpreter too, the judge of what runs: on zeros
+// of its inputs' static types. Returns `why` with the interpreter's error,
+// or empty when the interpreter runs it (libonnx refused a node the
+// interpreter takes): then the branch is compiled. libonnx's inference
+// never sees the inputs' values, so its refusal holds for any data; the
+// run on zeros only guards against its being stricter than the
+// interpreter.
+std::string ConfirmUnfit(const ir::Graph& branch, const std::string& why);
+
+// An If, Loop or Scan whose subgraphs a caller compiles as programs of
+// their own: the call, and the caller's indices of those programs (If:
+// then, else, -1 for a branch left uncompiled as unfit; Loop, Scan: the
+// body).
+struct ControlFlowSite {
+  runtime::ControlFlowCall call;
+  std::vector<int> models;
+};
+
+// Compiles subgraph `what` ("then", "else", "body") of `kernel`; returns
+// the caller's index of its program.
+using CompileSubgraphFn = std::function<absl::StatusOr<int>(
+    ir::Graph graph, const ir::loop::Kernel& kernel, const char* what)>;
+
+// The Ifs, Loops and Scans of `module` that lowering left as reference
+// calls, each subgraph handed to `compile` (in kernel order; then before
+// else). One whose subgraph cannot be extracted or does not compile stays
+// a reference call, and `warnings` says why; an If whose branches are both
+// unfit stays one too.
+std::vector<ControlFlowSite> FindControlFlowSites(const ir::loop::LoopModule& module,
+                                                  const CompileSubgraphFn& compile,
+                                                  std::vector<std::string>* warnings);
+
+// Several programs (a model and its subgraphs' programs) as one
+// LoopProgram for one emission: buffers and kernels renamed c<k>_...,
+// buffer indices shifted. `kernel_base[k]` is where program k's kernels
+// start, `buffer_base[k]` its buffers.
+ir::loop::LoopProgram MergePrograms(const std::vector<const ir::loop::LoopProgram*>& programs,
+                                    std::vector<int>* kernel_base,
+                                    std::vector<int32_t>* buffer_base);
 
 }  // namespace kiln::compiler
 

@@ -24,6 +24,7 @@
 #include "ir/status_macros.h"
 #include "isa/isa.h"
 #include "nlohmann/json.hpp"
+#include "runtime/control_flow.h"
 #include "runtime/executable.h"
 
 namespace kiln::aot {
@@ -119,35 +120,90 @@ KernelReport ParseKernelReport(const json& j, const ir::loop::Kernel& k) {
   return r;
 }
 
-// Everything but the ISA choice; `desc` is the parsed description.
-absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const json& desc,
-                                                      const CompileOptions& options,
-                                                      const IsaTable& table,
-                                                      absl::Time start) {
-  if (desc.at("format").get<std::string>() != "kiln-aot-2" ||
-      desc.at("isa").get<std::string>() != table.isa) {
-    return InternalError("AOT library '", EscapeForMessage(a.name), "': the ", table.isa,
-                         " description has an unknown format or is another ISA's");
-  }
-  // What was fixed when the library was built.
-  const json& built = desc.at("compile");
-  if (options.mode != CompileOptions::Mode::kCompiled) {
-    return absl::InvalidArgumentError(absl::StrCat("AOT library '", EscapeForMessage(a.name),
-                                                   "' is compiled mode; eager is JIT only"));
-  }
-  if (!options.input_shapes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AOT library '", EscapeForMessage(a.name),
-        "' has its input shapes fixed at build time (kiln_aot_library's input_shapes); "
-        "CompileOptions::input_shapes must be empty"));
-  }
-  if (options.disabled_passes != built.at("disabled_passes").get<std::vector<std::string>>() ||
-      options.reference_fallback != built.at("reference_fallback").get<bool>()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AOT library '", EscapeForMessage(a.name),
-        "': disabled_passes and reference_fallback are fixed at build time and differ"));
-  }
+std::vector<int32_t> Ints(const json& j) { return j.get<std::vector<int32_t>>(); }
 
+// A compiled If's, Loop's or Scan's call as the description carries it
+// (compiler/aot_writer.cc), with `models` its subgraphs' programs
+// (indices of earlier subprograms; -1: an If branch left uncompiled).
+absl::StatusOr<runtime::ControlFlowCall> ParseCall(const json& j,
+                                                   const ir::loop::LoopProgram& program,
+                                                   size_t num_models, std::vector<int>* models) {
+  using Op = runtime::ControlFlowCall::Op;
+  runtime::ControlFlowCall c;
+  const std::string op = j.at("op").get<std::string>();
+  c.op = op == "If" ? Op::kIf : op == "Loop" ? Op::kLoop : Op::kScan;
+  if (op != "If" && op != "Loop" && op != "Scan") {
+    return InternalError("unknown control-flow op '", EscapeForMessage(op), "'");
+  }
+  c.kernel = j.at("kernel").get<int>();
+  *models = j.at("models").get<std::vector<int>>();
+  std::vector<int32_t> buffers;
+  auto add = [&](const std::vector<int32_t>& v) {
+    buffers.insert(buffers.end(), v.begin(), v.end());
+    return v;
+  };
+  if (c.op == Op::kIf) {
+    c.then_buffers = add(Ints(j.at("then_buffers")));
+    c.else_buffers = add(Ints(j.at("else_buffers")));
+    const std::vector<std::string> unfit = j.at("unfit").get<std::vector<std::string>>();
+    if (unfit.size() != 2) return InternalError("an If call has ", unfit.size(), " branch notes");
+    c.unfit[0] = unfit[0];
+    c.unfit[1] = unfit[1];
+  } else if (c.op == Op::kLoop) {
+    const json& l = j.at("loop");
+    c.loop.trip_count = add({l.at("trip_count").get<int32_t>()})[0];
+    c.loop.cond = add({l.at("cond").get<int32_t>()})[0];
+    c.loop.carried = add(Ints(l.at("carried")));
+    c.loop.captures = add(Ints(l.at("captures")));
+    c.loop.final_values = add(Ints(l.at("final_values")));
+    c.loop.scan_outputs = add(Ints(l.at("scan_outputs")));
+    c.loop.cond_passed_through = l.at("cond_passed_through").get<bool>();
+  } else {
+    const json& sc = j.at("scan");
+    c.scan.states = add(Ints(sc.at("states")));
+    c.scan.scan_inputs = add(Ints(sc.at("scan_inputs")));
+    c.scan.captures = add(Ints(sc.at("captures")));
+    c.scan.final_states = add(Ints(sc.at("final_states")));
+    c.scan.scan_outputs = add(Ints(sc.at("scan_outputs")));
+    c.scan.input_axes = sc.at("input_axes").get<std::vector<int64_t>>();
+    c.scan.output_axes = sc.at("output_axes").get<std::vector<int64_t>>();
+    c.scan.input_reverse = sc.at("input_reverse").get<std::vector<bool>>();
+    c.scan.output_reverse = sc.at("output_reverse").get<std::vector<bool>>();
+    c.scan.batched = sc.at("batched").get<bool>();
+    if (c.scan.input_axes.size() != c.scan.scan_inputs.size() ||
+        c.scan.input_reverse.size() != c.scan.scan_inputs.size() ||
+        c.scan.output_axes.size() != c.scan.scan_outputs.size() ||
+        c.scan.output_reverse.size() != c.scan.scan_outputs.size()) {
+      return InternalError("a Scan call's axes do not fit its operands");
+    }
+  }
+  for (int32_t b : buffers) {
+    if (b < -1 || b >= static_cast<int64_t>(program.buffers.size())) {
+      return InternalError("a control-flow call's buffer ", b, " lies outside its program");
+    }
+  }
+  if (c.kernel < 0 || static_cast<size_t>(c.kernel) >= program.kernels.size() ||
+      models->size() != (c.op == Op::kIf ? 2u : 1u)) {
+    return InternalError("a control-flow call does not fit its program");
+  }
+  for (size_t m = 0; m < models->size(); ++m) {
+    const int i = (*models)[m];
+    const bool unfit = c.op == Op::kIf && !c.unfit[m].empty();
+    if (unfit ? i != -1 : (i < 0 || static_cast<size_t>(i) >= num_models)) {
+      return InternalError("a control-flow call names subprogram ", i, " (of ", num_models, ")");
+    }
+  }
+  return c;
+}
+
+// One program of the library (the model's or a subgraph's, `desc` its
+// part of the description) as an executable; `subprograms` are the
+// subgraphs' executables built so far, which its Ifs, Loops and Scans take.
+absl::StatusOr<std::unique_ptr<CompiledModel>> BuildProgram(
+    const Artifact& a, const json& desc, const CompileOptions& options, const IsaTable& table,
+    const std::map<int, ir::loop::KernelFn>& fn_of,
+    std::vector<std::shared_ptr<const CompiledModel>>* subprograms, CompileReport report,
+    absl::Time start) {
   ir::loop::LoopModule lowered;
   KILN_ASSIGN_OR_RETURN(lowered.program,
                         ir::loop::ParseProgram(desc.at("program").get<std::string>()));
@@ -176,11 +232,6 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
   }
 
   // Constants: copies out of the linked-in weights.
-  if (desc.at("weights_bytes").get<size_t>() != a.weights_size) {
-    return InternalError("AOT library '", EscapeForMessage(a.name), "': the weights are ",
-                         a.weights_size, " bytes, the description expects ",
-                         desc.at("weights_bytes").get<size_t>());
-  }
   for (const json& c : desc.at("constants")) {
     const int32_t b = c.at("buffer").get<int32_t>();
     KILN_ASSIGN_OR_RETURN(ir::DType dtype, ParseDType(c.at("dtype")));
@@ -201,17 +252,18 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
         std::make_shared<const ir::Tensor>(ir::Tensor::FromBytes(dtype, shape, a.weights + offset));
   }
 
-  // The chosen ISA's loop kernels: entries from the table, arguments and
-  // report lines from the description.
-  std::map<int, ir::loop::KernelFn> fn_of;
-  for (int i = 0; i < table.num_entries; ++i) fn_of[table.entries[i].kernel] = table.entries[i].fn;
+  // The chosen ISA's loop kernels: entries from the table (by the
+  // emission's index, `entry`), arguments and report lines from the
+  // description.
   std::map<int, const json*> kernel_desc;
   for (const json& k : desc.at("kernels")) kernel_desc[k.at("kernel").get<int>()] = &k;
   runtime::LoopEntryFn entry_of = [&](int k,
                                        const ir::loop::Kernel& kernel) -> absl::StatusOr<runtime::LoopEntry> {
-    auto f = fn_of.find(k);
     auto d = kernel_desc.find(k);
-    if (f == fn_of.end() || d == kernel_desc.end()) {
+    auto f = d == kernel_desc.end()
+                 ? fn_of.end()
+                 : fn_of.find(d->second->value("entry", d->second->at("kernel").get<int>()));
+    if (f == fn_of.end()) {
       return InternalError("AOT library '", EscapeForMessage(a.name), "' has no ", table.isa,
                            " entry for loop kernel '", EscapeForMessage(kernel.name), "'");
     }
@@ -222,21 +274,12 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
     return e;
   };
 
-  CompileReport report;
   report.model = desc.at("model").get<std::string>();
   report.isa = table.isa;
   report.mode = ModeName(options.mode);
   report.threads = options.threads;
-  report.warnings = desc.at("warnings").get<std::vector<std::string>>();
-  const std::string built_onednn = desc.at("onednn_isa").get<std::string>();
-  const std::string here_onednn = onednn::OneDnnCpuIsa();
-  if (options.use_onednn && LayoutClass(built_onednn) != LayoutClass(here_onednn)) {
-    report.warnings.push_back(absl::StrCat(
-        "activation layouts were chosen at build time for oneDNN on ", built_onednn,
-        "; oneDNN here runs ", here_onednn,
-        ": convolutions may reorder activations inside the call (correct, slower); "
-        "build the library with isas matching this CPU"));
-  }
+  std::vector<std::string> warnings = desc.at("warnings").get<std::vector<std::string>>();
+  report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
   for (const json& u : desc.at("unfused_elementwise")) {
     report.unfused_elementwise.push_back(
         {u.at("node").get<std::string>(), u.at("op").get<std::string>(),
@@ -249,9 +292,92 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const j
            q.at("op").get<std::string>(), q.at("reason").get<std::string>()});
     }
   }
+
+  // Ifs, Loops and Scans whose subgraphs are programs of the library: their
+  // steps replace the reference calls. One the step refuses stays a
+  // reference call (which needs reference_calls = True).
+  std::map<int, runtime::PrebuiltStep> prebuilt;
+  if (desc.contains("control_flow")) {
+    for (const json& j : desc.at("control_flow")) {
+      std::vector<int> models;
+      KILN_ASSIGN_OR_RETURN(runtime::ControlFlowCall call,
+                            ParseCall(j, program, subprograms->size(), &models));
+      std::vector<std::shared_ptr<const CompiledModel>> subs;
+      for (int m : models) subs.push_back(m < 0 ? nullptr : (*subprograms)[m]);
+      absl::StatusOr<runtime::PrebuiltStep> step =
+          runtime::CreateControlFlowStep(options, program, call, std::move(subs));
+      if (!step.ok()) {
+        if (step.status().code() != absl::StatusCode::kUnimplemented) return step.status();
+        report.warnings.push_back(std::string(step.status().message()));
+        continue;
+      }
+      prebuilt.emplace(call.kernel, *std::move(step));
+    }
+  }
   return runtime::BuildExecutable(options, std::move(lowered), std::move(inputs),
                                   std::move(outputs), std::move(report), start,
-                                  /*keep_alive=*/nullptr, entry_of, a.reference_steps);
+                                  /*keep_alive=*/nullptr, entry_of, a.reference_steps,
+                                  std::move(prebuilt));
+}
+
+// Everything but the ISA choice; `desc` is the parsed description.
+absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const json& desc,
+                                                      const CompileOptions& options,
+                                                      const IsaTable& table,
+                                                      absl::Time start) {
+  if (desc.at("format").get<std::string>() != "kiln-aot-2" ||
+      desc.at("isa").get<std::string>() != table.isa) {
+    return InternalError("AOT library '", EscapeForMessage(a.name), "': the ", table.isa,
+                         " description has an unknown format or is another ISA's");
+  }
+  // What was fixed when the library was built.
+  const json& built = desc.at("compile");
+  if (options.mode != CompileOptions::Mode::kCompiled) {
+    return absl::InvalidArgumentError(absl::StrCat("AOT library '", EscapeForMessage(a.name),
+                                                   "' is compiled mode; eager is JIT only"));
+  }
+  if (!options.input_shapes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AOT library '", EscapeForMessage(a.name),
+        "' has its input shapes fixed at build time (kiln_aot_library's input_shapes); "
+        "CompileOptions::input_shapes must be empty"));
+  }
+  if (options.disabled_passes != built.at("disabled_passes").get<std::vector<std::string>>() ||
+      options.reference_fallback != built.at("reference_fallback").get<bool>()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AOT library '", EscapeForMessage(a.name),
+        "': disabled_passes and reference_fallback are fixed at build time and differ"));
+  }
+  if (desc.at("weights_bytes").get<size_t>() != a.weights_size) {
+    return InternalError("AOT library '", EscapeForMessage(a.name), "': the weights are ",
+                         a.weights_size, " bytes, the description expects ",
+                         desc.at("weights_bytes").get<size_t>());
+  }
+  std::map<int, ir::loop::KernelFn> fn_of;
+  for (int i = 0; i < table.num_entries; ++i) fn_of[table.entries[i].kernel] = table.entries[i].fn;
+
+  // The subgraphs' programs first (each before the programs that run it).
+  std::vector<std::shared_ptr<const CompiledModel>> subprograms;
+  if (desc.contains("subprograms")) {
+    for (const json& sub : desc.at("subprograms")) {
+      KILN_ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> m,
+                            BuildProgram(a, sub, options, table, fn_of, &subprograms,
+                                         CompileReport(), absl::Now()));
+      subprograms.push_back(std::move(m));
+    }
+  }
+
+  CompileReport report;
+  const std::string built_onednn = desc.at("onednn_isa").get<std::string>();
+  const std::string here_onednn = onednn::OneDnnCpuIsa();
+  if (options.use_onednn && LayoutClass(built_onednn) != LayoutClass(here_onednn)) {
+    report.warnings.push_back(absl::StrCat(
+        "activation layouts were chosen at build time for oneDNN on ", built_onednn,
+        "; oneDNN here runs ", here_onednn,
+        ": convolutions may reorder activations inside the call (correct, slower); "
+        "build the library with isas matching this CPU"));
+  }
+  return BuildProgram(a, desc, options, table, fn_of, &subprograms, std::move(report), start);
 }
 
 }  // namespace

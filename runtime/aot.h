@@ -5,7 +5,8 @@
 // description, both linked in with .incbin, and its kernel table) and calls
 // CreateModel; users call the generated `<namespace>::Create(options)`.
 // Each ISA has its own program (its layouts were chosen for that ISA's
-// CPUs); the weights are shared.
+// CPUs), with the programs of its If branches and Loop/Scan bodies, which
+// run as runtime/control_flow.h's steps; the weights are shared.
 //
 //   absl::StatusOr<std::unique_ptr<kiln::CompiledModel>> m =
 //       tiny_cnn_aot::Create(kiln::CompileOptions{});   // best ISA of this CPU

@@ -897,4 +897,92 @@ absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
       std::move(scan_out), std::move(call.captures)));
 }
 
+const char* ControlFlowOpName(ControlFlowCall::Op op) {
+  switch (op) {
+    case ControlFlowCall::Op::kIf:
+      return "If";
+    case ControlFlowCall::Op::kLoop:
+      return "Loop";
+    case ControlFlowCall::Op::kScan:
+      return "Scan";
+  }
+  return "?";
+}
+
+namespace {
+
+// What a compiled If's, Loop's or Scan's report line says of a subgraph;
+// with reference calls, why the first one is one (in a branch typed from
+// the outer shapes, a shape that depends on run-time data).
+std::string SubgraphSummary(const CompileReport& r) {
+  std::string s = absl::StrCat(r.loop_kernels, " loop kernels (", r.vectorized_kernels,
+                               " vectorized), ", r.library_calls, " library calls (",
+                               r.reference_calls, " reference)");
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend != "reference" || k.reason.empty()) continue;
+    absl::StrAppend(&s, " [first reference call: ", k.reason, "]");
+    break;
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<PrebuiltStep> CreateControlFlowStep(
+    const CompileOptions& options, const LoopProgram& program, const ControlFlowCall& call,
+    std::vector<std::shared_ptr<const CompiledModel>> models) {
+  using Op = ControlFlowCall::Op;
+  if (call.kernel < 0 || static_cast<size_t>(call.kernel) >= program.kernels.size()) {
+    return InternalError("control-flow call of kernel ", call.kernel, " outside its program");
+  }
+  const Kernel& kernel = program.kernels[call.kernel];
+  const size_t expected = call.op == Op::kIf ? 2 : 1;
+  if (models.size() != expected) {
+    return InternalError(ControlFlowOpName(call.op), " '", EscapeForMessage(kernel.name), "' has ",
+                         models.size(), " subgraph models, expected ", expected);
+  }
+  for (size_t m = 0; m < models.size(); ++m) {
+    if (models[m] == nullptr && (call.op != Op::kIf || call.unfit[m].empty())) {
+      return InternalError(ControlFlowOpName(call.op), " '", EscapeForMessage(kernel.name),
+                           "' lacks a subgraph model");
+    }
+  }
+  PrebuiltStep step;
+  step.report.name = kernel.name;
+  step.report.backend = "compiled";
+  step.report.ops = kernel.ops;
+  step.report.vectorized = true;
+  step.report.call = ControlFlowOpName(call.op);
+  for (const auto& m : models) {
+    if (m == nullptr) continue;
+    step.reference_calls += m->report().reference_calls;
+    step.fallback_calls += m->report().fallback_calls;
+  }
+  absl::StatusOr<std::unique_ptr<ExternStep>> made;
+  if (call.op == Op::kIf) {
+    step.report.status = "branches";
+    auto summary = [&](int k) {
+      return models[k] != nullptr
+                 ? SubgraphSummary(models[k]->report())
+                 : absl::StrCat("not compiled, cannot run with these input shapes (",
+                                call.unfit[k], ")");
+    };
+    step.report.reason = absl::StrCat("then: ", summary(0), "; else: ", summary(1));
+    made = CreateIfStep(program, kernel, {models[0], call.then_buffers, call.unfit[0]},
+                        {models[1], call.else_buffers, call.unfit[1]});
+  } else if (call.op == Op::kLoop) {
+    step.report.status = "body";
+    step.report.reason = absl::StrCat("body: ", SubgraphSummary(models[0]->report()), "; at most ",
+                                      options.max_loop_iterations, " iterations");
+    made = CreateLoopStep(program, kernel, call.loop, models[0], options.max_loop_iterations);
+  } else {
+    step.report.status = "body";
+    step.report.reason = absl::StrCat("body: ", SubgraphSummary(models[0]->report()));
+    made = CreateScanStep(program, kernel, call.scan, models[0]);
+  }
+  KILN_RETURN_IF_ERROR(made.status());
+  step.step = *std::move(made);
+  return step;
+}
+
 }  // namespace kiln::runtime

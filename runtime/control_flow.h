@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "ir/loop/loop_ir.h"
 #include "runtime/compiled_model.h"
+#include "runtime/executable.h"
 #include "runtime/extern_step.h"
 
 namespace kiln::runtime {
@@ -101,6 +102,33 @@ struct ScanCall {
 absl::StatusOr<std::unique_ptr<ExternStep>> CreateScanStep(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel, ScanCall call,
     std::shared_ptr<const CompiledModel> body);
+
+// One If, Loop or Scan of a program whose subgraphs are compiled programs:
+// what the compiler found (compiler/control_flow.h's FindControlFlowSites)
+// and what the JIT and an AOT library's description carry to make its step.
+struct ControlFlowCall {
+  enum class Op { kIf, kLoop, kScan };
+  Op op = Op::kIf;
+  int kernel = -1;  // index into the program's kernels
+  // If: per branch (then, else), the buffers bound to its inputs and, for
+  // a branch left uncompiled, why it cannot run (its model is then null).
+  std::vector<int32_t> then_buffers, else_buffers;
+  std::string unfit[2];
+  LoopCall loop;
+  ScanCall scan;
+};
+
+// "If", "Loop" or "Scan".
+const char* ControlFlowOpName(ControlFlowCall::Op op);
+
+// The step of `call` in `program`, with its report line (backend
+// `compiled`, what each subgraph holds) and its subgraphs' reference calls
+// counted. `models`: If: then, else (null: unfit); Loop, Scan: the body.
+// Unimplemented when the step refuses the operands (the caller keeps the
+// reference call and reports why).
+absl::StatusOr<PrebuiltStep> CreateControlFlowStep(
+    const CompileOptions& options, const ir::loop::LoopProgram& program,
+    const ControlFlowCall& call, std::vector<std::shared_ptr<const CompiledModel>> models);
 
 }  // namespace kiln::runtime
 
