@@ -58,11 +58,16 @@ struct Prepared {
 };
 
 // The JIT runs where it compiles: activations in bf16 where the library
-// calls run natively in bf16 (without it they run in f32, or emulated, and
-// the activations keep f32). An AOT library keeps f32 activations: its
-// precision is chosen at Create.
+// calls run in bf16, natively (without native bf16 they run in f32, or
+// emulated, and the activations keep f32). An AOT library keeps f32
+// activations: its precision is chosen at Create.
 bool Bf16Activations(const CompileOptions& options) {
-  return options.precision != CompileOptions::Precision::kF32 && onednn::NativeBf16();
+  switch (options.precision) {
+    case CompileOptions::Precision::kF32: return false;
+    case CompileOptions::Precision::kBF16: return onednn::NativeBf16();
+    case CompileOptions::Precision::kAuto: return onednn::FastBf16();
+  }
+  return false;
 }
 
 // The JIT's target: an ISA this CPU executes (the best one when

@@ -102,8 +102,9 @@ struct CompileOptions {
   // calls with constant weights). kF32: as the model says. kBF16: bf16 with
   // f32 accumulation, weights prepacked in bf16 (a call oneDNN has no
   // optimized bf16 kernel for runs in f32; the report says why). kAuto: bf16
-  // where the CPU runs it natively (AVX512-BF16 or AMX, as oneDNN sees it,
-  // capped by DNNL_MAX_CPU_ISA), else f32. Loop kernels, softmax and
+  // where oneDNN's bf16 kernels are faster than its f32 ones, i.e. the CPU
+  // has AMX-BF16 (as oneDNN sees it, capped by DNNL_MAX_CPU_ISA), else f32:
+  // with AVX512-BF16 alone they are slower (docs/decisions/0059). Loop kernels, softmax and
   // normalization statistics compute in f32 either way.
   enum class Precision { kF32, kBF16, kAuto };
   Precision precision = Precision::kF32;

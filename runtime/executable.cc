@@ -480,9 +480,10 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   xo.use_onednn = options.use_onednn;
   xo.allow_onednn_reference_impl = options.allow_onednn_reference_impl;
   xo.deterministic = options.deterministic;
-  // bf16 where asked for, or (auto) where oneDNN runs it natively here.
+  // bf16 where asked for, or (auto) where oneDNN's bf16 kernels are the
+  // faster ones here (AMX).
   xo.bf16 = options.precision == CompileOptions::Precision::kBF16 ||
-            (options.precision == CompileOptions::Precision::kAuto && onednn::NativeBf16());
+            (options.precision == CompileOptions::Precision::kAuto && onednn::FastBf16());
   report.precision = xo.bf16 ? "bf16" : "f32";
   if (options.precision == CompileOptions::Precision::kBF16 && !onednn::NativeBf16()) {
     report.warnings.push_back(absl::StrCat(

@@ -85,7 +85,8 @@ Compile flags:
   --precision=f32|bf16|auto
                          what Conv/MatMul/Gemm compute in: f32 (default),
                          bf16 with f32 accumulation and bf16 weights, or
-                         auto: bf16 where the CPU has AVX512-BF16 or AMX
+                         auto: bf16 where the CPU has AMX-BF16 (where
+                         oneDNN's bf16 beats its f32), else f32
   --tune-calls=off|on|cached
                          library convs whose rule-chosen layouts are
                          doubtful (few or odd channels, ConvTranspose): off

@@ -1227,6 +1227,8 @@ bool NativeBf16() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
+bool FastBf16() { return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx; }
+
 bool ThreadCountInvariant(absl::string_view impl) {
   static constexpr absl::string_view kMeasured[] = {
       "jit:avx2", "jit_1x1:avx2", "jit_dw:avx2", "jit:sse41", "jit_1x1:sse41", "jit_dw:sse41",

@@ -125,6 +125,13 @@ std::string OneDnnCpuIsa();
 // has no bf16 kernel (AVX2) or emulates bf16 slower than f32 (AVX-512).
 bool NativeBf16();
 
+// Whether oneDNN's bf16 convs and matmuls run faster than its f32 ones in
+// this process: the effective ISA has AMX-BF16. With AVX512-BF16 alone,
+// oneDNN 2.6's bf16 kernels run at about 0.65x the speed of its f32 ones
+// (benchmarks/results/2026-12-02-bf16-avx512.md). Precision kAuto asks this
+// (docs/decisions/0059).
+bool FastBf16();
+
 }  // namespace kiln::onednn
 
 #endif  // KILN_BACKENDS_ONEDNN_EXTERN_KERNEL_H_
