@@ -64,6 +64,49 @@ TEST(LowerElementwise, BroadcastingBinaryOps) {
   }
 }
 
+// Pow by a constant 2 (LayerNorm variances, power spectra) is a multiply,
+// which vector lanes run, with the reference's bits: signed zeros,
+// infinities, NaN, subnormals and squares that overflow or underflow f32, in
+// f32 and f16, for a scalar exponent and one broadcasting from a larger
+// shape. Other exponents keep pow.
+TEST(LowerElementwise, PowByConstantTwoIsExactSquare) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {0.0f,   -0.0f,    inf,      -inf,  std::nanf(""),
+                                    1e-20f, -1e-23f,  1.5e-40f, 3e19f, -2e19f,
+                                    1.1f,   -0.3333f, 65504.0f, 1e-3f, 3.0f,
+                                    -7.25f};
+  CheckOptions opts;
+  opts.rtol = 0;
+  opts.atol = 0;
+  opts.inputs[0] = ir::Tensor::FromVector<float>({16}, edges);
+  const std::string text = R"(
+graph g(%a: f32[16]) -> (%s, %t, %h, %c) opset 18 {
+  %two = constant f32[] 2.0
+  %twos = constant i64[2,16] splat(2)
+  %three = constant f32[] 3.0
+  %s = Pow(%a, %two) : f32[16]
+  %t = Pow(%a, %twos) : f32[2,16]
+  %ah = Cast(%a) {to=10} : f16[16]
+  %h = Pow(%ah, %two) : f16[16]
+  %c = Pow(%a, %three) : f32[16]
+}
+)";
+  absl::Status s = CheckLowering(text, opts);
+  EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<ir::loop::LoopModule> lowered = LowerGraph(*graph, {});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string program = ir::loop::PrintProgram(lowered->program);
+  // One pow left: the cube's.
+  size_t pows = 0;
+  for (size_t at = program.find("= pow "); at != std::string::npos;
+       at = program.find("= pow ", at + 1)) {
+    ++pows;
+  }
+  EXPECT_EQ(pows, 1u) << program;
+}
+
 TEST(LowerElementwise, BothSidesBroadcast) {
   EXPECT_TRUE(CheckLowering(R"(
 graph g(%a: f32[3,1,7], %b: f32[1,5,1]) -> (%c) opset 18 {

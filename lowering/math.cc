@@ -173,8 +173,24 @@ absl::Status LowerPow(Lowerer& L, const ir::Node& n) {
     return L.Error("does not accept ", ir::DTypeName(bd));
   }
   if (ed == DType::kBool) return L.Error("does not accept a bool exponent");
+  // An f32/f16/bf16 base squared (an exponent that is 2 everywhere, as in
+  // every exported LayerNorm's variance) is x * x: the square is exact in
+  // double (and f16/bf16 squares in f32), so x * x in f32 rounds it once,
+  // exactly as the double pow converted back does, and it runs in vector
+  // lanes, where pow runs lane by lane.
+  const ir::Tensor* exponent = L.ConstantInput(1);
+  bool squares = ir::IsFloat(bd) && bd != DType::kF64 && exponent != nullptr &&
+                 exponent->num_elements() > 0;
+  for (int64_t i = 0; squares && i < exponent->num_elements(); ++i) {
+    squares = exponent->GetAsDouble(i) == 2.0;
+  }
   return Elementwise(L, {b, e}, [&](Emitter& k, const std::vector<int32_t>& v)
                                     -> absl::StatusOr<int32_t> {
+    if (squares) {
+      const int32_t x = bd == DType::kF32 ? v[0] : k.Cast(v[0], DType::kF32);
+      const int32_t sq = k.Bin(OpCode::kMul, x, x);
+      return bd == DType::kF32 ? sq : k.Cast(sq, bd);
+    }
     if (ir::IsFloat(bd) || !ir::IsInteger(ed)) {
       // Computed in double like the reference, then converted.
       const int32_t x = k.Cast(v[0], DType::kF64);

@@ -756,13 +756,90 @@ std::optional<FusedCall> FoldMatMulBatch(const FusedCall& call) {
   return folded;
 }
 
+// A conv whose spatial dim d has extent 1 in src, weights and dst, with no
+// padding (nor output padding) on d, is the same conv without d, and every
+// buffer keeps its bytes: a dim of extent 1 moves no address, blocked
+// (nCdhw16c with D = 1 is nChw16c) or strided. Why: oneDNN 2.6's direct
+// kernels block their registers over the innermost spatial dim, so an
+// [N, C, H, 1] conv with a kx1 kernel runs one output point at a time
+// (magika's 5x1 conv ran 20x slower than its 1-D form), and its 5-D kernels
+// have only the reference implementation for post-ops the 4-D ones run (a
+// full-size binary mul; rivagan's 1x11x11 convs). One spatial dim always
+// stays: a conv whose every spatial dim is 1 is left as it is. nullopt:
+// nothing to drop.
+std::optional<FusedCall> DropUnitSpatialDims(const FusedCall& call) {
+  if (call.kind != CallKind::kConv && call.kind != CallKind::kConvTranspose) {
+    return std::nullopt;
+  }
+  const size_t rank = call.src.shape.size();
+  if (rank < 4 || call.dst.shape.size() != rank || call.weights.shape.size() != rank) {
+    return std::nullopt;
+  }
+  const int spatial = static_cast<int>(rank) - 2;
+  const absl::StatusOr<ConvParams> normalized = NormalizeConvParams(call.conv, spatial);
+  if (!normalized.ok()) return std::nullopt;
+  const ConvParams& p = *normalized;
+  const bool transposed = call.kind == CallKind::kConvTranspose;
+  std::vector<int> drop;  // spatial indices, ascending
+  for (int i = 0; i < spatial; ++i) {
+    const size_t d = 2 + static_cast<size_t>(i);
+    if (call.src.shape[d] == 1 && call.dst.shape[d] == 1 && call.weights.shape[d] == 1 &&
+        p.pads_begin[i] == 0 && p.pads_end[i] == 0 &&
+        (!transposed || p.output_padding[i] == 0)) {
+      drop.push_back(i);
+    }
+  }
+  if (drop.empty() || static_cast<int>(drop.size()) == spatial) return std::nullopt;
+  // Removes the dropped dims from a tensor of `rank` dims (shorter ones are
+  // left-padded with 1s first, as broadcasting reads them).
+  auto drop_dims = [&](const TensorSpec& spec) -> std::optional<TensorSpec> {
+    TensorSpec out = spec;
+    if (out.shape.size() > rank) return std::nullopt;
+    if (out.channel_block > 0 && out.shape.size() != rank) return std::nullopt;
+    if (!out.strides.empty()) PadToRank(rank, &out.shape, &out.strides);
+    out.shape.insert(out.shape.begin(), rank - out.shape.size(), 1);
+    for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
+      const size_t d = 2 + static_cast<size_t>(*it);
+      if (out.shape[d] != 1) return std::nullopt;
+      out.shape.erase(out.shape.begin() + d);
+      if (!out.strides.empty()) out.strides.erase(out.strides.begin() + d);
+    }
+    return out;
+  };
+  FusedCall folded = call;
+  std::optional<TensorSpec> src = drop_dims(call.src);
+  std::optional<TensorSpec> dst = drop_dims(call.dst);
+  std::optional<TensorSpec> weights = drop_dims(call.weights);
+  if (!src || !dst || !weights) return std::nullopt;
+  folded.src = *src;
+  folded.dst = *dst;
+  folded.weights = *weights;
+  for (PostOp& op : folded.post_ops) {
+    if (!op.is_binary()) continue;
+    std::optional<TensorSpec> o = drop_dims(op.operand);
+    if (!o) return std::nullopt;
+    op.operand = *o;
+  }
+  ConvParams& c = folded.conv;
+  c = p;
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
+    for (std::vector<int64_t>* v :
+         {&c.strides, &c.dilations, &c.pads_begin, &c.pads_end, &c.output_padding}) {
+      if (static_cast<int>(v->size()) == spatial) v->erase(v->begin() + *it);
+    }
+  }
+  if (!Validate(folded).ok()) return std::nullopt;
+  return folded;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const FusedCall& original, const ir::Tensor* weights, const ir::Tensor* bias,
     const OneDnnCallOptions& options) {
   KILN_RETURN_IF_ERROR(Validate(original));
-  const std::optional<FusedCall> folded = FoldMatMulBatch(original);
+  std::optional<FusedCall> folded = FoldMatMulBatch(original);
+  if (!folded) folded = DropUnitSpatialDims(original);
   const FusedCall& call = folded ? *folded : original;
   KILN_RETURN_IF_ERROR(CheckF32(call));
   if (weights == nullptr && call.kind != CallKind::kMatMul && call.kind != CallKind::kConv &&
@@ -1119,8 +1196,12 @@ absl::StatusOr<ActivationBlocks> IntegerActivationBlocks(const FusedCall& call) 
 }  // namespace
 
 absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
-    const FusedCall& call, const OneDnnCallOptions& options) {
-  KILN_RETURN_IF_ERROR(Validate(call));
+    const FusedCall& original, const OneDnnCallOptions& options) {
+  KILN_RETURN_IF_ERROR(Validate(original));
+  // The question Create will put: a block of the lower-rank conv is the same
+  // layout of the original buffers (DropUnitSpatialDims).
+  const std::optional<FusedCall> folded = DropUnitSpatialDims(original);
+  const FusedCall& call = folded ? *folded : original;
   KILN_RETURN_IF_ERROR(CheckF32(call));
   ActivationBlocks blocks;
   if ((call.kind != CallKind::kConv && call.kind != CallKind::kConvTranspose) ||

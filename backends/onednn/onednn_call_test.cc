@@ -3,6 +3,7 @@
 // Gemm + the post-op ops), run by interp::Run, and compared.
 #include "backends/onednn/onednn_call.h"
 
+#include <algorithm>
 #include <cctype>
 #include <algorithm>
 #include <cmath>
@@ -315,6 +316,51 @@ TEST(OneDnnCallConv, Conv3dHardSwish) {
                  {PostOp::HardSwish()}, 70));
 }
 
+// A 3-D conv over one depth slice (rivagan's [1, 32, 1, 128, 128] with
+// 1x11x11 kernels) with a full-size binary mul: at rank 5 on one thread
+// oneDNN 2.6 has only its reference implementation for it; without the unit
+// depth the call is a 2-D conv, which its gemm-based kernel runs.
+TEST(OneDnnCallConv, UnitDepthConvWithFullMulRunsOptimized) {
+  const int threads = NumThreads();
+  ASSERT_TRUE(SetNumThreads(1).ok());
+  Case c = ConvCase({{1, 16, 1, 24, 24}, 16, {1, 11, 11},
+                     Params({1, 1, 1}, {0, 5, 5}, {0, 5, 5})},
+                    {PostOp::Mul(Spec({1, 16, 1, 24, 24}))}, 95);
+  AddPostOpData(c, 96);
+  Check(c);
+  std::unique_ptr<OneDnnCall> call;
+  absl::StatusOr<Tensor> got = RunOneDnn(c, {}, &call);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(absl::StartsWith(call->impl_name(), "ref")) << call->impl_name();
+  ExpectNear(Reference(c), got->data<float>(), c.call.ToString());
+  ASSERT_TRUE(SetNumThreads(threads).ok());
+}
+
+// [N, C, H, 1] with a kx1 kernel (magika's 5x1 conv): the call runs as the
+// 1-D conv over H, whose kernels block over its 508 output points instead
+// of over a width of 1; its layouts then have three dims.
+TEST(OneDnnCallConv, WidthOneConvRunsAsConv1d) {
+  Case c = ConvCase({{1, 32, 40, 1}, 48, {5, 1}, Params({1, 1}, {0, 0}, {0, 0})},
+                    {PostOp::Relu()}, 97);
+  Check(c);
+  for (const bool any : {true, false}) {
+    OneDnnCallOptions o;
+    o.any_activation_layout = any;
+    std::unique_ptr<OneDnnCall> call;
+    ASSERT_TRUE(RunOneDnn(c, o, &call).ok());
+    // "nCw16c" / "nwc": the dims before the inner block.
+    const std::string layout = call->src_layout();
+    EXPECT_EQ(std::min(layout.size(), layout.find_first_of("0123456789")), 3u)
+        << layout << " on " << call->impl_name();
+    EXPECT_FALSE(absl::StartsWith(call->impl_name(), "ref")) << call->impl_name();
+  }
+  // The layout pass's question gets the 1-D conv's blocks, which are the
+  // same bytes in the 4-D buffers: a call on them runs and is right.
+  absl::StatusOr<ActivationBlocks> blocks = OneDnnCall::PreferredActivationBlocks(c.call);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_GT(blocks->dst, 0);
+}
+
 TEST(OneDnnCallConv, ResidualSumThenRelu) {
   Case c = ConvCase({{1, 16, 8, 8}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
                     {PostOp::Sum(), PostOp::Relu()}, 80);
@@ -451,6 +497,15 @@ TEST(OneDnnCallConvTranspose, GroupedDilatedGeluTanh) {
   Case c = DeconvCase({2, 4, 5, 7}, 6, {2, 3},
                       Params({1, 2}, {0, 1}, {1, 0}, 2, {2, 1}),
                       {PostOp::GeluTanh()}, 210);
+  Check(c);
+}
+
+// Unit dims of a ConvTranspose drop the same way; a stride on a unit dim
+// changes nothing there.
+TEST(OneDnnCallConvTranspose, UnitHeightStride2) {
+  Case c = DeconvCase({1, 6, 1, 7}, 5, {1, 2}, Params({3, 2}, {0, 0}, {0, 0}),
+                      {PostOp::Sigmoid()}, 225);
+  EXPECT_EQ(c.call.dst.shape, (Shape{1, 5, 1, 14}));
   Check(c);
 }
 

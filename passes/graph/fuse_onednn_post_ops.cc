@@ -140,6 +140,19 @@ class Fuser {
     return false;
   }
 
+  // Whether `m` has a binary post-op (not a sum) whose operand is as large as
+  // the running value.
+  bool HasFullSizeBinary(const PostOpMatch& m, ir::ValueId running) const {
+    for (const PostOpSpec& p : m.post_ops) {
+      if ((p.kind == "add" || p.kind == "sub" || p.kind == "mul") &&
+          p.operand != ir::kNoValue &&
+          graph_.value(p.operand).shape == graph_.value(running).shape) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   Chain Grow(int anchor) {
     Chain c;
     c.anchor = anchor;
@@ -174,6 +187,16 @@ class Fuser {
         if (m && conv && binary_used && AddsFullSize(*m, r)) {
           why = "a full-size add after a binary post-op (oneDNN's jit convs take it only "
                 "before one)";
+          m.reset();
+        }
+        // Nor does any direct conv of oneDNN 2.6 take a full-size binary
+        // operand (a sum is another post-op): the gemm-based conv that does
+        // applies it element by element, and at rank 5 on one thread only
+        // the reference takes it (measured: rivagan-decoder's 32->32 11x11
+        // conv with a full-size mul took 1.10 s on the gemm-based conv, the
+        // same conv alone 0.25 s on brgconv; a loop kernel does the mul).
+        if (m && conv && HasFullSizeBinary(*m, r)) {
+          why = "a full-size binary operand (oneDNN's direct convs take none)";
           m.reset();
         }
         if (m && Closed(*m, r)) {

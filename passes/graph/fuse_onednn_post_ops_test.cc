@@ -409,6 +409,36 @@ graph main(%x: f32[1,3,5,5], %s: f32[], %res: f32[1,4,5,5]) -> (%y) opset 18 {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
+// Nor any full-size binary operand (rivagan's gated conv: conv, tanh, times
+// an activation): no direct conv of oneDNN takes it, so the Mul stays a loop
+// op. A MatMul takes it.
+TEST(FuseOneDnnPostOps, NoFullSizeBinaryOperandOnAConv) {
+  absl::StatusOr<PassCheckResult> r = Fuse(ConvCase(R"(
+graph main(%x: f32[1,3,5,5], %g: f32[1,4,5,5]) -> (%y) opset 18 {
+  %w = constant $0
+  %b = constant $1
+  %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %t = Tanh(%c) : f32[1,4,5,5]
+  %y = Mul(%t, %g) : f32[1,4,5,5]
+}
+// CHECK: kiln.FusedConv(%x, %w, %b)
+// CHECK-SAME: post_ops=["tanh"]
+// CHECK: %y = Mul(
+)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[5,3], %g: f32[5,4]) -> (%y) opset 18 {
+  %w = constant $0
+  %c = MatMul(%x, %w) : f32[5,4]
+  %y = Mul(%c, %g) : f32[5,4]
+}
+// CHECK: %y = kiln.FusedMatMul(%x, %w, %g)
+// CHECK-SAME: post_ops=["mul"]
+)",
+                            F32({3, 4}, 1, -0.5, 0.5)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
 TEST(FuseOneDnnPostOps, IntermediateWithTwoReadersEndsTheChain) {
   OneDnnFusionStats stats;
   absl::StatusOr<PassCheckResult> r = Fuse(ConvCase(R"(
