@@ -32,7 +32,6 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "ir/status_macros.h"
 #include "compiler/jit/sha256.h"
@@ -315,8 +314,9 @@ void RemoveFallbackCache() {
 }
 
 absl::StatusOr<std::string> PrivateFallbackCache() {
-  static absl::Mutex mu(absl::kConstInit);
-  absl::MutexLock lock(&mu);
+  // std::mutex, not absl::Mutex: TSan sees it (docs/decisions/0057).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   if (g_fallback_cache == nullptr) {
     std::string made = absl::StrCat(TempRoot(), "/kiln-cache-", getuid(), "-XXXXXX");
     if (mkdtemp(made.data()) == nullptr) {
@@ -332,10 +332,10 @@ absl::StatusOr<std::string> PrivateFallbackCache() {
 
 // `cxx --version`'s first line, once per compiler per process.
 absl::StatusOr<std::string> CompilerVersion(const std::string& compiler_path) {
-  static absl::Mutex mu(absl::kConstInit);
+  static std::mutex mu;
   static auto* versions = new std::map<std::string, std::string>;
   {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     auto it = versions->find(compiler_path);
     if (it != versions->end()) return it->second;
   }
@@ -349,7 +349,7 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler_path) {
   }
   std::string first(absl::StripAsciiWhitespace(
       absl::string_view(r.stdout_text).substr(0, r.stdout_text.find('\n'))));
-  absl::MutexLock lock(&mu);
+  std::lock_guard<std::mutex> lock(mu);
   versions->emplace(compiler_path, first);
   return first;
 }
