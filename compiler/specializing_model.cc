@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> SpecializingModel::Create(
   s.compile_ms = first_compile_ms;
   s.jit_cache_hit = first->report().jit_cache_hit;
   {
-    absl::MutexLock lock(&model->mu_);
+    runtime::MutexLock lock(&model->mu_);
     model->report_.specializations.push_back(std::move(s));
     model->report_.live_specializations = 1;
     model->lru_.push_front(Entry{key, std::shared_ptr<const CompiledModel>(std::move(first)), 0});
@@ -153,14 +153,14 @@ absl::StatusOr<std::shared_ptr<const CompiledModel>> SpecializingModel::For(
   Key key;
   for (const ir::Tensor& t : inputs) key.push_back(t.shape());
   auto lookup = [&]() -> std::shared_ptr<const CompiledModel> {
-    absl::MutexLock lock(&mu_);
+    runtime::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->model;
   };
   if (std::shared_ptr<const CompiledModel> m = lookup()) return m;
-  absl::MutexLock compiling(&compile_mu_);
+  runtime::MutexLock compiling(&compile_mu_);
   // Another thread may have compiled this shape while this one waited.
   if (std::shared_ptr<const CompiledModel> m = lookup()) return m;
   std::map<std::string, ir::Shape> shapes;
@@ -174,7 +174,7 @@ absl::StatusOr<std::shared_ptr<const CompiledModel>> SpecializingModel::For(
                                      made.status().message()));
   }
   std::shared_ptr<const CompiledModel> model(*std::move(made));
-  absl::MutexLock lock(&mu_);
+  runtime::MutexLock lock(&mu_);
   CompileReport::ShapeSpecialization s;
   s.shapes = KeyText(key);
   s.compile_ms = compile_ms;

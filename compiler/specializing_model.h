@@ -22,11 +22,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "frontend/onnx/importer.h"
 #include "ir/graph/tensor.h"
 #include "runtime/compiled_model.h"
+#include "runtime/mutex.h"
 
 namespace kiln::compiler {
 
@@ -98,9 +98,10 @@ class SpecializingModel final : public CompiledModel {
   Key first_key_;
   const int capacity_;
   const SpecializeFn specialize_;
-  // One compile at a time; runs of known shapes go on meanwhile.
-  mutable absl::Mutex compile_mu_;
-  mutable absl::Mutex mu_;
+  // One compile at a time; runs of known shapes go on meanwhile. kiln's
+  // Mutex, not absl::Mutex, so the thread sanitizer sees both (runtime/mutex.h).
+  mutable runtime::Mutex compile_mu_;
+  mutable runtime::Mutex mu_;
   // Most recently used first; at most capacity_ entries.
   mutable std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);
   mutable std::map<Key, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);

@@ -14,7 +14,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "backends/onednn/extern_kernel.h"
@@ -27,6 +26,7 @@
 #include "ir/status_macros.h"
 #include "runtime/extern_step.h"
 #include "runtime/memory_plan.h"
+#include "runtime/mutex.h"
 
 namespace kiln::runtime {
 namespace {
@@ -240,7 +240,7 @@ class Executable final : public CompiledModel {
   // cannot be allocated.
   absl::StatusOr<std::unique_ptr<Context>> AcquireContext() const {
     {
-      absl::MutexLock lock(&pool_mu_);
+      MutexLock lock(&pool_mu_);
       if (!pool_.empty()) {
         std::unique_ptr<Context> ctx = std::move(pool_.back());
         pool_.pop_back();
@@ -271,7 +271,7 @@ class Executable final : public CompiledModel {
   }
 
   void ReleaseContext(std::unique_ptr<Context> ctx) const {
-    absl::MutexLock lock(&pool_mu_);
+    MutexLock lock(&pool_mu_);
     pool_.push_back(std::move(ctx));
   }
 
@@ -445,7 +445,7 @@ class Executable final : public CompiledModel {
   std::vector<Step> steps_;
   CompileReport report_;
 
-  mutable absl::Mutex pool_mu_;
+  mutable Mutex pool_mu_;
   mutable std::vector<std::unique_ptr<Context>> pool_ ABSL_GUARDED_BY(pool_mu_);
 };
 

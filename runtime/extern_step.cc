@@ -8,13 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/threads.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/loop/module.h"
 #include "ir/message.h"
 #include "ir/status_macros.h"
+#include "runtime/mutex.h"
 
 namespace kiln::runtime {
 namespace {
@@ -41,7 +41,7 @@ class OneDnnStep final : public ExternStep {
   }
 
   absl::Status Run(absl::Span<void* const> buffers) const override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < inputs_.size(); ++i) in_ptrs_[i] = buffers[inputs_[i]];
     for (size_t o = 0; o < outputs_.size(); ++o) out_ptrs_[o] = buffers[outputs_[o]];
     if (!one_thread_) return call_->Run(in_ptrs_, out_ptrs_);
@@ -66,7 +66,7 @@ class OneDnnStep final : public ExternStep {
  private:
   bool one_thread_ = false;
   std::vector<int32_t> inputs_, outputs_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   mutable std::vector<void*> in_ptrs_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<void*> out_ptrs_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<onednn::OneDnnExternKernel> call_ ABSL_PT_GUARDED_BY(mu_);

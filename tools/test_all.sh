@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # File: tools/test_all.sh — sets up a fresh Debian 12 machine (tools/bootstrap.sh)
-# and runs every kiln test, then the sanitized subset (//testing:sanitized_tests
-# under --config=asan: address + UB sanitizers), then prints one summary line
-# "N passed, N failed, N skipped" over both.
-#   tools/test_all.sh                 # all tests, then the sanitized subset
+# and runs every kiln test, then the sanitized subsets (//testing:sanitized_tests
+# under --config=asan: address + UB sanitizers; //testing:tsan_tests under
+# --config=tsan: the thread sanitizer), then prints one summary line
+# "N passed, N failed, N skipped" over all of them.
+#   tools/test_all.sh                 # all tests, then the sanitized subsets
 #   tools/test_all.sh --config=asan   # all tests under address+UB sanitizers
-#   KILN_SANITIZED_TESTS=0 tools/test_all.sh   # all tests, no sanitized subset
+#   KILN_SANITIZED_TESTS=0 tools/test_all.sh   # all tests, no sanitized subsets
 # Last it runs examples/consumer/check.sh (a separate workspace that uses
 # kiln as a dependency: its build, run, test and reproducibility check),
 # counted as one more test; KILN_CONSUMER_CHECK=0 skips it.
@@ -61,9 +62,12 @@ run_tests() {
 
 run_tests "" "$@" //...
 rc=$?
-# The sanitized subset, unless the caller chose a config of its own.
+# The sanitized subsets, unless the caller chose a config of its own. The
+# TSan one shares the plain run's output directory: it recompiles only the
+# packages it instruments (.bazelrc, docs/decisions/0057).
 if [[ $# -eq 0 && "${KILN_SANITIZED_TESTS:-1}" != "0" ]]; then
   run_tests "asan+ubsan: " --config=asan //testing:sanitized_tests || rc=1
+  run_tests "tsan: " --config=tsan //testing:tsan_tests || rc=1
 fi
 # A plain shell step, not Bazel inside a Bazel test.
 if [[ $# -eq 0 && "${KILN_CONSUMER_CHECK:-1}" != "0" ]]; then
