@@ -368,7 +368,9 @@ graph main(%x: f32[1,3,12,12]) -> (%y) opset 13 {
   // The last conv writes the plain graph output: at most that one reorder.
   EXPECT_LE(reorders[2], 1) << impls[2];
   for (size_t i = 0; i < reorders.size(); ++i) {
-    if (i < 2) EXPECT_EQ(reorders[i], 0) << impls[i];
+    if (i < 2) {
+      EXPECT_EQ(reorders[i], 0) << impls[i];
+    }
     EXPECT_TRUE(impls[i].rfind("jit", 0) == 0 || impls[i].rfind("brg", 0) == 0) << impls[i];
   }
 }
