@@ -408,6 +408,21 @@ void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
   }
 }
 
+// The call's primitive attributes: its post-ops (binary operands as
+// BuildPostOps gives them), a user-managed scratchpad, and an integer call's
+// zero points and output scales.
+dnnl::primitive_attr CallAttr(const FusedCall& call,
+                              std::vector<std::pair<int, memory::desc>>* binary_args,
+                              const std::vector<memory::desc>* operand_mds = nullptr) {
+  dnnl::post_ops ops;
+  BuildPostOps(call, &ops, binary_args, operand_mds);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  SetIntegerAttrs(call, &attr);
+  return attr;
+}
+
 // Elements a strided spec addresses (max offset + 1).
 int64_t Extent(const TensorSpec& spec) {
   const std::vector<int64_t> strides = spec.EffectiveStrides();
@@ -883,13 +898,8 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     // (FoldMatMulBatch); this is its 1x1-conv form (see ConvForm).
     const std::optional<ConvForm> linear =
         impl->runtime_weights ? std::nullopt : LinearAsConv(call);
-    dnnl::post_ops ops;
     std::vector<std::pair<int, memory::desc>> binary;
-    BuildPostOps(call, &ops, &binary);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(ops);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    SetIntegerAttrs(call, &attr);
+    const dnnl::primitive_attr attr = CallAttr(call, &binary);
 
     const bool prepack = options.prepack_weights && !impl->runtime_weights;
     // bf16: the primitive reads bf16 src and weights; the weights are
@@ -1019,12 +1029,8 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
            f->m >= kLinearAsConvMinRows);
       if (wanted) {
         try {
-          dnnl::post_ops conv_ops;
           std::vector<std::pair<int, memory::desc>> conv_binary;
-          BuildPostOps(call, &conv_ops, &conv_binary, &f->operands);
-          dnnl::primitive_attr conv_attr;
-          conv_attr.set_post_ops(conv_ops);
-          conv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+          const dnnl::primitive_attr conv_attr = CallAttr(call, &conv_binary, &f->operands);
           FusedCall as_conv = call;
           as_conv.kind = CallKind::kConv;
           ConvParams one;
@@ -1171,13 +1177,8 @@ absl::StatusOr<ActivationBlocks> IntegerActivationBlocks(const FusedCall& call) 
       ConvParams conv,
       NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));
   try {
-    dnnl::post_ops ops;
     std::vector<std::pair<int, memory::desc>> binary;
-    BuildPostOps(laid_out, &ops, &binary);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(ops);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    SetIntegerAttrs(laid_out, &attr);
+    const dnnl::primitive_attr attr = CallAttr(laid_out, &binary);
     const memory::desc w_md = AnyDesc(WeightsDesc(laid_out, conv.groups));
     std::optional<memory::desc> bias_md;
     if (call.bias) bias_md = StridedDesc(*call.bias, 1);
@@ -1213,13 +1214,8 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       ConvParams conv,
       NormalizeConvParams(call.conv, static_cast<int>(call.src.shape.size()) - 2));
   try {
-    dnnl::post_ops ops;
     std::vector<std::pair<int, memory::desc>> binary;
-    BuildPostOps(call, &ops, &binary);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(ops);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    SetIntegerAttrs(call, &attr);
+    const dnnl::primitive_attr attr = CallAttr(call, &binary);
     // bf16 calls (Create's rule) on bf16 activations: the layouts the bf16
     // kernels want, which may differ from the f32 ones.
     const bool bf16 = options.bf16 && options.prepack_weights;
