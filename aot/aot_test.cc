@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "isa/isa.h"
+#include "nlohmann/json.hpp"
 #include "runtime/aot.h"
 #include "compiler/jit/jit_compiler.h"
 #include "runtime/compiled_model.h"
@@ -273,6 +274,52 @@ TEST_F(TinyCnnAotTest, RefusesAnIsaTheCpuLacks) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(none.status().message(), HasSubstr("runs none of the ISAs"));
+}
+
+// The loader bounds every number of a description before it reads one: a
+// float, or an integer outside its field's range, is an error naming the
+// field (nlohmann's get<size_t>() and get<int32_t>() convert unchecked, and
+// a float out of an integer's range is undefined behaviour: a fuzz finding).
+TEST_F(TinyCnnAotTest, RefusesDescriptionNumbersOutsideTheirFieldsRange) {
+  const aot::Artifact& library = tiny_cnn_aot::Artifact();
+  const aot::IsaTable* scalar = nullptr;
+  for (int i = 0; i < library.num_isas; ++i) {
+    if (std::string(library.isas[i].isa) == "scalar") scalar = &library.isas[i];
+  }
+  ASSERT_NE(scalar, nullptr);
+  const nlohmann::json original = nlohmann::json::parse(
+      scalar->description, scalar->description + scalar->description_size);
+  ASSERT_TRUE(original.contains("constants") && !original["constants"].empty());
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"/constants/0/offset", 4.56e61, "offset"},
+      {"/constants/0/bytes", -8, "bytes"},
+      {"/weights_bytes", 1.5, "weights_bytes"},
+      {"/constants/0/buffer", int64_t{1} << 40, "buffer"},
+      {"/inputs/0/buffer", 0.5, "buffer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    nlohmann::json broken = original;
+    broken[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    const std::string text = broken.dump();
+    aot::IsaTable table = *scalar;
+    table.description = reinterpret_cast<const unsigned char*>(text.data());
+    table.description_size = text.size();
+    aot::Artifact artifact = library;
+    artifact.isas = &table;
+    artifact.num_isas = 1;
+    absl::StatusOr<std::unique_ptr<CompiledModel>> m = aot::CreateModel(
+        artifact, CompileOptions(), [](absl::string_view isa) { return isa == "scalar"; });
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInternal) << m.status();
+    EXPECT_THAT(m.status().message(), HasSubstr(absl::StrCat("'", c.field, "' holds")))
+        << m.status();
+  }
 }
 
 TEST_F(TinyCnnAotTest, RefusesAnIsaNotCompiledIn) {

@@ -5,6 +5,8 @@
 #include "runtime/aot.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -320,6 +322,53 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildProgram(
                                   std::move(prebuilt));
 }
 
+// The description is kiln's own JSON (compiler/aot_writer.cc) and holds no
+// number but integers. nlohmann's get<int32_t>() and get<size_t>() convert
+// any number without a check (a float out of an integer's range is
+// undefined behaviour), so every number is bounded here before Create reads
+// one: byte counts and offsets ("offset", "bytes", "weights_bytes") lie in
+// [0, 2^63), dims ("shape") in int64, everything else in int32. Walks
+// without recursion: a description may nest deeply.
+absl::Status CheckNumbers(const Artifact& a, const json& desc) {
+  struct Item {
+    const json* value;
+    std::string key;  // the member it is (or whose array it is in)
+  };
+  std::vector<Item> stack = {{&desc, ""}};
+  while (!stack.empty()) {
+    Item item = std::move(stack.back());
+    stack.pop_back();
+    const json& v = *item.value;
+    if (v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it) stack.push_back({&it.value(), it.key()});
+      continue;
+    }
+    if (v.is_array()) {
+      for (const json& e : v) stack.push_back({&e, item.key});
+      continue;
+    }
+    if (!v.is_number()) continue;
+    const bool size = item.key == "offset" || item.key == "bytes" || item.key == "weights_bytes";
+    const bool dim = item.key == "shape";
+    bool fits = false;
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      fits = u <= static_cast<uint64_t>(size || dim ? std::numeric_limits<int64_t>::max()
+                                                    : std::numeric_limits<int32_t>::max());
+    } else if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      fits = dim || (!size && i >= std::numeric_limits<int32_t>::min() &&
+                     i <= std::numeric_limits<int32_t>::max());
+    }
+    if (!fits) {
+      return InternalError("AOT library '", EscapeForMessage(a.name), "': the description's '",
+                           EscapeForMessage(item.key), "' holds ", v.dump(),
+                           ", which is not an integer in its field's range");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Everything but the ISA choice; `desc` is the parsed description.
 absl::StatusOr<std::unique_ptr<CompiledModel>> Create(const Artifact& a, const json& desc,
                                                       const CompileOptions& options,
@@ -399,6 +448,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CreateModel(const Artifact& artif
     return InternalError("AOT library '", EscapeForMessage(artifact.name), "': the ", table->isa,
                          " description is not JSON");
   }
+  KILN_RETURN_IF_ERROR(CheckNumbers(artifact, desc));
   try {
     return Create(artifact, desc, options, *table, start);
   } catch (const json::exception& e) {

@@ -17,9 +17,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/types/span.h"
+#include "frontend/onnx/guarded_schemas.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "ir/graph/graph.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
@@ -1072,31 +1075,61 @@ bool TypeLoopBody(const onnx::ModelProto& model, onnx::GraphProto* graph, onnx::
   return true;
 }
 
-// The first node error of libonnx's shape inference in strict mode on
-// `model` (the non-strict inference the fold runs skips such nodes
-// silently), when it is a shape or type inference error; empty otherwise.
+// The node errors of libonnx's shape inference in strict mode on `model`
+// (the non-strict inference the fold runs skips such nodes silently), one
+// per node: "(op_type:X, node name: Y): [ShapeInferenceError] ...".
 // `model`'s value types may gain what the strict run infers.
-std::string FirstInferenceError(onnx::ModelProto* model) {
+std::vector<std::string> StrictInferenceErrors(onnx::ModelProto* model) {
   try {
     onnx::shape_inference::InferShapes(
-        *model, onnx::OpSchemaRegistry::Instance(),
+        *model, GuardedSchemas(),
         onnx::ShapeInferenceOptions(/*check_type_val=*/false, /*strict_mode_val=*/1,
                                     /*data_prop_val=*/false));
   } catch (const std::exception& e) {
-    std::string what = e.what();
     // "[ShapeInferenceError] Inference error(s): (op_type:X, node name: Y):
-    // [ShapeInferenceError] ...\n(op_type:...": the first node's error.
+    // [ShapeInferenceError] ...\n(op_type:...".
+    const std::string what = e.what();
     const size_t first = what.find("(op_type:");
-    if (first == std::string::npos) return "";
-    what = what.substr(first);
-    what = what.substr(0, what.find('\n'));
-    if (!absl::StrContains(what, "[ShapeInferenceError]") &&
-        !absl::StrContains(what, "[TypeInferenceError]")) {
-      return "";
-    }
-    return what;
+    if (first == std::string::npos) return {};
+    return absl::StrSplit(what.substr(first), '\n', absl::SkipEmpty());
   }
-  return "";
+  return {};
+}
+
+// The first node error of libonnx's strict inference on `model` when it is
+// a shape or type inference error; empty otherwise.
+std::string FirstInferenceError(onnx::ModelProto* model) {
+  const std::vector<std::string> errors = StrictInferenceErrors(model);
+  if (errors.empty() || (!absl::StrContains(errors[0], "[ShapeInferenceError]") &&
+                         !absl::StrContains(errors[0], "[TypeInferenceError]"))) {
+    return "";
+  }
+  return errors[0];
+}
+
+// The error of a node libonnx's inference on `model` was refused by a guard
+// of GuardedSchemas(): the model breaks an ONNX rule libonnx 1.12 does not
+// check before reading past a tensor's dims.
+absl::Status GuardRefusalError(onnx::ModelProto* model) {
+  for (const std::string& error : StrictInferenceErrors(model)) {
+    // "(op_type:Conv, node name: c): [ShapeInferenceError] <guard><why>".
+    const size_t guard = error.find(kGuardRefusal);
+    if (guard == std::string::npos) continue;
+    const std::string why = error.substr(guard + strlen(kGuardRefusal));
+    const std::string op_key = "(op_type:", name_key = ", node name: ";
+    const size_t name = error.find(name_key);
+    const size_t end = error.find("): ", name);
+    if (!absl::StartsWith(error, op_key) || name == std::string::npos ||
+        end == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("ONNX shape inference: ", why));
+    }
+    const std::string op = error.substr(op_key.size(), name - op_key.size());
+    const std::string node = error.substr(name + name_key.size(), end - name - name_key.size());
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", EscapeForMessage(node), "' (", EscapeForMessage(op), "): ", why));
+  }
+  return absl::InvalidArgumentError(
+      "ONNX shape inference refused a node whose inputs' ranks break its operator's rules");
 }
 
 // Outer constants at most this large that a branch reads are given to its
@@ -1277,10 +1310,11 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
   Folder folder(model->mutable_graph(), options, model->ir_version() < 4);
   int subgraph_inlined = 0;
   for (int round = 0;; ++round) {
+    const int64_t refused = GuardRefusals();
     try {
       ++stats.inference_runs;
       onnx::shape_inference::InferShapes(
-          *model, onnx::OpSchemaRegistry::Instance(),
+          *model, GuardedSchemas(),
           onnx::ShapeInferenceOptions(/*check_type_val=*/false,
                                       /*strict_mode_val=*/0,
                                       /*data_prop_val=*/options.data_propagation));
@@ -1291,6 +1325,7 @@ absl::StatusOr<FoldShapesStats> FoldToFixpoint(onnx::ModelProto* model,
           "); values it did not reach keep their declared shapes"));
       return stats;
     }
+    if (GuardRefusals() != refused) return GuardRefusalError(model);
     if (round + 1 >= options.max_rounds) break;
     KILN_ASSIGN_OR_RETURN(int folded, folder.Round());
     if (folded == 0) {

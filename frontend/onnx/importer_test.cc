@@ -611,6 +611,52 @@ TEST(ImporterTest, IfBranchesOfAnotherRankThanTheIfAreRefused) {
                      "match the If's output 'y' (tensor(FLOAT, rank 1))");
 }
 
+// libonnx 1.12's shape inference of the Conv family reads the input's dims
+// at the weights' spatial rank: a Conv whose weights have another rank than
+// its input read past both (a fuzz finding). Declared, or derived by
+// inference mid-graph (the Reshape), the mismatch is the model's error.
+void ExpectConvRankRefused(const ModelBuilder& m) {
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok()) << "a conv whose weights' rank differs from its input's imported";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("node 'conv' (")) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("the same rank, at least 3")) << r.status();
+}
+
+TEST(ImporterTest, ConvWeightsOfAnotherRankThanTheInputAreRefused) {
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    SCOPED_TRACE(op);
+    ModelBuilder m;
+    m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{1}});
+    m.Initializer("w", {2, 1, 3, 3}, std::vector<float>(18, 1.0f));
+    m.Node(op, {"x", "w"}, {"y"}, "conv");
+    m.Output("y", TP::FLOAT, {});
+    ExpectConvRankRefused(m);
+  }
+  ModelBuilder wide;
+  wide.Input("x", TP::FLOAT, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+  wide.Initializer("w", {1, 1, 3, 3, 1}, std::vector<float>(9, 1.0f));
+  wide.Node("Conv", {"x", "w"}, {"y"}, "conv");
+  wide.Output("y", TP::FLOAT, {});
+  ExpectConvRankRefused(wide);
+}
+
+TEST(ImporterTest, ConvInputOfAnInferredOtherRankIsRefused) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+  onnx::TensorProto* shape = m.graph()->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(TP::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(1);
+  shape->add_int64_data(16);
+  m.Node("Reshape", {"x", "shape"}, {"flat"}, "flatten");
+  m.Initializer("w", {2, 1, 3, 3}, std::vector<float>(18, 1.0f));
+  m.Node("Conv", {"flat", "w"}, {"y"}, "conv");
+  m.Output("y", TP::FLOAT, {});
+  ExpectConvRankRefused(m);
+}
+
 // A constant condition folds the If to the branch it takes; the other one
 // is still checked.
 TEST(ImporterTest, UntakenInvalidBranchOfAConstantIfIsRefused) {
