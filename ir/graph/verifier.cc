@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "ir/message.h"
 #include "ir/status_macros.h"
 
 namespace kiln::ir {
@@ -64,7 +64,7 @@ class Verifier {
     s.graph = &g;
     s.parent = parent;
     s.parent_node = parent_node;
-    s.path = absl::StrCat(path_prefix, "graph '", absl::CHexEscape(g.name()),
+    s.path = absl::StrCat(path_prefix, "graph '", EscapeForMessage(g.name()),
                           "'");
     s.defs.resize(std::max(g.num_values(), 0));
     KILN_RETURN_IF_ERROR(CheckIdsAndDefine(s));
@@ -99,16 +99,16 @@ class Verifier {
     return id >= 0 && id < g.num_values();
   }
   static std::string Name(const Graph& g, ValueId id) {
-    return absl::StrCat("'", absl::CHexEscape(g.value(id).name), "' (#", id,
+    return absl::StrCat("'", EscapeForMessage(g.value(id).name), "' (#", id,
                         ")");
   }
   static std::string NodeText(const Scope& s, int n) {
     const Node& node = s.graph->nodes()[n];
     return absl::StrCat(s.path, ": node ", n, " '",
-                        absl::CHexEscape(node.name), "' (",
-                        absl::CHexEscape(node.domain),
+                        EscapeForMessage(node.name), "' (",
+                        EscapeForMessage(node.domain),
                         node.domain.empty() ? "" : ".",
-                        absl::CHexEscape(node.op), ")");
+                        EscapeForMessage(node.op), ")");
   }
 
   // `where` is the error location, built only on failure.
@@ -229,12 +229,12 @@ class Verifier {
       const Graph::Capture& c = g.captures()[i];
       if (s.parent == nullptr) {
         return Error(s.path, ": capture ", i, " ", Name(g, c.inner),
-                     " reads '", absl::CHexEscape(c.outer_name),
+                     " reads '", EscapeForMessage(c.outer_name),
                      "' but the graph has no enclosing graph");
       }
       if (!s.parent->Visible(c.outer_name, s.parent_node)) {
         return Error(s.path, ": capture ", i, " ", Name(g, c.inner),
-                     " reads '", absl::CHexEscape(c.outer_name),
+                     " reads '", EscapeForMessage(c.outer_name),
                      "', which no enclosing graph defines before node ",
                      s.parent_node);
       }
@@ -265,7 +265,7 @@ class Verifier {
         const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&attr);
         if (sub == nullptr) continue;
         const std::string where = absl::StrCat(
-            NodeText(s, ni), " attribute '", absl::CHexEscape(key), "'");
+            NodeText(s, ni), " attribute '", EscapeForMessage(key), "'");
         if (*sub == nullptr) return Error(where, ": null subgraph");
         KILN_RETURN_IF_ERROR(Verify(**sub, &s, ni, where + ": "));
       }
@@ -279,7 +279,10 @@ class Verifier {
 }  // namespace
 
 absl::Status VerifyGraph(const Graph& graph, Blame blame) {
-  return Verifier(blame).Verify(graph, nullptr, -1, "");
+  // Names are the model's: each is escaped and capped where it is quoted,
+  // and the message's line is capped here, as ParseGraph's is.
+  return SanitizedStatus(Verifier(blame).Verify(graph, nullptr, -1, ""),
+                         /*keep_line_breaks=*/false);
 }
 
 }  // namespace kiln::ir
