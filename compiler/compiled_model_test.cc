@@ -216,6 +216,18 @@ TEST(CompiledModel, Bf16ModeStoresActivationsBetweenCallsInBf16) {
   // whose bf16 output the matmul reads, all as they are.
   EXPECT_EQ(calls[1]->reorders_per_call, 0) << r.ToText();
   EXPECT_EQ(calls[2]->reorders_per_call, 0) << r.ToText();
+  // The report counts those buffers (conv1's, Sin's, conv2's and the
+  // pooling's outputs at least), and the Sin and pooling kernels say they
+  // load and store bf16.
+  EXPECT_GE(r.bf16_activation_buffers, 4) << r.ToText();
+  EXPECT_GE(r.bf16_activation_bytes, 4 * 2) << r.ToText();
+  int narrow_loop_kernels = 0;
+  for (const KernelReport& k : r.kernels) {
+    narrow_loop_kernels += k.backend == "loop" && std::find(k.storage.begin(), k.storage.end(),
+                                                            "bf16") != k.storage.end();
+  }
+  EXPECT_GE(narrow_loop_kernels, 2) << r.ToText();
+  EXPECT_THAT(r.ToText(), ::testing::HasSubstr("stored in bf16")) << r.ToText();
   absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   interp::CompareResult c =

@@ -190,9 +190,14 @@ struct KernelReport {
   std::string weight_layout;
   int64_t prepacked_bytes = 0;
   int reorders_per_call = 0;
-  // The precision the kernel computes in: "f32", or "bf16" for a library
-  // call run in bf16 (CompileOptions::precision).
+  // The precision the kernel computes in: "f32", "bf16" for a library call
+  // run in bf16 (CompileOptions::precision, f32 accumulation) or "int8" for
+  // an integer library call (u8/s8 operands, s32 accumulation). Loop
+  // kernels compute in their ops' dtypes (f16 and bf16 values in f32).
   std::string precision = "f32";
+  // Loop kernels: the dtypes of the buffers they load and store, sorted
+  // ("bf16", "f32"): where activations are stored narrower than computed.
+  std::vector<std::string> storage;
 };
 
 struct CompileReport {
@@ -229,6 +234,10 @@ struct CompileReport {
   int64_t released_constant_bytes = 0;
   int64_t prepacked_bytes = 0;     // oneDNN's packed weight copies
   int reorders = 0;                // activation reorders per run
+  // Intermediate buffers stored in bf16 (bf16 mode's
+  // store-activations-in-bf16, or a bf16 model's own) and their bytes.
+  int bf16_activation_buffers = 0;
+  int64_t bf16_activation_bytes = 0;
   // Element-wise nodes right after a library call that stayed out of its
   // post-op chain (they run as loop kernels), each with why.
   struct UnfusedElementwise {

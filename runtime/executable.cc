@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -449,6 +450,19 @@ class Executable final : public CompiledModel {
   mutable std::vector<std::unique_ptr<Context>> pool_ ABSL_GUARDED_BY(pool_mu_);
 };
 
+// The dtypes of the buffers `kernel` loads and stores, sorted by name.
+std::vector<std::string> StorageDTypes(const ir::loop::LoopProgram& program,
+                                       const ir::loop::Kernel& kernel) {
+  std::set<std::string> names;
+  for (const ir::loop::Op& op : kernel.body) {
+    if ((op.is_load() || op.is_store()) && op.buffer >= 0 &&
+        static_cast<size_t>(op.buffer) < program.buffers.size()) {
+      names.insert(std::string(ir::DTypeName(program.buffers[op.buffer].dtype)));
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
@@ -577,6 +591,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
         }
       }
       exe->max_args_ = std::max(exe->max_args_, step.args.size());
+      entry.report.storage = StorageDTypes(program, kernel);
       report.kernels.push_back(std::move(entry.report));
       ++report.loop_kernels;
       if (report.kernels.back().vectorized) ++report.vectorized_kernels;
@@ -629,6 +644,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
       }
     }
     report.constant_bytes -= report.released_constant_bytes;
+  }
+  for (const ir::loop::Buffer& b : program.buffers) {
+    if (b.kind != ir::loop::BufferKind::kIntermediate || b.dtype != ir::DType::kBF16) continue;
+    ++report.bf16_activation_buffers;
+    report.bf16_activation_bytes += b.StorageSize().value_or(0) * ir::DTypeSize(b.dtype);
   }
   // Loop kernels that convert between the plain and the channel-blocked
   // layout (propagate-layout's boundaries) are reorders too.

@@ -37,6 +37,12 @@ std::string WithoutInstanceDetail(absl::string_view reason) {
 
 std::string Mb(int64_t bytes) { return absl::StrFormat("%.2f MB", bytes / 1e6); }
 
+// A loop kernel that loads or stores bf16 or f16 (computing in f32).
+bool StoresNarrowFloats(const KernelReport& k) {
+  return std::any_of(k.storage.begin(), k.storage.end(),
+                     [](const std::string& d) { return d == "bf16" || d == "f16"; });
+}
+
 }  // namespace
 
 std::vector<ir::Tensor> NewOutputTensors(const CompiledModel& model) {
@@ -169,13 +175,15 @@ std::string CompileReport::ToText() const {
                     " values; kiln computes them in f32 (", ir::DTypeName(model_float),
                     " only at the model's inputs, outputs and explicit casts)\n");
   }
-  if (precision != "f32") {
+  if (precision != "f32" || bf16_activation_buffers > 0) {
     int in_bf16 = 0;
     for (const KernelReport& k : kernels) in_bf16 += k.precision == "bf16";
     absl::StrAppendFormat(&s,
                           "precision: %s (%d library calls compute in bf16 with f32 "
-                          "accumulation; loop kernels in f32)\n",
-                          precision, in_bf16);
+                          "accumulation; %d activation buffers, %s, stored in bf16; loop "
+                          "kernels compute in f32)\n",
+                          precision, in_bf16, bf16_activation_buffers,
+                          Mb(bf16_activation_bytes));
   }
   for (const std::string& w : warnings) absl::StrAppend(&s, "warning: ", w, "\n");
   if (!specializations.empty()) {
@@ -193,6 +201,7 @@ std::string CompileReport::ToText() const {
     std::string detail;
     if (k.backend == "loop") {
       detail = absl::StrCat(k.status, k.parallel ? " parallel" : "");
+      if (StoresNarrowFloats(k)) absl::StrAppend(&detail, " storage ", absl::StrJoin(k.storage, "/"));
     } else {
       detail = absl::StrCat(k.backend, " ", k.call);
       if (k.precision != "f32") absl::StrAppend(&detail, " ", k.precision);
@@ -234,6 +243,8 @@ std::string CompileReport::ToJson(int indent) const {
   j["released_constant_bytes"] = released_constant_bytes;
   j["prepacked_bytes"] = prepacked_bytes;
   j["reorders"] = reorders;
+  j["bf16_activation_buffers"] = bf16_activation_buffers;
+  j["bf16_activation_bytes"] = bf16_activation_bytes;
   if (!tuned_calls.empty()) {
     json tuned = json::array();
     for (const TunedCall& t : tuned_calls) {
@@ -270,7 +281,8 @@ std::string CompileReport::ToJson(int indent) const {
   for (const KernelReport& k : kernels) {
     json e = {{"name", k.name},   {"backend", k.backend},       {"ops", k.ops},
               {"status", k.status}, {"vectorized", k.vectorized}, {"reason", k.reason},
-              {"parallel", k.parallel}, {"precision", k.precision}};
+              {"parallel", k.parallel}, {"precision", k.precision},
+              {"storage", k.storage}};
     if (k.backend == "loop") {
       json un = json::array();
       for (const KernelReport::OpNote& n : k.unvectorized_ops) {

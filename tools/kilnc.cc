@@ -797,11 +797,20 @@ int RunExplain(const Command& cmd) {
       std::cout << "    vectorized: " << (k.vectorized ? "yes" : "no");
       if (!k.reason.empty()) std::cout << " -- " << k.reason;
       std::cout << "\n";
+      if (!k.storage.empty()) {
+        std::cout << "    storage: " << absl::StrJoin(k.storage, ", ")
+                  << " (f16 and bf16 computed in f32)\n";
+      }
       if (!k.unvectorized_ops.empty()) {
         std::cout << "    not vector: " << UnvectorizedOpsText(k) << "\n";
       }
       continue;
     }
+    std::cout << "    precision: " << k.precision
+              << (k.precision == "bf16"   ? " (f32 accumulation)"
+                  : k.precision == "int8" ? " (s32 accumulation)"
+                                          : "")
+              << "\n";
     std::cout << "    post-ops: "
               << (k.post_ops.empty() ? "none" : absl::StrJoin(k.post_ops, ", ")) << "\n"
               << "    weights: " << (k.weight_layout.empty() ? "-" : k.weight_layout)
@@ -819,6 +828,11 @@ int RunExplain(const Command& cmd) {
             << ", prepacked " << FormatBytes(r.prepacked_bytes) << " ("
             << FormatBytes(r.released_constant_bytes) << " of weights released once prepacked)"
             << "; activation reorders per run: " << r.reorders << "\n";
+  if (r.precision != "f32" || r.bf16_activation_buffers > 0) {
+    std::cout << "precision: " << r.precision << "; " << r.bf16_activation_buffers
+              << " activation buffers (" << FormatBytes(r.bf16_activation_bytes)
+              << ") stored in bf16\n";
+  }
   if (!r.qdq_patterns.empty()) {
     int integer = 0;
     for (const CompileReport::QdqPattern& q : r.qdq_patterns) integer += !q.op.empty();

@@ -1144,7 +1144,7 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   info.prepacked_bytes = impl->call->prepacked_bytes();
   info.reorders_per_call = impl->call->reorders_per_call();
   info.impl = impl->call->impl_name();
-  info.precision = impl->call->bf16() ? "bf16" : "f32";
+  info.precision = fc.integer.has_value() ? "int8" : impl->call->bf16() ? "bf16" : "f32";
   info.bf16_refused = std::move(bf16_refused);
   info.form = form_refused.empty() ? form : "";
   info.form_refused = std::move(form_refused);

@@ -41,8 +41,9 @@ struct ExternKernelInfo {
   int64_t prepacked_bytes = 0;
   int reorders_per_call = 0;
   std::string impl;  // oneDNN's implementation name
-  // "bf16" when the call computes in bf16 (OneDnnCallOptions::bf16 taken),
-  // else "f32"; with bf16 asked for and refused, `bf16_refused` says why.
+  // "int8" for an integer call (u8/s8 operands, s32 accumulation), "bf16"
+  // when the call computes in bf16 (OneDnnCallOptions::bf16 taken), else
+  // "f32"; with bf16 asked for and refused, `bf16_refused` says why.
   std::string precision = "f32";
   std::string bf16_refused;
   // The activation form the call runs on when the kernel carries

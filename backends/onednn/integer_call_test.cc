@@ -175,6 +175,7 @@ TEST(IntegerCall, ConvIntegerU8S8WithPaddingAndZeroPoints) {
       DType::kU8, DType::kI8, {1, 3, 7, 7}, {4, 3, 3, 3}, {1, 4, 7, 7},
       "{pads=[1, 1, 1, 1]}", 100, Tensor::Scalar<int8_t>(0)));
   EXPECT_EQ(info.call, "conv[3x3 s1 g1 p1 u8s8->s32]");
+  EXPECT_EQ(info.precision, "int8");
   EXPECT_GT(info.prepacked_bytes, 0);
   EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
 }
