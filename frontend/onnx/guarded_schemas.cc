@@ -12,7 +12,9 @@ namespace {
 
 thread_local int64_t refusals = 0;
 
-// An op of ONNX's Conv family and where its data and weights are.
+// An op whose libonnx inference (convPoolShapeInference,
+// convTransposeShapeInference) needs guarding, and where its data and
+// weights are (weights -1: a pool).
 struct ConvLike {
   const char* op;
   int x_index;
@@ -20,23 +22,37 @@ struct ConvLike {
 };
 
 constexpr ConvLike kConvLike[] = {
-    {"Conv", 0, 1},
-    {"ConvInteger", 0, 1},
-    {"QLinearConv", 0, 3},
-    {"ConvTranspose", 0, 1},
+    {"Conv", 0, 1},         {"ConvInteger", 0, 1}, {"QLinearConv", 0, 3},
+    {"ConvTranspose", 0, 1}, {"AveragePool", 0, -1}, {"MaxPool", 0, -1},
+    {"LpPool", 0, -1},
 };
 
-// `infer` behind ONNX's rank rule for the Conv family: X is N x C x D1..Dn
-// (rank 3 or more) and W has X's rank. libonnx 1.12 reads
-// W's spatial rank worth of X's dims and dilations without this check.
-onnx::InferenceFunction CheckConvRanks(onnx::InferenceFunction infer, ConvLike conv) {
+// `infer` behind the ONNX rules libonnx 1.12 relies on without checking:
+// strides, dilations and kernel_shape are positive (it divides by the
+// strides), and for the Conv family X is N x C x D1..Dn (rank 3 or more)
+// with W of X's rank (it reads W's spatial rank worth of X's dims and
+// dilations).
+onnx::InferenceFunction Guard(onnx::InferenceFunction infer, ConvLike conv) {
   return [infer = std::move(infer), conv](onnx::InferenceContext& ctx) {
-    if (onnx::hasInputShape(ctx, conv.x_index) && onnx::hasInputShape(ctx, conv.w_index)) {
+    for (const char* name : {"strides", "dilations", "kernel_shape"}) {
+      const onnx::AttributeProto* a = ctx.getAttribute(name);
+      if (a == nullptr) continue;
+      for (int64_t v : a->ints()) {
+        if (v < 1) {
+          ++refusals;
+          fail_shape_inference(kGuardRefusal, "attribute '", name, "' has ", v,
+                               "; every value must be at least 1");
+        }
+      }
+    }
+    if (conv.w_index >= 0 && onnx::hasInputShape(ctx, conv.x_index) &&
+        onnx::hasInputShape(ctx, conv.w_index)) {
       const int x_rank = onnx::getInputShape(ctx, conv.x_index).dim_size();
       const int w_rank = onnx::getInputShape(ctx, conv.w_index).dim_size();
       if (x_rank < 3 || w_rank != x_rank) {
         ++refusals;
-        fail_shape_inference(kGuardRefusal, "the input has rank ", x_rank, " and the weights rank ", w_rank,
+        fail_shape_inference(kGuardRefusal, "the input has rank ", x_rank,
+                             " and the weights rank ", w_rank,
                              "; both must have the same rank, at least 3 (N x C x D1 ...)");
       }
     }
@@ -57,7 +73,7 @@ class GuardedSchemaRegistry final : public onnx::ISchemaRegistry {
         if (original == nullptr || guarded_.contains(original)) continue;
         auto copy = std::make_unique<onnx::OpSchema>(*original);
         copy->TypeAndShapeInferenceFunction(
-            CheckConvRanks(original->GetTypeAndShapeInferenceFunction(), conv));
+            Guard(original->GetTypeAndShapeInferenceFunction(), conv));
         guarded_.emplace(original, std::move(copy));
       }
     }

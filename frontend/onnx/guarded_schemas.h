@@ -1,12 +1,12 @@
 // File: frontend/onnx/guarded_schemas.h — the operator schemas kiln hands to
 // libonnx's shape inference. Some inference functions of Debian's libonnx
-// 1.12 index dims their inputs may not have: Conv, ConvInteger, QLinearConv
-// and ConvTranspose take the kernel's rank from the weights and read the
-// input's dims and the dilations at it, so a model whose weights have
-// another rank than the input reads past both (fixed upstream later, by
-// checks like these). GuardedSchemas() answers what libonnx's own registry
-// does, with those ops' inference functions behind a check that fails the
-// node's inference with an error naming the ranks instead. libonnx's
+// 1.12 trust what ONNX requires but nothing checked: Conv, ConvInteger,
+// QLinearConv and ConvTranspose take the kernel's rank from the weights and
+// read the input's dims and the dilations at it (past both when the weights
+// have another rank), and the pools and convs divide by the strides (a zero
+// stride is a SIGFPE). GuardedSchemas() answers what libonnx's own registry
+// does, with those ops' inference functions behind checks that fail the
+// node's inference with an error naming what is wrong instead. libonnx's
 // non-strict inference drops such a node's error; GuardRefusals() tells the
 // caller that one happened, and the error starts with kGuardRefusal, so a
 // strict run can name the node. Internal to frontend/onnx.

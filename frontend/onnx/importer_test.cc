@@ -657,6 +657,35 @@ TEST(ImporterTest, ConvInputOfAnInferredOtherRankIsRefused) {
   ExpectConvRankRefused(m);
 }
 
+// libonnx 1.12's conv and pool inference divides by the strides: a zero
+// stride was a SIGFPE (a fuzz finding). Strides, dilations and kernel
+// sizes below 1 are the model's error.
+TEST(ImporterTest, ConvAndPoolAttributesBelowOneAreRefused) {
+  for (const char* op : {"Conv", "MaxPool", "AveragePool"}) {
+    for (const char* attr : {"strides", "dilations"}) {
+      if (std::string(op) == "AveragePool" && std::string(attr) == "dilations") continue;
+      SCOPED_TRACE(absl::StrCat(op, " ", attr));
+      ModelBuilder m;
+      m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+      std::vector<std::string> inputs = {"x"};
+      if (std::string(op) == "Conv") {
+        m.Initializer("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+        inputs.push_back("w");
+      }
+      onnx::NodeProto* n = m.Node(op, inputs, {"y"}, "conv");
+      if (std::string(op) != "Conv") AttrInts(n, "kernel_shape", {2, 2});
+      AttrInts(n, attr, {0, 1});
+      m.Output("y", TP::FLOAT, {});
+      absl::StatusOr<ImportResult> r = Import(m);
+      ASSERT_FALSE(r.ok()) << "a zero in '" << attr << "' imported";
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+      EXPECT_THAT(r.status().message(), HasSubstr("node 'conv' (")) << r.status();
+      EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("'", attr, "' has 0")))
+          << r.status();
+    }
+  }
+}
+
 // A constant condition folds the If to the branch it takes; the other one
 // is still checked.
 TEST(ImporterTest, UntakenInvalidBranchOfAConstantIfIsRefused) {
