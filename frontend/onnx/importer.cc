@@ -683,6 +683,67 @@ absl::Status RunChecker(onnx::ModelProto* model, int64_t opset,
       absl::StrCat("ONNX checker rejects the model: ", failure));
 }
 
+// "[2,12]", "[2,?]" for a tensor type's shape.
+std::string DimsText(const onnx::TensorShapeProto& shape) {
+  std::vector<std::string> dims;
+  for (const auto& d : shape.dim()) {
+    dims.push_back(d.has_dim_value() ? absl::StrCat(d.dim_value()) : std::string("?"));
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+bool StaticShape(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return false;
+  for (const auto& d : t.tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return false;
+  }
+  return true;
+}
+
+// The graph outputs' declared shapes, taken out of `graph` so that shape
+// inference types the outputs from what computes them: a declared shape
+// that contradicts inference made libonnx drop the producing node's
+// inference and kiln lower the node into a buffer of the declared size.
+// ONNX Runtime, too, keeps the inferred shape and warns.
+std::vector<std::optional<onnx::TensorShapeProto>> TakeDeclaredOutputShapes(
+    onnx::GraphProto* graph) {
+  std::vector<std::optional<onnx::TensorShapeProto>> declared;
+  for (onnx::ValueInfoProto& out : *graph->mutable_output()) {
+    onnx::TypeProto* t = out.mutable_type();
+    if (!t->has_tensor_type() || !t->tensor_type().has_shape()) {
+      declared.emplace_back();
+      continue;
+    }
+    declared.emplace_back(t->tensor_type().shape());
+    t->mutable_tensor_type()->clear_shape();
+  }
+  return declared;
+}
+
+// Puts the declared shapes back where inference gave an output no static
+// shape, and warns where a static declaration and inference disagree.
+void RestoreDeclaredOutputShapes(
+    const std::vector<std::optional<onnx::TensorShapeProto>>& declared,
+    onnx::GraphProto* graph, std::vector<std::string>* warnings) {
+  for (int i = 0; i < graph->output_size() && i < static_cast<int>(declared.size()); ++i) {
+    if (!declared[i].has_value()) continue;
+    onnx::ValueInfoProto& out = *graph->mutable_output(i);
+    onnx::TypeProto* t = out.mutable_type();
+    if (!StaticShape(*t)) {
+      *t->mutable_tensor_type()->mutable_shape() = *declared[i];
+      continue;
+    }
+    onnx::TypeProto was;
+    *was.mutable_tensor_type()->mutable_shape() = *declared[i];
+    if (StaticShape(was) && DimsText(*declared[i]) != DimsText(t->tensor_type().shape())) {
+      warnings->push_back(absl::StrCat(
+          "graph output '", EscapeForMessage(out.name()), "' is declared ",
+          DimsText(*declared[i]), " but computes ", DimsText(t->tensor_type().shape()),
+          "; kiln uses the computed shape"));
+    }
+  }
+}
+
 absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
                                     onnx_internal::DetachedTensors detached,
                                     const ImportOptions& options) {
@@ -757,9 +818,12 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   fold_options.file_index = &file_index;
   fold_options.detached = &detached;
   if (!options.fold_shapes) fold_options.max_rounds = 1;
+  const std::vector<std::optional<onnx::TensorShapeProto>> declared_outputs =
+      TakeDeclaredOutputShapes(model.mutable_graph());
   KILN_RETURN_IF_ERROR(
       onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
           .status());
+  RestoreDeclaredOutputShapes(declared_outputs, model.mutable_graph(), &warnings);
   // Again with the types shape inference gave the branches' values.
   KILN_RETURN_IF_ERROR(
       onnx_internal::VerifyIfBranches(model.graph(), &file_index));

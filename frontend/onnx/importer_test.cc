@@ -686,6 +686,41 @@ TEST(ImporterTest, ConvAndPoolAttributesBelowOneAreRefused) {
   }
 }
 
+// A graph output declared with another shape than its node computes (an
+// onnx_compile fuzz finding; real exports do it too) takes the computed
+// shape, with a warning naming both, as ONNX Runtime does: lowering into a
+// buffer of the declared size wrote past it.
+TEST(ImporterTest, GraphOutputDeclaredWithAnotherShapeTakesTheComputedOne) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}, int64_t{48}, int64_t{4}});
+  onnx::TensorProto* shape = m.graph()->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(TP::INT64);
+  shape->add_dims(2);
+  shape->add_int64_data(0);
+  shape->add_int64_data(-1);
+  m.Node("Reshape", {"x", "shape"}, {"r"}, "reshape");
+  m.Node("Softmax", {"r"}, {"y"}, "softmax");
+  m.Output("y", TP::FLOAT, {int64_t{2}, int64_t{12}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape, (ir::Shape{2, 192}));
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"),
+              HasSubstr("graph output 'y' is declared [2,12] but computes [2,192]"));
+}
+
+// A declared shape inference cannot reach (a dynamic Reshape target) stays.
+TEST(ImporterTest, GraphOutputKeepsItsDeclaredShapeWhereInferenceGivesNone) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{2}, int64_t{6}});
+  m.Input("shape", TP::INT64, {int64_t{2}});
+  m.Node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  m.Output("y", TP::FLOAT, {int64_t{3}, int64_t{4}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.value(Find(r->graph, "y")).shape, (ir::Shape{3, 4}));
+}
+
 // A constant condition folds the If to the branch it takes; the other one
 // is still checked.
 TEST(ImporterTest, UntakenInvalidBranchOfAConstantIfIsRefused) {
