@@ -17,11 +17,16 @@ if [[ ${#fuzzers[@]} -eq 0 ]]; then
   echo "fuzz_all: no fuzz targets found under //testing/fuzz" >&2
   exit 1
 fi
-if ! bazel build --config=fuzz "${fuzzers[@]}"; then
-  echo "fuzz_all: the --config=fuzz build FAILED" >&2
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln_fuzz_all.XXXXXX")
+# The build's log is long (the linker warns about ASan's local symbols):
+# only its end is shown, and only when it fails.
+start=$SECONDS
+if ! bazel build --config=fuzz "${fuzzers[@]}" >"$work/build.log" 2>&1; then
+  tail -40 "$work/build.log"
+  echo "fuzz_all: the --config=fuzz build FAILED (log $work/build.log)" >&2
   exit 1
 fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/kiln_fuzz_all.XXXXXX")
+echo "fuzz_all: built ${#fuzzers[@]} fuzz targets in $((SECONDS - start)) s"
 rc=0
 for label in "${fuzzers[@]}"; do
   name=${label##*:}
@@ -35,7 +40,7 @@ for label in "${fuzzers[@]}"; do
     rc=1
   fi
   runs=$(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}')
-  cov=$(grep -E '^#[0-9]+ +DONE' "$log" | grep -o 'cov: [0-9]*' | awk '{print $2}')
+  cov=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | grep -o 'cov: [0-9]*' | awk '{print $2}')
   echo "${label} FUZZ ${status} in $((SECONDS - start)) s (${runs:-?} runs, cov ${cov:-?})"
   if [[ $status == FAILED ]]; then
     grep -v '^INFO\|^Loading\|^Analyzing' "$log" | tail -40
