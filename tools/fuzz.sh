@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # File: tools/fuzz.sh — runs one libFuzzer target of testing/fuzz for SECONDS
 # under ASan+UBSan (bazel --config=fuzz: Debian's clang).
-#   tools/fuzz.sh onnx_import 300          # onnx_import, graph_text, loop_text, aot_description
-#   tools/fuzz.sh loop_text 60 -jobs=2     # extra flags go to libFuzzer
+#   tools/fuzz.sh onnx_import 300   # onnx_import, onnx_compile, graph_text, loop_text,
+#                                   # tensor_proto, aot_description
+#   tools/fuzz.sh loop_text 60 -jobs=2   # extra flags go to libFuzzer
 # New inputs go to $KILN_FUZZ_DIR/TARGET/corpus (default /tmp/kiln_fuzz), the
 # committed corpus testing/fuzz/corpus/TARGET is only read; a crash, a hang
 # (-timeout, seconds per input) or an RSS over 2 GiB leaves its input in

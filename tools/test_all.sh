@@ -7,9 +7,13 @@
 #   tools/test_all.sh                 # all tests, then the sanitized subsets
 #   tools/test_all.sh --config=asan   # all tests under address+UB sanitizers
 #   KILN_SANITIZED_TESTS=0 tools/test_all.sh   # all tests, no sanitized subsets
-# Last it runs examples/consumer/check.sh (a separate workspace that uses
-# kiln as a dependency: its build, run, test and reproducibility check),
-# counted as one more test; KILN_CONSUMER_CHECK=0 skips it.
+#   KILN_FUZZ_SECONDS=0 tools/test_all.sh      # no libFuzzer run
+# Then it runs each libFuzzer target of testing/fuzz briefly
+# (tools/fuzz_all.sh, KILN_FUZZ_SECONDS each, default 20; 0 skips it), each
+# counted as one test. Last it runs examples/consumer/check.sh (a separate
+# workspace that uses kiln as a dependency: its build, run, test and
+# reproducibility check), counted as one more test; KILN_CONSUMER_CHECK=0
+# skips it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/bootstrap.sh || exit 1
@@ -68,6 +72,23 @@ rc=$?
 if [[ $# -eq 0 && "${KILN_SANITIZED_TESTS:-1}" != "0" ]]; then
   run_tests "asan+ubsan: " --config=asan //testing:sanitized_tests || rc=1
   run_tests "tsan: " --config=tsan //testing:tsan_tests || rc=1
+fi
+# The brief libFuzzer run: every testing/fuzz target built with clang
+# (--config=fuzz, ASan+UBSan) and run KILN_FUZZ_SECONDS (default 20) on its
+# corpus, each counted as one test (tools/fuzz_all.sh, docs/decisions/0061).
+if [[ $# -eq 0 && "${KILN_FUZZ_SECONDS:-20}" != "0" ]]; then
+  fuzz_log=$(mktemp)
+  start=$SECONDS
+  tools/fuzz_all.sh "${KILN_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzz_log"
+  fuzz_rc=${PIPESTATUS[0]}
+  p=$(grep -cE '^//testing/fuzz:[^ ]+ FUZZ PASSED' "$fuzz_log")
+  f=$(grep -cE '^//testing/fuzz:[^ ]+ FUZZ FAILED' "$fuzz_log")
+  if [[ $fuzz_rc -ne 0 && $f -eq 0 ]]; then f=1; fi  # the build failed
+  echo "libfuzzer: ${p} passed, ${f} failed in $((SECONDS - start)) s"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  if [[ $fuzz_rc -ne 0 ]]; then rc=1; fi
+  rm -f "$fuzz_log"
 fi
 # A plain shell step, not Bazel inside a Bazel test.
 if [[ $# -eq 0 && "${KILN_CONSUMER_CHECK:-1}" != "0" ]]; then

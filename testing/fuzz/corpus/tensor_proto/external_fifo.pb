@@ -1,0 +1,4 @@
+Bwj
+locationfifoj
+offset0j
+length24p
