@@ -91,8 +91,8 @@ struct Unary {
   std::string attrs = "";
 };
 
-// Scales and zero points of efficientnet_b0's QDQ conversion, a small and a
-// large input scale, and i8.
+// Scales and zero points of efficientnet_b0.qdq7's QDQ conversion, a larger
+// input scale, and i8.
 struct Params {
   DType t;
   std::string x_scale;
@@ -113,6 +113,10 @@ TEST(Tabulate8BitFunctions, UnaryQdqPatternsEqualTheReference) {
   const std::vector<Params> params = {
       {DType::kU8, "0.06719470769166946", 127, "0.003920858260244131", 0},
       {DType::kU8, "0.0031967784743756056", 126, "0.0023597758263349533", 0},
+      // A squeeze-excitation sigmoid whose input 87 lands on an exact tie,
+      // sigmoid / scale = 226.5, in f32 arithmetic only one way: the table
+      // must compute as the reference does (227).
+      {DType::kU8, "0.001504455809481442", 90, "0.002202523872256279", 0},
       {DType::kU8, "0.25", 3, "0.05", 128},
       {DType::kI8, "0.04", -5, "0.02", 3},
   };
