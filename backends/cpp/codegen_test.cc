@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cpp/emitter.h"
 #include "backends/cpp/test_util.h"
@@ -835,6 +837,92 @@ graph g(%x: f32[2,3,37], %q: u8[2,3,37], %r: i8[2,3,37], %e: f32[1,40,1,1], %z: 
   }
   for (const auto& [name, got] : r[0].outputs) {
     const Tensor& scalar = r[1].outputs.at(name);
+    ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
+  }
+}
+
+// Table lookups (what tabulate-8bit-functions writes): load_indirect of an
+// i32 / f32 table at an index computed per lane, one hardware gather per
+// vector step: u8 and i8 indices (negative ones wrap), a strided table at a
+// per-row offset, a lookup inside a reduction. Vector and scalar code equal
+// the loop interpreter bit for bit (a max reduction: exact in any order);
+// an index outside [-extent, extent) in a vector step fails the entry as the
+// scalar code does.
+void AddTableLookups(LoopProgram& p, std::map<std::string, Tensor>& in, int64_t index_offset) {
+  const int64_t rows = 3, cols = 67;
+  const int xu = p.AddBuffer("xu", DType::kU8, {rows, cols}, BufferKind::kInput);
+  const int xi = p.AddBuffer("xi", DType::kI8, {rows, cols}, BufferKind::kInput);
+  const int tbl = p.AddBuffer("tbl", DType::kI32, {256}, BufferKind::kConstant);
+  const int ftbl = p.AddBuffer("ftbl", DType::kF32, {300}, BufferKind::kConstant);
+  {
+    const int y = p.AddBuffer("y_u8", DType::kU8, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "lookup_u8", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    int n = b.Cast(b.Load(xu, at), DType::kI32);
+    if (index_offset != 0) n = b.Binary(OpCode::kAdd, n, b.Constant(DType::kI32, index_offset));
+    b.Store(y, at, b.Cast(b.LoadIndirect(tbl, ir::loop::Const(0), n, 256, 1), DType::kU8));
+  }
+  {
+    const int y = p.AddBuffer("y_i8", DType::kI8, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "lookup_i8", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int n = b.Cast(b.Load(xi, at), DType::kI32);
+    b.Store(y, at, b.Cast(b.LoadIndirect(tbl, ir::loop::Const(0), n, 256, 1), DType::kI8));
+  }
+  {
+    // Row i0 reads ftbl[i0 + 2 * n], n in [-128, 128) wrapped to [0, 128).
+    const int y = p.AddBuffer("y_f", DType::kF32, {rows, cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "lookup_f32_strided", {rows, cols});
+    const auto at = b.i(0) * cols + b.i(1);
+    const int n = b.Cast(b.Load(xi, at), DType::kI32);
+    b.Store(y, at, b.LoadIndirect(ftbl, b.i(0), n, 128, 2));
+  }
+  {
+    const int y = p.AddBuffer("y_max", DType::kF32, {cols}, BufferKind::kOutput);
+    KernelBuilder b(&p, "lookup_max", {cols}, {rows});
+    const int n = b.Cast(b.Load(xu, b.r(0) * cols + b.i(0)), DType::kI32);
+    b.Store(y, b.i(0),
+            b.Reduce(ReduceKind::kMax, b.LoadIndirect(ftbl, ir::loop::Const(0), n, 256, 1)));
+  }
+  in["xu"] = RandomTensor(DType::kU8, {rows, cols}, 51, 0, 255);
+  in["xi"] = RandomTensor(DType::kI8, {rows, cols}, 52, -128, 127);
+  in["tbl"] = RandomTensor(DType::kI32, {256}, 53, -1000, 1000);
+  in["ftbl"] = RandomTensor(DType::kF32, {300}, 54, -3, 3);
+}
+
+TEST(Codegen, TableLookupsGatherInHardware) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  std::vector<ProgramCase> cases(3);
+  for (int v = 0; v < 2; ++v) {
+    cases[v].name = v == 0 ? "table lookups, vector code" : "table lookups, scalar code";
+    cases[v].options.vectorize = v == 0;
+    cases[v].tol = interp::Tolerance{0, 0, {}};
+    AddTableLookups(cases[v].program, cases[v].inputs, 0);
+  }
+  cases[2].name = "table index out of range";
+  AddTableLookups(cases[2].program, cases[2].inputs, 100);  // xu + 100 reaches 355
+  absl::StatusOr<std::vector<CaseResult>> r = RunCases(t, cases);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectMatchesInterpreter(cases[0], (*r)[0]);
+  ExpectMatchesInterpreter(cases[1], (*r)[1]);
+  EXPECT_EQ((*r)[0].rc, 0);
+  EXPECT_EQ((*r)[1].rc, 0);
+  EXPECT_EQ((*r)[2].rc, ir::loop::kErrorIndexOutOfRange);
+  EXPECT_EQ(ir::loop::RunLoopProgram(cases[2].program, cases[2].inputs).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const EmittedKernel& k : (*r)[0].emitted.kernels) {
+    EXPECT_EQ(k.vec.kind, VecStatus::Kind::kVectorized) << k.name << ": " << k.vec.reason;
+    EXPECT_THAT(k.vec.reason, HasSubstr("gathered in hardware")) << k.name;
+    int gathers = 0;
+    for (const OpDecision& d : k.ops) {
+      EXPECT_NE(d.kind, OpVec::kPerLane) << k.name << ": " << d.reason;
+      gathers += d.kind == OpVec::kVector && absl::StrContains(d.reason, "hardware gather");
+    }
+    EXPECT_EQ(gathers, 1) << k.name;
+  }
+  for (const auto& [name, got] : (*r)[0].outputs) {
+    const Tensor& scalar = (*r)[1].outputs.at(name);
     ASSERT_EQ(got.byte_size(), scalar.byte_size()) << name;
     EXPECT_EQ(std::memcmp(got.raw_data(), scalar.raw_data(), got.byte_size()), 0) << name;
   }

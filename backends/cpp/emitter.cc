@@ -713,6 +713,22 @@ class KernelEmitter {
       return ContiguousLoad(
           i, absl::StrCat(Param(i), " + ", Idx(i), " + ", IndirectOffset(i, S(n))), tail);
     }
+    if (HardwareIndirectGather(p_, a_, i, var)) {
+      // One gather; out-of-range and tail lanes read offset 0 (an
+      // out-of-range live lane also flags the error, as IndirectIndex does).
+      const std::string e = IntLiteral(op.extent);
+      std::string offset = "kiln_w";
+      if (op.stride != 1) offset = absl::StrCat("hn::Mul(kiln_w, hn::Set(di, ", IntLiteral(op.stride), "))");
+      return absl::StrCat(
+          "[&]() { const auto kiln_g = ", V(n), "; ",
+          "const auto kiln_in = hn::And(kiln_g > hn::Set(di, ", IntLiteral(-op.extent - 1),
+          "), kiln_g < hn::Set(di, ", e,
+          ")); const auto kiln_live = hn::FirstN(di, kiln_n); ",
+          "if (!hn::AllTrue(di, hn::Or(kiln_in, hn::Not(kiln_live)))) kiln_err |= 2; ",
+          "const auto kiln_w = hn::IfThenElseZero(hn::And(kiln_in, kiln_live), ",
+          "hn::IfThenElse(kiln_g < hn::Zero(di), hn::Add(kiln_g, hn::Set(di, ", e, ")), kiln_g)); ",
+          "return hn::GatherIndex(", Tag(bt), ", ", Param(i), " + ", Idx(i), ", ", offset, "); }()");
+    }
     std::string prologue, lane;
     if (!lane_n) {
       lane = S(n);

@@ -381,6 +381,26 @@ std::optional<int64_t> HardwareGatherStride(const LoopProgram& p, const VecAnaly
   return s;
 }
 
+bool HardwareIndirectGather(const LoopProgram& p, const VecAnalysis& a, int op, int var) {
+  const Op& o = a.k->body[op];
+  if (o.code != OpCode::kLoadIndirect || a.f64 || var < 0) return false;
+  const DType t = p.buffers[o.buffer].dtype;
+  if (t != DType::kF32 && t != DType::kI32) return false;
+  const int n = o.args[0];
+  if (!(a.deps[n] & Bit(var)) || a.lane_index[n] || a.k->body[n].dtype != DType::kI32) {
+    return false;
+  }
+  const std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
+  if (!s.has_value() || *s != 0) return false;
+  constexpr int64_t kLo = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kHi = std::numeric_limits<int32_t>::max();
+  if (o.extent < 1 || o.extent > kHi || o.stride < -kHi || o.stride > kHi) return false;
+  const int64_t span = (o.extent - 1) * o.stride;  // |.| < 2^62
+  const ir::loop::Interval r = ir::loop::ValueRange(a.index[op], a.extents);
+  return r.lo >= 0 && r.hi <= kHi && r.lo + std::min<int64_t>(span, 0) >= kLo &&
+         r.hi + std::max<int64_t>(span, 0) <= kHi && span >= kLo && span <= kHi;
+}
+
 std::optional<Access> AccessOf(const LoopProgram& p, const VecAnalysis& a, int op, int var) {
   std::optional<int64_t> s = ir::loop::StrideOf(a.index[op], var);
   if (s.has_value() && *s == 1) return Access::kContiguous;
@@ -422,6 +442,11 @@ void CheckVectorOp(const LoopProgram& p, const VecAnalysis& a, int i, int var, V
       if (!a.lane_index[n] && dt(0) != DType::kI32) {
         return fail(absl::StrCat("index operand dtype ", ir::DTypeName(dt(0)),
                                  " is not vectorized"));
+      }
+      if (HardwareIndirectGather(p, a, i, var)) {
+        c->notes.push_back(absl::StrCat("load_indirect op #", i, " gathered in hardware ",
+                                        "(data-dependent index in ", VarLabel(k, var), ")"));
+        return;
       }
     } else if (b.dtype != DType::kBool && AccessOf(p, a, i, var) == Access::kContiguous) {
       c->score += 2;
@@ -737,6 +762,10 @@ OpDecision DecideInContext(const LoopProgram& p, const VecAnalysis& a, const Vec
       break;
     case OpCode::kLoadIndirect: {
       if (a.deps[op.args[0]] & Bit(var)) {
+        if (HardwareIndirectGather(p, a, i, var)) {
+          return {OpVec::kVector,
+                  absl::StrCat("hardware gather (data-dependent index in ", k.VarName(var), ")")};
+        }
         return {OpVec::kPerLane, absl::StrCat("data-dependent index in ", k.VarName(var))};
       }
       if (p.buffers[op.buffer].dtype == DType::kBool) {

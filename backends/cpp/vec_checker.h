@@ -146,6 +146,16 @@ std::optional<int64_t> IotaIndexStride(const VecAnalysis& a, int op, int var);
 std::optional<int64_t> HardwareGatherStride(const ir::loop::LoopProgram& p, const VecAnalysis& a,
                                             int op, int var);
 
+// Whether load_indirect op `op`, whose index operand is an i32 vector over
+// `var` (a data-dependent index per lane: a table lookup), gathers with one
+// hardware gather (Highway GatherIndex): an f32/i32 buffer, a base index
+// that does not change with `var`, and every offset base + n * stride for n
+// in [0, extent) within int32. Lanes whose index is out of range flag
+// kErrorIndexOutOfRange and read offset 0, as the scalar code does; tail
+// lanes read offset 0.
+bool HardwareIndirectGather(const ir::loop::LoopProgram& p, const VecAnalysis& a, int op,
+                            int var);
+
 // How a vectorized load or store of op `op` reaches memory over `var`:
 // contiguous (stride 1, or not affine but contiguous within every vector
 // step) or gathered (a hardware gather/scatter when HardwareGatherStride

@@ -15,6 +15,7 @@
 #include "passes/loop/fuse_vertical.h"
 #include "passes/loop/propagate_layout.h"
 #include "passes/loop/store_activations_in_bf16.h"
+#include "passes/loop/tabulate_8bit_functions.h"
 
 namespace kiln::passes {
 namespace {
@@ -32,6 +33,7 @@ std::unique_ptr<LoopPass> CreatePropagateLayout(const ConvLayoutOracle& oracle) 
 constexpr std::unique_ptr<LoopPass> (*kLoopPasses[])(const ConvLayoutOracle&) = {
     Create<DemoteIndex>,  Create<EliminateDeadBuffers>, Create<FuseHorizontal>,
     Create<FuseVertical>, CreatePropagateLayout,  Create<StoreActivationsInBf16>,
+    Create<Tabulate8BitFunctions>,
 };
 
 }  // namespace
@@ -102,6 +104,10 @@ LoopPipeline DefaultLoopPipeline(ConvLayoutOracle conv_layout_oracle, bool bf16_
   // f32 calls, and the dtype of a buffer does not change its layout. A
   // no-op unless the library calls run in bf16.
   p.Add(std::make_unique<StoreActivationsInBf16>(bf16_activations));
+  // Tables after fusion, which puts each DQ -> f -> Q chain (and the chains
+  // it feeds) into one kernel, and after layouts, which need not know the
+  // table buffers; they only change what a kernel computes per point.
+  p.Add(std::make_unique<Tabulate8BitFunctions>());
   // Index demotion last: value ranges come from the final (blocked)
   // indices, and no later pass may widen what it proved fits int32.
   p.Add(std::make_unique<DemoteIndex>());

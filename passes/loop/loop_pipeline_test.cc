@@ -113,7 +113,7 @@ TEST(LoopPipeline, PassOrder) {
   const std::vector<std::string> want = {
       "eliminate-dead-buffers", "fuse-vertical", "fuse-horizontal",
       "fuse-vertical", "eliminate-dead-buffers", "propagate-layout",
-      "store-activations-in-bf16", "demote-index"};
+      "store-activations-in-bf16", "tabulate-8bit-functions", "demote-index"};
   EXPECT_EQ(DefaultLoopPipeline(ConvLayoutOracle()).PassNames(), want);
 }
 
@@ -132,12 +132,13 @@ TEST(LoopPipeline, ObservesTheInputAndEveryPassThatRan) {
   opts.disabled.insert("fuse-horizontal");
   ASSERT_TRUE(DefaultLoopPipeline(ConvLayoutOracle()).Run(&*lp, opts).ok());
   // No oracle: propagate-layout changes nothing; f32 calls: nor does
-  // store-activations-in-bf16.
+  // store-activations-in-bf16; no 8-bit values: nor does
+  // tabulate-8bit-functions.
   EXPECT_EQ(calls, (std::vector<std::string>{
                        "0 input 0", "1 eliminate-dead-buffers 0", "2 fuse-vertical 1",
                        "4 fuse-vertical 0", "5 eliminate-dead-buffers 0",
                        "6 propagate-layout 0", "7 store-activations-in-bf16 0",
-                       "8 demote-index 0"}));
+                       "8 tabulate-8bit-functions 0", "9 demote-index 0"}));
   absl::Status s = kiln::testing::RunFileCheck(texts[0], "CHECK: kernel k4_mul");
   EXPECT_TRUE(s.ok()) << s;
   s = kiln::testing::RunFileCheck(texts[2], R"(
