@@ -114,6 +114,57 @@ TEST(CompiledModel, ConvBlockOnTheReferenceLibraryPathMatches) {
   ExpectMatchesReference(kConvBlock, {Random({1, 3, 9, 9}, 6)}, o);
 }
 
+// A YOLO-style f32 block (C2f): conv 16 -> 40, split along channels at 20,
+// conv on the second half, concat of the three 20-channel parts, swish as
+// loop kernels, conv 60 -> 16. Channel offsets of 20 fit no channel block;
+// where oneDNN's f32 convs run on NHWC (brgconv on AVX-512) the chain goes
+// channels-last (docs/decisions/0063): the first two convs run without a
+// per-call reorder, and the split, concat and swish kernels stay vectorized
+// over the channel lanes. The output is the reference interpreter's.
+constexpr char kSplitConcatChain[] = R"(
+graph g(%x: f32[1,16,12,12]) -> (%y) opset 17 {
+  %w1 = constant f32[40,16,3,3] <elided>
+  %w2 = constant f32[20,20,3,3] <elided>
+  %w3 = constant f32[16,60,1,1] <elided>
+  %xr = Relu(%x) name="relu" : f32[1,16,12,12]
+  %a = Conv(%xr, %w1) {pads=[1,1,1,1]} name="cv1" : f32[1,40,12,12]
+  %s1, %s2 = Split(%a) {axis=1} name="split" : f32[1,20,12,12], f32[1,20,12,12]
+  %b = Conv(%s2, %w2) {pads=[1,1,1,1]} name="cv2" : f32[1,20,12,12]
+  %cat = Concat(%s1, %s2, %b) {axis=1} name="cat" : f32[1,60,12,12]
+  %sg = Sigmoid(%cat) name="sig" : f32[1,60,12,12]
+  %sw = Mul(%cat, %sg) name="swish" : f32[1,60,12,12]
+  %y = Conv(%sw, %w3) name="cv3" : f32[1,16,12,12]
+}
+)";
+
+TEST(CompiledModel, F32SplitConcatChainRunsChannelsLast) {
+  ir::Graph g = Parse(kSplitConcatChain);
+  const std::vector<ir::Tensor> inputs = {Random({1, 16, 12, 12}, 31)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+      Compiler(Options()).CompileGraph(std::move(g));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CompileReport& r = (*model)->report();
+  absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  interp::CompareResult c =
+      interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{0, 0, 1e-5});
+  EXPECT_TRUE(c.ok) << c.message << "\n" << r.ToText();
+  std::vector<const KernelReport*> calls;
+  for (const KernelReport& k : r.kernels) {
+    if (k.backend == "onednn") calls.push_back(&k);
+    if (k.backend != "onednn") EXPECT_TRUE(k.vectorized) << k.name << "\n" << r.ToText();
+  }
+  ASSERT_EQ(calls.size(), 3u) << r.ToText();
+  if (!absl::StrContains(calls[0]->reason, "brgconv")) {
+    GTEST_SKIP() << "SKIPPED: oneDNN's f32 conv here is " << calls[0]->reason
+                 << ", not brgconv on NHWC";
+  }
+  EXPECT_EQ(calls[0]->reorders_per_call, 0) << r.ToText();
+  EXPECT_EQ(calls[1]->reorders_per_call, 0) << r.ToText();
+}
+
 // bf16 mode: Conv and MatMul compute in bf16 with f32 accumulation. oneDNN
 // runs bf16 natively only with AVX512-BF16 or AMX; the test lets it use its
 // reference kernels elsewhere, so the arithmetic is checked on any AVX-512

@@ -3,6 +3,7 @@
 // buffers, and whole small CNNs after propagate-layout (the real oneDNN
 // oracle) run on OneDnnExternKernel against the graph reference
 // interpreter, with no per-call reorders left on interior convs.
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -39,8 +40,10 @@ Tensor Random(const Shape& shape, uint32_t seed) {
   return t;
 }
 
-std::string C(const Shape& shape, uint32_t seed) {
-  return ir::PrintTensor(Random(shape, seed), ir::PrintOptions::Full());
+std::string C(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t = Random(shape, seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] *= scale;
+  return ir::PrintTensor(t, ir::PrintOptions::Full());
 }
 
 void ExpectClose(const Tensor& got, const Tensor& want) {
@@ -51,7 +54,8 @@ void ExpectClose(const Tensor& got, const Tensor& want) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
-// The block this host's conv kernels want (8 on AVX2, 16 on AVX-512).
+// The layout this host's conv kernels want for a 32 -> 32 3x3 conv (8 on
+// AVX2, 16 or channels-last on AVX-512).
 int64_t HostBlock() {
   FusedCall c;
   c.src = {DType::kF32, {1, 32, 8, 8}};
@@ -64,7 +68,7 @@ int64_t HostBlock() {
 
 TEST(PreferredActivationBlocks, ConvWantsOneBlockMatMulNone) {
   const int64_t block = HostBlock();
-  EXPECT_TRUE(block == 8 || block == 16) << block;
+  EXPECT_TRUE(block == 8 || block == 16 || block == ActivationBlocks::kChannelsLast) << block;
   FusedCall m;
   m.kind = CallKind::kMatMul;
   m.src = {DType::kF32, {4, 8}};
@@ -82,6 +86,21 @@ TEST(PreferredActivationBlocks, ConvWantsOneBlockMatMulNone) {
 
 // The ISA part of an impl name ("avx512_core" of "jit_1x1:avx512_core").
 std::string IsaOf(const std::string& impl) { return impl.substr(impl.rfind(':') + 1); }
+
+// `spec` laid out as `block` says (0 plain, kChannelsLast NHWC in one block
+// of its channel count), as OneDnnExternKernel describes propagate-layout's
+// buffers.
+TensorSpec LaidOut(TensorSpec spec, int64_t block) {
+  spec.channels_last = block == ActivationBlocks::kChannelsLast;
+  spec.channel_block = spec.channels_last ? spec.shape[1] : block;
+  return spec;
+}
+
+// `t` in the layout of LaidOut(spec of t, block).
+absl::StatusOr<Tensor> ToLayout(const Tensor& t, int64_t block) {
+  if (block == 0) return t;
+  return ir::loop::ToBlocked(t, block == ActivationBlocks::kChannelsLast ? t.shape()[1] : block);
+}
 
 // Every layout PreferredActivationBlocks reports (the preferred one and the
 // alternatives) gets an optimized kernel with no reorder from Create, with
@@ -108,7 +127,7 @@ TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
     plain.post_ops = {PostOp::Relu()};
     absl::StatusOr<ActivationBlocks> blocks = OneDnnCall::PreferredActivationBlocks(plain);
     ASSERT_TRUE(blocks.ok()) << blocks.status();
-    ASSERT_GT(blocks->dst, 0);
+    ASSERT_NE(blocks->dst, 0);
     const Tensor w = Random(c.w, 5), bias = Random({32}, 6), x = Random({1, 32, 7, 7}, 7);
     auto p = OneDnnCall::Create(plain, &w, &bias);
     ASSERT_TRUE(p.ok()) << p.status();
@@ -121,8 +140,8 @@ TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
     for (const ActivationBlocks::Alternative& l : layouts) {
       SCOPED_TRACE(l.src * 100 + l.dst);
       FusedCall blocked = plain;
-      blocked.src.channel_block = l.src;
-      blocked.dst.channel_block = l.dst;
+      blocked.src = LaidOut(plain.src, l.src);
+      blocked.dst = LaidOut(plain.dst, l.dst);
       auto b = OneDnnCall::Create(blocked, &w, &bias);
       ASSERT_TRUE(b.ok()) << b.status();
       const std::string impl = (*b)->impl_name();
@@ -135,9 +154,8 @@ TEST(PreferredActivationBlocks, EveryReportedLayoutRunsWithoutReorders) {
       } else {
         EXPECT_EQ(l.slower_isa, IsaOf(impl) != preferred_isa) << impl;
       }
-      absl::StatusOr<Tensor> xb =
-          l.src > 0 ? ir::loop::ToBlocked(x, l.src) : absl::StatusOr<Tensor>(x);
-      absl::StatusOr<Tensor> yb = ir::loop::ToBlocked(want, l.dst);
+      absl::StatusOr<Tensor> xb = ToLayout(x, l.src);
+      absl::StatusOr<Tensor> yb = ToLayout(want, l.dst);
       ASSERT_TRUE(xb.ok() && yb.ok());
       ASSERT_TRUE((*b)->Execute(xb->raw_data(), {}, yb->raw_data()).ok());
       absl::StatusOr<Tensor> got = ir::loop::FromBlocked(*yb, 32);
@@ -159,14 +177,19 @@ TEST(OneDnnCallBlocked, OddChannelsWithSumMatchPlain) {
   plain.post_ops = {PostOp::Sum(), PostOp::Relu()};
   // The layouts an optimized kernel takes for these odd channel counts (on
   // AVX2 nChw8c for both; on AVX-512 hosts a plain src and an nChw16c dst,
-  // jit:avx512_core having no nChw16c kernel for 13 input channels).
+  // jit:avx512_core having no nChw16c kernel for 13 input channels; there
+  // brgconv's NHWC may come first, the blocked pair as an alternative).
   absl::StatusOr<ActivationBlocks> want_blocks = OneDnnCall::PreferredActivationBlocks(plain);
   ASSERT_TRUE(want_blocks.ok()) << want_blocks.status();
-  const int64_t block = want_blocks->dst;
-  ASSERT_GT(block, 0);
-  EXPECT_TRUE(want_blocks->src == 0 || want_blocks->src == block) << want_blocks->src;
+  std::vector<ActivationBlocks::Alternative> layouts = {{want_blocks->src, want_blocks->dst}};
+  layouts.insert(layouts.end(), want_blocks->also.begin(), want_blocks->also.end());
+  auto first_blocked = std::find_if(layouts.begin(), layouts.end(),
+                                    [](const auto& l) { return l.dst > 0; });
+  ASSERT_NE(first_blocked, layouts.end());
+  const int64_t block = first_blocked->dst;
+  EXPECT_TRUE(first_blocked->src == 0 || first_blocked->src == block) << first_blocked->src;
   FusedCall blocked = plain;
-  blocked.src.channel_block = want_blocks->src;
+  blocked.src.channel_block = first_blocked->src;
   blocked.dst.channel_block = block;
   const Tensor w = Random({11, 13, 3, 3}, 1), bias = Random({11}, 2);
   const Tensor x = Random(plain.src.shape, 3), residual = Random(plain.dst.shape, 4);
@@ -280,6 +303,69 @@ graph main(%x: f32[1,16,7,7]) -> (%y) opset 17 {
   const std::vector<int> reorders = CheckOnOneDnn(text);
   ASSERT_EQ(reorders.size(), 3u);
   EXPECT_EQ(reorders[1], 0);
+}
+
+// Whether oneDNN on this host runs an f32 32 -> 32 3x3 conv optimized on
+// NHWC activations (brgconv on AVX-512; PreferredActivationBlocks offers
+// kChannelsLast, preferred or as an alternative).
+bool HostOffersChannelsLast() {
+  FusedCall c;
+  c.src = {DType::kF32, {1, 32, 8, 8}};
+  c.weights = {DType::kF32, {32, 32, 3, 3}};
+  c.dst = {DType::kF32, {1, 32, 8, 8}};
+  c.conv.pads_begin = c.conv.pads_end = {1, 1};
+  absl::StatusOr<ActivationBlocks> b = OneDnnCall::PreferredActivationBlocks(c);
+  if (!b.ok()) return false;
+  if (b->dst == ActivationBlocks::kChannelsLast) return true;
+  for (const ActivationBlocks::Alternative& a : b->also) {
+    if (a.dst == ActivationBlocks::kChannelsLast) return true;
+  }
+  return false;
+}
+
+// On AVX-512 (oneDNN's brgconv takes NHWC) the oracle offers channels-last
+// for f32 convs, and an f32 conv runs on it optimized, without reorders
+// (EveryReportedLayoutRunsWithoutReorders checks the numbers).
+TEST(PreferredActivationBlocks, F32ConvOffersChannelsLastOnAvx512) {
+  const std::string isa = OneDnnCpuIsa();
+  if (isa.find("avx512") == std::string::npos) {
+    GTEST_SKIP() << "oneDNN's brgconv needs AVX-512; this host: " << isa;
+  }
+  EXPECT_TRUE(HostOffersChannelsLast());
+}
+
+// A YOLO-style f32 block (C2f: conv, split along channels at 20, conv,
+// concat of three 20-channel parts, swish as loop kernels, conv): neither
+// block 16 nor 8 keeps the split and the concat blocked. With oneDNN's
+// oracle on a host whose convs run on NHWC, the whole chain goes
+// channels-last: every conv runs without a per-call reorder, and the output
+// is the reference interpreter's.
+TEST(BlockedCnn, F32SplitConcatChainRunsChannelsLastWithoutReorders) {
+  if (!HostOffersChannelsLast()) {
+    GTEST_SKIP() << "oneDNN has no optimized f32 NHWC conv on " << OneDnnCpuIsa();
+  }
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,16,12,12]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %xr = Relu(%x) : f32[1,16,12,12]
+  %a = Conv(%xr, %w1) {pads=[1, 1, 1, 1]} : f32[1,40,12,12]
+  %s1, %s2 = Split(%a) {axis=1} : f32[1,20,12,12], f32[1,20,12,12]
+  %b = Conv(%s2, %w2) {pads=[1, 1, 1, 1]} : f32[1,20,12,12]
+  %cat = Concat(%s1, %s2, %b) {axis=1} : f32[1,60,12,12]
+  %sg = Sigmoid(%cat) : f32[1,60,12,12]
+  %sw = Mul(%cat, %sg) : f32[1,60,12,12]
+  %c = Conv(%sw, %w3) : f32[1,16,12,12]
+  %y = Relu(%c) : f32[1,16,12,12]
+}
+)",
+                                            C({40, 16, 3, 3}, 41, 0.1f),
+                                            C({20, 20, 3, 3}, 42, 0.1f),
+                                            C({16, 60, 1, 1}, 43, 0.1f));
+  const std::vector<int> reorders = CheckOnOneDnn(text);
+  ASSERT_EQ(reorders.size(), 3u);
+  for (int r : reorders) EXPECT_EQ(r, 0);
 }
 
 // Seeded s8 weights literal over the whole s8 range.

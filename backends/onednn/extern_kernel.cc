@@ -100,8 +100,8 @@ class Translator : public internal::KernelReader {
     Shape logical(b.shape.begin(), b.shape.end() - 1);
     logical[1] = it->second;
     TensorSpec s{b.dtype, logical, {}};
-    s.channel_block = channel_block_ == ir::loop::kChannelsLastBlock ? it->second
-                                                                     : channel_block_;
+    s.channels_last = channel_block_ == ir::loop::kChannelsLastBlock;
+    s.channel_block = s.channels_last ? it->second : channel_block_;
     return s;
   }
   bool AnyBlocked() const { return !blocked_channels_.empty(); }

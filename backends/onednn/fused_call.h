@@ -40,6 +40,12 @@ struct TensorSpec {
   // row-major [N, ceil(C/b), spatial..., b] buffer whose channel tail is
   // zero. `strides` must then be empty. Conv activations only.
   int64_t channel_block = 0;
+  // With channel_block >= C: stored channels-last (NHWC), one block of its
+  // own channel count (propagate-layout's kChannelsLast buffers). Integer
+  // activations blocked so are channels-last without it; an f32 one needs
+  // it, as nChw16c and NHWC of a 16-channel f32 tensor are the same bytes
+  // but not the same oneDNN descriptor.
+  bool channels_last = false;
 
   // Row-major strides when `strides` is empty (meaningless when blocked).
   std::vector<int64_t> EffectiveStrides() const;

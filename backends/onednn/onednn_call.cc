@@ -156,17 +156,20 @@ bool SamePhysicalLayout(const memory::desc& a, const memory::desc& b) {
   return a.get_size() == b.get_size();
 }
 
-// Whether `spec` is an integer activation in one channel block of at least
-// its channel count: channels-last (NHWC, the spatial positions b apart),
-// the layout of oneDNN's int8 convs, which run optimized on NHWC only (not
-// on nChw16c). f32 specs keep their blocked tag whatever the block.
-bool IntegerChannelsLast(const TensorSpec& spec) {
-  return spec.channel_block > 0 && spec.dtype != ir::DType::kF32 &&
+// Whether `spec` is an activation in one channel block of at least its
+// channel count, stored channels-last (NHWC, the spatial positions b
+// apart): an integer one (oneDNN's int8 convs run optimized on NHWC only,
+// not on nChw16c), or an f32 one marked channels_last (propagate-layout's
+// kChannelsLast, where oneDNN's brgconv takes NHWC). Other f32 specs keep
+// their blocked tag whatever the block.
+bool ChannelsLastSpec(const TensorSpec& spec) {
+  return spec.channel_block > 0 &&
+         (spec.dtype != ir::DType::kF32 || spec.channels_last) &&
          spec.shape.size() >= 3 && spec.channel_block >= spec.shape[1];
 }
 
 memory::desc StridedDesc(const TensorSpec& spec, size_t rank = 0) {
-  if (IntegerChannelsLast(spec)) {
+  if (ChannelsLastSpec(spec)) {
     const int64_t b = spec.channel_block;
     int64_t inner = 1;
     for (size_t d = 2; d < spec.shape.size(); ++d) inner *= spec.shape[d];
@@ -1170,7 +1173,7 @@ absl::StatusOr<ActivationBlocks> IntegerActivationBlocks(const FusedCall& call) 
   laid_out.dst.strides.clear();
   laid_out.src.channel_block = call.src.shape[1];
   laid_out.dst.channel_block = call.dst.shape[1];
-  if (!IntegerChannelsLast(laid_out.src) || !IntegerChannelsLast(laid_out.dst)) {
+  if (!ChannelsLastSpec(laid_out.src) || !ChannelsLastSpec(laid_out.dst)) {
     return blocks;
   }
   KILN_ASSIGN_OR_RETURN(
@@ -1241,31 +1244,44 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       const std::string impl = d.impl_info_str();
       return impl.substr(impl.rfind(':') + 1);
     };
+    // oneDNN's own pick (`any`): a channel-blocked layout (jit:avx512_core
+    // on nChw16c), or on AVX-512 hosts NHWC for its brgemm convs, which
+    // propagate-layout keeps as kChannelsLast (f32 only: bf16 activations
+    // keep the blocked layouts they had).
+    const size_t rank = call.src.shape.size();
+    const Tag nhwc = bf16 ? Tag::undef : ChannelsLastTag(rank);
+    auto channels_last = [&](const memory::desc& md, const memory::desc& like) {
+      return nhwc != Tag::undef &&
+             SamePhysicalLayout(md, memory::desc(like.dims(), like.data_type(), nhwc));
+    };
     std::string best_isa;
     if (optimized(pd)) {
       best_isa = isa(pd);
-      blocks.src = ChannelBlockOf(pd.query_md(dnnl::query::src_md, 0));
-      blocks.dst = ChannelBlockOf(pd.query_md(dnnl::query::dst_md, 0));
+      const memory::desc src_md = pd.query_md(dnnl::query::src_md, 0);
+      const memory::desc dst_md = pd.query_md(dnnl::query::dst_md, 0);
+      if (channels_last(dst_md, user_dst)) {
+        blocks.dst = ActivationBlocks::kChannelsLast;
+        blocks.src = channels_last(src_md, user_src) ? ActivationBlocks::kChannelsLast : 0;
+      } else {
+        blocks.src = ChannelBlockOf(src_md);
+        blocks.dst = ChannelBlockOf(dst_md);
+      }
     }
     if (blocks.dst == 0) blocks = ActivationBlocks{};
-    // `any` chose a non-blocked layout for the output or no optimized
-    // kernel: on AVX-512 hosts oneDNN 2.6 resolves `any` to NHWC for its
-    // brgemm convs, and depthwise convs to a gemm-based one. The layout pass
-    // keeps chains in one channel-blocked layout (NHWC is not one it
-    // propagates), so ask which blocked layouts an optimized kernel also
-    // runs on (jit:avx512_core on nChw16c; grouped convs with 8 channels a
-    // group only on nChw8c; 1x1 convs on nChw8c only with jit_1x1:avx2),
-    // the widest block first; the first conv of a network keeps its plain
-    // input. The pass picks one block for the whole program from these.
-    const size_t rank = call.src.shape.size();
-    for (const int64_t block : {int64_t{16}, int64_t{8}}) {
-      const Tag tag = ChannelBlockedTag(rank, block);
+    // Which other layouts an optimized kernel also runs on: jit:avx512_core
+    // on nChw16c; grouped convs with 8 channels a group only on nChw8c; 1x1
+    // convs on nChw8c only with jit_1x1:avx2; brgconv on NHWC. The widest
+    // block first; the first conv of a network keeps its plain input. The
+    // pass picks one layout per region from these, by cost.
+    for (const int64_t block : {int64_t{16}, int64_t{8}, ActivationBlocks::kChannelsLast}) {
+      const Tag tag =
+          block == ActivationBlocks::kChannelsLast ? nhwc : ChannelBlockedTag(rank, block);
       if (tag == Tag::undef) continue;
       const memory::desc src_blocked(user_src.dims(), user_src.data_type(), tag);
       const memory::desc dst_blocked(user_dst.dims(), user_dst.data_type(), tag);
       for (const bool src_too : {true, false}) {
         const int64_t src_block = src_too ? block : 0;
-        if (blocks.dst > 0 && src_block == blocks.src && block == blocks.dst) continue;
+        if (blocks.dst != 0 && src_block == blocks.src && block == blocks.dst) continue;
         try {
           const dnnl::primitive_desc bd =
               MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md,

@@ -113,18 +113,47 @@ std::optional<int> ChannelVar(const Kernel& k, const Op& op, const Shape& logica
 
 // The block loop kernel `k` splits its channel loop by: `b`, or under
 // ConvLayout::kChannelsLast the one channel count of the blocked buffers it
-// touches (nullopt when they differ, e.g. a concat along channels).
+// touches, or when they differ (a concat or a split along channels) the
+// extent of its one channel variable: each channels-last buffer holds all
+// its channels contiguously, so any channel offset fits (nullopt when the
+// accesses do not share one channel variable).
 std::optional<int64_t> LoopKernelBlock(const Kernel& k, const LoopProgram& p,
                                        const std::vector<char>& blocked, int64_t b) {
   if (b != ConvLayout::kChannelsLast) return b;
   std::optional<int64_t> c;
+  bool same = true;
   for (const Op& op : k.body) {
     if (op.buffer < 0 || !blocked[op.buffer]) continue;
     const int64_t channels = p.buffers[op.buffer].shape[1];
-    if (c.has_value() && *c != channels) return std::nullopt;
+    if (c.has_value() && *c != channels) same = false;
     c = channels;
   }
-  return c;
+  if (same) return c;
+  std::optional<int> var;
+  for (const Op& op : k.body) {
+    if (op.buffer < 0 || !blocked[op.buffer]) continue;
+    if (op.code != OpCode::kLoad && op.code != OpCode::kStore) return std::nullopt;
+    const std::optional<int> v = ChannelVar(k, op, p.buffers[op.buffer].shape, 1);
+    if (!v.has_value() || (var.has_value() && *var != *v)) return std::nullopt;
+    var = v;
+  }
+  if (!var.has_value()) return std::nullopt;
+  return k.ranges[*var];
+}
+
+// Whether loop kernel `k` under block `b` touches channels-last buffers of
+// different channel counts (LoopKernelBlock: split by its channel extent).
+bool MixedChannelsLast(const Kernel& k, const LoopProgram& p,
+                       const std::vector<char>& blocked, int64_t b) {
+  if (b != ConvLayout::kChannelsLast) return false;
+  std::optional<int64_t> c;
+  for (const Op& op : k.body) {
+    if (op.buffer < 0 || !blocked[op.buffer]) continue;
+    const int64_t channels = p.buffers[op.buffer].shape[1];
+    if (c.has_value() && *c != channels) return true;
+    c = channels;
+  }
+  return false;
 }
 
 // The one channel variable of loop kernel `k` over its accesses to blocked
@@ -136,6 +165,9 @@ std::optional<int> KernelChannelVar(const Kernel& k, const LoopProgram& p,
                                     const std::vector<char>& blocked, int64_t b) {
   const std::optional<int64_t> kb = LoopKernelBlock(k, p, blocked, b);
   if (!kb.has_value()) return std::nullopt;
+  // Channels-last buffers of several channel counts have no padding lanes
+  // and no block boundaries: any channel offset and extent fit.
+  const bool mixed = MixedChannelsLast(k, p, blocked, b);
   b = *kb;
   std::optional<int> var;
   bool stores = false;
@@ -143,11 +175,11 @@ std::optional<int> KernelChannelVar(const Kernel& k, const LoopProgram& p,
     if (op.buffer < 0 || !blocked[op.buffer]) continue;
     if (op.code != OpCode::kLoad && op.code != OpCode::kStore) return std::nullopt;
     const Shape& logical = p.buffers[op.buffer].shape;
-    if (op.code == OpCode::kStore) {
+    if (op.code == OpCode::kStore && !mixed) {
       if (logical[1] % b != 0) return std::nullopt;
       stores = true;
     }
-    std::optional<int> v = ChannelVar(k, op, logical, b);
+    std::optional<int> v = ChannelVar(k, op, logical, mixed ? 1 : b);
     if (!v.has_value() || (var.has_value() && *var != *v)) return std::nullopt;
     var = v;
   }
@@ -178,8 +210,8 @@ int32_t Find(std::vector<int32_t>& parent, int32_t x) {
 // Splits iteration variable `var` of `k` into (var / b, b) with the b lanes
 // as a new innermost iteration variable, and indexes blocked buffers
 // physically. `logical[buf]` is the logical shape of each blocked buffer.
-void RewriteLoopKernel(Kernel* k, int var, int64_t b, const std::vector<char>& blocked,
-                       const std::vector<Shape>& logical) {
+void RewriteLoopKernel(Kernel* k, int var, int64_t b, int64_t region_block,
+                       const std::vector<char>& blocked, const std::vector<Shape>& logical) {
   const int n = static_cast<int>(k->ranges.size());
   const int m = static_cast<int>(k->reduction_ranges.size());
   std::vector<IndexExpr> subs;
@@ -198,7 +230,12 @@ void RewriteLoopKernel(Kernel* k, int var, int64_t b, const std::vector<char>& b
   for (Op& op : k->body) {
     if (!op.has_index()) continue;
     IndexExpr e = loop_util::SubstituteVars(op.index, subs);
-    if (op.buffer >= 0 && blocked[op.buffer]) e = PhysicalIndex(e, logical[op.buffer], b);
+    if (op.buffer >= 0 && blocked[op.buffer]) {
+      const Shape& shape = logical[op.buffer];
+      e = PhysicalIndex(e, shape, region_block == ConvLayout::kChannelsLast
+                                      ? BufferBlock(shape, region_block)
+                                      : b);
+    }
     op.index = ir::loop::Simplify(e, extents);
   }
 }
@@ -280,18 +317,19 @@ int64_t ConvMacs(const Kernel& k, const LoopProgram& p) {
 // The buffers that can live blocked by `b` (see PropagateLayout).
 std::vector<char> ChooseBlocked(const ir::loop::LoopModule& lp,
                                 const std::vector<std::optional<ConvLayout>>& wants,
-                                int64_t b) {
+                                int64_t b, bool f32_channels_last) {
   const LoopProgram& p = lp.program;
   const int32_t nb = static_cast<int32_t>(p.buffers.size());
-  // Candidates: f32 N C spatial... intermediates (u8 / s8 ones under
-  // kChannelsLast, the layout of the int8 convs).
+  // Candidates: f32 N C spatial... intermediates; under kChannelsLast u8 /
+  // s8 ones (the layout of the int8 convs), and f32 ones when an f32 conv
+  // runs on channels-last activations (`f32_channels_last`).
   const bool channels_last = b == ConvLayout::kChannelsLast;
   std::vector<char> blocked(nb, 0);
   for (int32_t i = 0; i < nb; ++i) {
     const Buffer& buf = p.buffers[i];
-    const bool dtype_ok = channels_last
-                              ? buf.dtype == ir::DType::kU8 || buf.dtype == ir::DType::kI8
-                              : buf.dtype == ir::DType::kF32;
+    const bool integer = buf.dtype == ir::DType::kU8 || buf.dtype == ir::DType::kI8;
+    const bool f32 = buf.dtype == ir::DType::kF32;
+    const bool dtype_ok = channels_last ? integer || (f32 && f32_channels_last) : f32;
     blocked[i] = buf.kind == BufferKind::kIntermediate && dtype_ok &&
                  buf.shape.size() >= 3 && buf.shape.size() <= 5 && buf.IsRowMajor() &&
                  ir::NumElements(buf.shape) > 0 && !loop_util::IsProtectedBuffer(lp, i);
@@ -452,6 +490,7 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
   // What the library wants for each conv; how many convs prefer each block.
   std::vector<std::optional<ConvLayout>> wants(p.kernels.size());
   std::map<int64_t, int> votes;
+  bool f32_channels_last = false;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const Kernel& kernel = p.kernels[k];
     if (kernel.kind != Kernel::Kind::kExtern || !IsConvOp(kernel.call.op)) continue;
@@ -460,8 +499,14 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
     if (!w.ok()) continue;
     wants[k] = *w;
     if (w->dst_block != 0) ++votes[w->dst_block];
+    bool channels_last = w->dst_block == ConvLayout::kChannelsLast;
     for (const ConvLayout::Alternative& a : w->also) {
       if (a.dst_block != 0) votes.emplace(a.dst_block, 0);
+      channels_last |= a.dst_block == ConvLayout::kChannelsLast;
+    }
+    if (channels_last && kernel.call.outputs.size() == 1 &&
+        p.buffers[kernel.call.outputs[0]].dtype == ir::DType::kF32) {
+      f32_channels_last = true;
     }
   }
   if (votes.empty()) return false;
@@ -476,7 +521,7 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
     return votes[x] != votes[y] ? votes[x] > votes[y] : x > y;
   });
   std::vector<std::vector<char>> chosen;
-  for (const int64_t candidate : order) chosen.push_back(ChooseBlocked(*lp, wants, candidate));
+  for (const int64_t candidate : order) chosen.push_back(ChooseBlocked(*lp, wants, candidate, f32_channels_last));
 
   // Regions: buffers some block can keep blocked, linked by every kernel
   // that touches several. No kernel touches two regions, so each takes its
@@ -571,7 +616,9 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
         tail.reset();
       }
     }
-    if (kernel.ranges[*var] % b == 0) RewriteLoopKernel(&kernel, *var, b, blocked, logical);
+    if (kernel.ranges[*var] % b == 0) {
+      RewriteLoopKernel(&kernel, *var, b, region_block, blocked, logical);
+    }
     // A conversion counts once: the tail is part of its kernel's.
     if (converts && !absl::EndsWith(kernel.description, kReorderTag)) {
       kernel.description += kReorderTag;

@@ -35,8 +35,9 @@ struct ConvLayout {
   // A block of kChannelsLast: each buffer blocked by its own channel count,
   // i.e. stored channels-last ([N, 1, spatial..., C], NHWC), where C
   // differs from buffer to buffer. oneDNN's int8 convs run optimized only
-  // on NHWC u8/s8 activations, not on nChw16c; the pass gives this layout
-  // to u8/s8 buffers only (and channel blocks b > 0 to f32 ones).
+  // on NHWC u8/s8 activations, not on nChw16c, and on AVX-512 its f32
+  // brgconv kernels prefer NHWC: the pass gives this layout to u8/s8
+  // buffers, and to f32 ones when an f32 conv offers it and it costs least.
   static constexpr int64_t kChannelsLast = ir::loop::kChannelsLastBlock;
   struct Alternative {
     int64_t src_block = 0;
@@ -73,10 +74,11 @@ using ConvLayoutOracle = std::function<absl::StatusOr<ConvLayout>(
 // fewest elements in that region, counting a conv on a `slower` kernel as
 // its multiply-adds / 100 elements; ties go to the block most convs want.
 //
-// Integer convs (QLinearConv) whose library kernel wants
-// ConvLayout::kChannelsLast take the same rules with u8 / s8 buffers as the
-// candidates and each buffer blocked by its own channel count (a loop kernel
-// touching blocked buffers of different channel counts keeps them plain).
+// ConvLayout::kChannelsLast is one more candidate layout: u8 / s8 buffers
+// (integer convs, QLinearConv), and f32 buffers when an f32 conv offers it,
+// each buffer blocked by its own channel count. A loop kernel touching
+// channels-last buffers of different channel counts (a concat or split
+// along channels) splits its channel loop by its own extent.
 //
 // The oracle is the caller's (passes/ do not depend on backends/;
 // backends/onednn/layout_oracle.h gives oneDNN's). Without one (an empty

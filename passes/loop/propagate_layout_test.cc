@@ -513,6 +513,87 @@ graph main(%x: f32[1,3,8,8]) -> (%y) opset 13 {
   EXPECT_GE(marked, 2) << printed;
 }
 
+// f32 convs as oneDNN's on an AVX-512 host: nChw16c preferred (plain src
+// below 16 channels), and channels-last (brgconv's NHWC) as an alternative
+// on the same ISA.
+ConvLayoutOracle BlockedOrChannelsLastOracle() {
+  return [](const ir::loop::LoopModule& lp,
+            const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
+    const ir::loop::Buffer& src = lp.program.buffers[k.call.inputs[0]];
+    ConvLayout w{src.shape[1] < 16 ? 0 : 16, 16, {}};
+    w.also.push_back({ConvLayout::kChannelsLast, ConvLayout::kChannelsLast, false});
+    w.also.push_back({0, ConvLayout::kChannelsLast, false});
+    if (w.src_block != 0) w.also.push_back({0, 16, false});
+    return w;
+  };
+}
+
+// A YOLO-style block (C2f): conv 16 -> 40, split along channels into 20 +
+// 20 (a channel offset that is no multiple of any block), conv on the
+// second half, concat of the three 20-channel parts, swish as loop kernels,
+// conv 60 -> 16. Blocked by 16 (or 8) the split, the concat and the swish
+// would keep their buffers plain; channels-last (each buffer blocked by
+// its own channel count) keeps every one of them, so the pass takes it
+// although the convs prefer 16, and the loop kernels index several channel
+// counts at channel offsets. The result is the reference interpreter's.
+TEST(PropagateLayout, F32ChainWithSplitAndConcatGoesChannelsLast) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,16,6,6]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %xr = Relu(%x) : f32[1,16,6,6]
+  %a = Conv(%xr, %w1) {pads=[1, 1, 1, 1]} : f32[1,40,6,6]
+  %s1, %s2 = Split(%a) {axis=1} : f32[1,20,6,6], f32[1,20,6,6]
+  %b = Conv(%s2, %w2) {pads=[1, 1, 1, 1]} : f32[1,20,6,6]
+  %cat = Concat(%s1, %s2, %b) {axis=1} : f32[1,60,6,6]
+  %sg = Sigmoid(%cat) : f32[1,60,6,6]
+  %sw = Mul(%cat, %sg) : f32[1,60,6,6]
+  %c = Conv(%sw, %w3) : f32[1,16,6,6]
+  %y = Relu(%c) : f32[1,16,6,6]
+}
+)",
+                                            Const({40, 16, 3, 3}, 31), Const({20, 20, 3, 3}, 32),
+                                            Const({16, 60, 1, 1}, 33));
+  ir::loop::LoopModule lp = CheckPass(text, BlockedOrChannelsLastOracle(), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %a: f32[1,1,6,6,40] intermediate
+    CHECK: buffer %b: f32[1,1,6,6,20] intermediate
+    CHECK: call "onnx.Conv"(%xr, %w1) -> (%a)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0], kiln_blocked_outputs=[40], kiln_channel_block=-1
+    CHECK: call "onnx.Conv"(%sw, %w3) -> (%c)
+    CHECK-SAME: kiln_blocked_inputs=[60, 0], kiln_blocked_outputs=[16], kiln_channel_block=-1
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+  // Only the edges convert: the graph input's Relu and the output's.
+  EXPECT_EQ(ir::loop::CountLayoutReorderKernels(lp.program), 2) << out;
+}
+
+// f32 convs whose library wants channels-last for src and dst (brgconv on
+// AVX-512) and nothing else: a plain conv chain with a residual add and a
+// pool between convs goes channels-last, as integer chains do.
+TEST(PropagateLayout, F32ConvsThatWantChannelsLastGetIt) {
+  ir::loop::LoopModule lp = CheckPass(
+      PoolResidualNet(),
+      [](const ir::loop::LoopModule& lp,
+         const ir::loop::Kernel& k) -> absl::StatusOr<ConvLayout> {
+        const ir::loop::Buffer& src = lp.program.buffers[k.call.inputs[0]];
+        ConvLayout w{src.shape[1] < 8 ? 0 : ConvLayout::kChannelsLast,
+                     ConvLayout::kChannelsLast, {}};
+        return w;
+      },
+      true);
+  int channels_last = 0;
+  for (const ir::loop::Buffer& b : lp.program.buffers) {
+    if (b.kind != ir::loop::BufferKind::kIntermediate || b.shape.size() != 5) continue;
+    EXPECT_EQ(b.shape[1], 1) << b.name;
+    ++channels_last;
+  }
+  // relu1 out, pool out, add/relu out, conv3 out (12 channels), conv4 out.
+  EXPECT_GE(channels_last, 5) << ir::loop::PrintProgram(lp.program);
+}
+
 TEST(PropagateLayout, NoOracleOrRefusingOracleChangesNothing) {
   CheckPass(PoolResidualNet(), ConvLayoutOracle(), false);
   CheckPass(PoolResidualNet(),
