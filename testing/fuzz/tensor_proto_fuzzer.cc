@@ -167,10 +167,19 @@ void CheckTensor(const kiln::ir::Tensor& t, const TP& proto, bool declared_bf16,
     }
     std::ifstream in(real, std::ios::binary);
     std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (e.offset < 0 || static_cast<size_t>(e.offset) + t.byte_size() > file.size() ||
-        (t.byte_size() > 0 && std::memcmp(bytes, file.data() + e.offset, t.byte_size()) != 0)) {
-      Fail(absl::StrCat(what, ": bytes differ from the external file at offset ", e.offset),
-           path);
+    if (e.offset < 0 || static_cast<size_t>(e.offset) + t.byte_size() > file.size()) {
+      Fail(absl::StrCat(what, ": external data past the file's end at offset ", e.offset), path);
+    }
+    // A bool is stored 0 or 1 whatever nonzero byte the file has, as from
+    // raw_data below.
+    for (size_t i = 0; i < t.byte_size(); ++i) {
+      const unsigned char f = static_cast<unsigned char>(file[e.offset + i]);
+      const unsigned char want = t.dtype() == kiln::ir::DType::kBool ? (f != 0) : f;
+      if (bytes[i] != want) {
+        Fail(absl::StrCat(what, ": byte ", i, " differs from the external file at offset ",
+                          e.offset),
+             path);
+      }
     }
     return;
   }

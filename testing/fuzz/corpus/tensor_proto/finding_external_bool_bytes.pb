@@ -1,0 +1,3 @@
+	Bwj
+locationsub/data.binJ
+of,ft4p
