@@ -54,6 +54,20 @@ absl::StatusOr<TypeInfo> TypeFromProto(const onnx::TypeProto& type,
   return info;
 }
 
+// A top-level graph input must be a tensor of a known element type.
+absl::Status CheckInputType(const onnx::ValueInfoProto& in, absl::string_view what) {
+  if (!in.has_type()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has no type (a graph input must declare one)"));
+  }
+  if (!in.type().has_tensor_type()) {
+    return absl::UnimplementedError(absl::StrCat(
+        what, " is not a tensor (sequence, map and optional inputs are "
+        "not supported)"));
+  }
+  return DTypeFromOnnx(in.type().tensor_type().elem_type(), what).status();
+}
+
 std::string AttrTypeName(int type) {
   if (!AP::AttributeType_IsValid(type)) return absl::StrCat("type ", type);
   return AP::AttributeType_Name(static_cast<AP::AttributeType>(type));
@@ -278,15 +292,7 @@ class GraphImporter {
         return absl::InvalidArgumentError(absl::StrCat(what, " is listed twice"));
       }
       if (initializers.contains(in.name())) continue;
-      if (parent_ == nullptr) {
-        if (!in.type().has_tensor_type()) {
-          return absl::UnimplementedError(absl::StrCat(
-              what, " is not a tensor (sequence, map and optional inputs are "
-              "not supported)"));
-        }
-        KILN_RETURN_IF_ERROR(
-            DTypeFromOnnx(in.type().tensor_type().elem_type(), what).status());
-      }
+      if (parent_ == nullptr) KILN_RETURN_IF_ERROR(CheckInputType(in, what));
       KILN_ASSIGN_OR_RETURN(ValueId id, AddDeclaredValue(in.name(), what));
       graph_.AddInput(id);
     }
@@ -823,6 +829,17 @@ absl::Status VerifyIfs(const onnx::GraphProto& g, const TypeScope* parent,
 absl::Status SortGraphsTopologically(onnx::GraphProto* graph,
                                      NodeIndexMap* file_index) {
   return SortGraph(graph, {}, "", file_index);
+}
+
+absl::Status CheckTopLevelInputTypes(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> initializers;
+  for (const auto& t : graph.initializer()) initializers.insert(t.name());
+  for (const onnx::ValueInfoProto& in : graph.input()) {
+    if (initializers.contains(in.name())) continue;
+    KILN_RETURN_IF_ERROR(CheckInputType(
+        in, absl::StrCat("graph input '", EscapeForMessage(in.name()), "'")));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status VerifyIfBranches(const onnx::GraphProto& graph,

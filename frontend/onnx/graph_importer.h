@@ -66,6 +66,12 @@ struct GraphImportOptions {
 absl::StatusOr<ir::Graph> ImportGraph(const onnx::GraphProto& graph,
                                       const GraphImportOptions& options);
 
+// Checks that every input of the top-level graph that is not an initializer
+// is a tensor of an element type kiln reads. Runs before libonnx's checker
+// and shape inference see the model: libonnx 1.12 reads an untyped input's
+// missing type while inferring (a crash, not an error).
+absl::Status CheckTopLevelInputTypes(const onnx::GraphProto& graph);
+
 // Names a subgraph reads from enclosing scopes: used (node inputs, graph
 // outputs, nested subgraphs' outer names) but not defined in it.
 std::vector<std::string> OuterScopeNames(const onnx::GraphProto& graph);

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -700,48 +701,55 @@ bool StaticShape(const onnx::TypeProto& t) {
   return true;
 }
 
-// The graph outputs' declared shapes, taken out of `graph` so that shape
-// inference types the outputs from what computes them: a declared shape
-// that contradicts inference made libonnx drop the producing node's
-// inference and kiln lower the node into a buffer of the declared size.
-// ONNX Runtime, too, keeps the inferred shape and warns.
-std::vector<std::optional<onnx::TensorShapeProto>> TakeDeclaredOutputShapes(
-    onnx::GraphProto* graph) {
-  std::vector<std::optional<onnx::TensorShapeProto>> declared;
-  for (onnx::ValueInfoProto& out : *graph->mutable_output()) {
-    onnx::TypeProto* t = out.mutable_type();
-    if (!t->has_tensor_type() || !t->tensor_type().has_shape()) {
-      declared.emplace_back();
-      continue;
+// The declared shapes of the outputs of every graph (the main graph, If
+// branches, Loop and Scan bodies), taken out of the model so that shape
+// inference types each output from what computes it. A declared shape that
+// contradicts inference made libonnx drop the inference of the node that
+// produces it (or, in a subgraph, of the If / Loop / Scan that holds it),
+// and kiln then lowered the node into a buffer of the declared shape. ONNX
+// Runtime, too, keeps the inferred shape and warns. Keyed by value name
+// (values are named once across a model and its subgraphs; a model that
+// names one twice is refused by the graph verifier).
+using DeclaredShapes = absl::flat_hash_map<std::string, onnx::TensorShapeProto>;
+
+DeclaredShapes TakeDeclaredOutputShapes(onnx::GraphProto* main) {
+  DeclaredShapes declared;
+  ForEachGraph(main, [&](onnx::GraphProto* g) {
+    for (onnx::ValueInfoProto& out : *g->mutable_output()) {
+      onnx::TypeProto* t = out.mutable_type();
+      if (!t->has_tensor_type() || !t->tensor_type().has_shape()) continue;
+      declared.emplace(out.name(), t->tensor_type().shape());
+      t->mutable_tensor_type()->clear_shape();
     }
-    declared.emplace_back(t->tensor_type().shape());
-    t->mutable_tensor_type()->clear_shape();
-  }
+  });
   return declared;
 }
 
 // Puts the declared shapes back where inference gave an output no static
 // shape, and warns where a static declaration and inference disagree.
-void RestoreDeclaredOutputShapes(
-    const std::vector<std::optional<onnx::TensorShapeProto>>& declared,
-    onnx::GraphProto* graph, std::vector<std::string>* warnings) {
-  for (int i = 0; i < graph->output_size() && i < static_cast<int>(declared.size()); ++i) {
-    if (!declared[i].has_value()) continue;
-    onnx::ValueInfoProto& out = *graph->mutable_output(i);
-    onnx::TypeProto* t = out.mutable_type();
-    if (!StaticShape(*t)) {
-      *t->mutable_tensor_type()->mutable_shape() = *declared[i];
-      continue;
+void RestoreDeclaredOutputShapes(const DeclaredShapes& declared,
+                                 onnx::GraphProto* main,
+                                 std::vector<std::string>* warnings) {
+  ForEachGraph(main, [&](onnx::GraphProto* g) {
+    const char* kind = g == main ? "graph output" : "subgraph output";
+    for (onnx::ValueInfoProto& out : *g->mutable_output()) {
+      auto it = declared.find(out.name());
+      if (it == declared.end()) continue;
+      onnx::TypeProto* t = out.mutable_type();
+      if (!StaticShape(*t)) {
+        *t->mutable_tensor_type()->mutable_shape() = it->second;
+        continue;
+      }
+      onnx::TypeProto was;
+      *was.mutable_tensor_type()->mutable_shape() = it->second;
+      if (StaticShape(was) && DimsText(it->second) != DimsText(t->tensor_type().shape())) {
+        warnings->push_back(absl::StrCat(
+            kind, " '", EscapeForMessage(out.name()), "' is declared ",
+            DimsText(it->second), " but computes ", DimsText(t->tensor_type().shape()),
+            "; kiln uses the computed shape"));
+      }
     }
-    onnx::TypeProto was;
-    *was.mutable_tensor_type()->mutable_shape() = *declared[i];
-    if (StaticShape(was) && DimsText(*declared[i]) != DimsText(t->tensor_type().shape())) {
-      warnings->push_back(absl::StrCat(
-          "graph output '", EscapeForMessage(out.name()), "' is declared ",
-          DimsText(*declared[i]), " but computes ", DimsText(t->tensor_type().shape()),
-          "; kiln uses the computed shape"));
-    }
-  }
+  });
 }
 
 absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
@@ -802,6 +810,7 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   // Before constant Ifs fold away the branch they do not take.
   KILN_RETURN_IF_ERROR(
       onnx_internal::VerifyIfBranches(model.graph(), &file_index));
+  KILN_RETURN_IF_ERROR(onnx_internal::CheckTopLevelInputTypes(model.graph()));
   KILN_RETURN_IF_ERROR(
       BindInputShapes(model.mutable_graph(), options, &result.declared_inputs, &warnings));
   // Big weights leave the proto before libonnx walks it.
@@ -818,8 +827,7 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   fold_options.file_index = &file_index;
   fold_options.detached = &detached;
   if (!options.fold_shapes) fold_options.max_rounds = 1;
-  const std::vector<std::optional<onnx::TensorShapeProto>> declared_outputs =
-      TakeDeclaredOutputShapes(model.mutable_graph());
+  const DeclaredShapes declared_outputs = TakeDeclaredOutputShapes(model.mutable_graph());
   KILN_RETURN_IF_ERROR(
       onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
           .status());

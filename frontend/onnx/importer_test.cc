@@ -709,6 +709,54 @@ TEST(ImporterTest, GraphOutputDeclaredWithAnotherShapeTakesTheComputedOne) {
               HasSubstr("graph output 'y' is declared [2,12] but computes [2,192]"));
 }
 
+// The same for a subgraph's output (an onnx_compile fuzz finding): a Scan
+// body's `o = Identity(s2)` declared f32[] while it computes f32[4] made
+// libonnx drop the Scan's inference and lowering read a rank-1 operand with
+// rank-0 coordinates. The body output takes the computed shape.
+TEST(ImporterTest, SubgraphOutputDeclaredWithAnotherShapeTakesTheComputedOne) {
+  ModelBuilder m(/*opset=*/13);
+  m.Input("s0", TP::FLOAT, {int64_t{4}});
+  m.Input("x", TP::FLOAT, {int64_t{3}, int64_t{4}});
+  onnx::NodeProto* scan = m.Node("Scan", {"s0", "x"}, {"sn", "ys"}, "scan");
+  AttrInt(scan, "num_scan_inputs", 1);
+  onnx::GraphProto* body = AttrGraph(scan, "body");
+  body->set_name("scan_body");
+  testing::AddValueInfo(body->mutable_input(), "s", TP::FLOAT, {int64_t{4}});
+  testing::AddValueInfo(body->mutable_input(), "xi", TP::FLOAT, {int64_t{4}});
+  testing::AddNode(body, "Add", {"s", "xi"}, {"s2"}, "scan_add");
+  testing::AddNode(body, "Identity", {"s2"}, {"o"}, "scan_id");
+  body->add_output()->set_name("s2");  // untyped, as in the finding
+  testing::AddValueInfo(body->mutable_output(), "o", TP::FLOAT, {});
+  m.Output("sn", TP::FLOAT, {int64_t{4}});
+  m.Output("ys", TP::FLOAT, {int64_t{3}, int64_t{4}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<std::shared_ptr<const Graph>> b =
+      r->graph.nodes()[0].Attr<std::shared_ptr<const Graph>>("body");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->value(Find(**b, "o")).shape, (ir::Shape{4}));
+  EXPECT_EQ(r->graph.value(Find(r->graph, "ys")).shape, (ir::Shape{3, 4}));
+  EXPECT_THAT(absl::StrJoin(r->warnings, "\n"),
+              HasSubstr("subgraph output 'o' is declared [] but computes [4]"));
+}
+
+// A top-level input without a type is refused before libonnx sees the model
+// (an onnx_import fuzz finding: past the checker, which only warns at opset
+// 18, libonnx 1.12's shape inference read the missing type and crashed).
+TEST(ImporterTest, UntypedGraphInputIsRefusedBeforeInference) {
+  for (int64_t opset : {int64_t{17}, int64_t{18}}) {
+    ModelBuilder m(opset);
+    m.graph()->add_input()->set_name("x");
+    m.Node("Shape", {"x"}, {"s"}, "shape");
+    m.Output("s", TP::INT64, {int64_t{2}});
+    absl::StatusOr<ImportResult> r = Import(m);
+    ASSERT_FALSE(r.ok()) << "opset " << opset;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr("graph input 'x' has no type"))
+        << r.status();
+  }
+}
+
 // A declared shape inference cannot reach (a dynamic Reshape target) stays.
 TEST(ImporterTest, GraphOutputKeepsItsDeclaredShapeWhereInferenceGivesNone) {
   ModelBuilder m;
