@@ -285,6 +285,12 @@ absl::Status LowerSplit(Lowerer& L, const ir::Node& n) {
     if (!L.HasOutput(i)) return L.Unimplemented("omitted Split outputs");
     const Shape& s = L.OutputValue(i).shape;
     const int64_t a = *axis, off = offset;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      if (s.size() != x.shape.size() || (static_cast<int64_t>(d) != a && s[d] != x.shape[d])) {
+        return L.Error("output ", i, " is ", ir::ShapeToString(s), ", not a part of the input ",
+                       ir::ShapeToString(x.shape), " along axis ", a);
+      }
+    }
     SetView(L, i, x, [a, off](const Coords& c) {
       Coords r = c;
       r[a] = c[a] + off;
