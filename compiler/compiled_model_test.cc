@@ -661,6 +661,68 @@ TEST(CompiledModel, DeterministicIsBitIdenticalAtOneAndTwoThreads) {
   }
 }
 
+// Subnormal floats (decision 0067): by default a run flushes them to 0 on
+// every thread that computes (a loop kernel split over two threads, a
+// oneDNN matmul), leaves normal results alone, and puts the caller's
+// floating-point mode back; `keep` gives IEEE 754's subnormals, as the
+// reference interpreter does.
+TEST(CompiledModel, DenormalsAreFlushedUnlessKept) {
+  constexpr char kText[] = R"(
+graph g(%a: f32[64,1024], %b: f32[64,1024], %p: f32[8,64], %q: f32[64,64]) -> (%y, %z) opset 13 {
+  %y = Mul(%a, %b) name="mul" : f32[64,1024]
+  %z = MatMul(%p, %q) name="mm" : f32[8,64]
+}
+)";
+  // Odd elements / rows: 1e-20 * 1e-20 = 1e-40, subnormal (below 2^-126);
+  // even ones: 2 * 1e-20, normal.
+  std::vector<float> a(64 * 1024), b(64 * 1024, 1e-20f), p(8 * 64), q(64 * 64, 1e-20f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = i % 2 ? 1e-20f : 2.0f;
+  for (size_t i = 0; i < p.size(); ++i) p[i] = (i / 64) % 2 ? 1e-20f : 2.0f;
+  const std::vector<ir::Tensor> inputs = {
+      ir::Tensor::FromVector<float>({64, 1024}, a), ir::Tensor::FromVector<float>({64, 1024}, b),
+      ir::Tensor::FromVector<float>({8, 64}, p), ir::Tensor::FromVector<float>({64, 64}, q)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(Parse(kText), inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(std::fpclassify((*want)[0].data<float>()[1]), FP_SUBNORMAL);
+  ASSERT_EQ(std::fpclassify((*want)[1].data<float>()[64]), FP_SUBNORMAL);
+  for (CompileOptions::Denormals mode :
+       {CompileOptions::Denormals::kFlush, CompileOptions::Denormals::kKeep}) {
+    SCOPED_TRACE(DenormalsName(mode));
+    CompileOptions o = Options();
+    o.threads = 2;
+    o.denormals = mode;
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model = Compiler(o).CompileGraph(Parse(kText));
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(inputs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const bool flush = mode == CompileOptions::Denormals::kFlush;
+    const float* y = (*got)[0].data<float>();
+    const float* y_ref = (*want)[0].data<float>();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      wrong += y[i] != (flush && i % 2 ? 0.0f : y_ref[i]);
+    }
+    EXPECT_EQ(wrong, 0) << "of " << a.size() << " products";
+    const float* z = (*got)[1].data<float>();
+    const float* z_ref = (*want)[1].data<float>();
+    for (int r = 0; r < 8; ++r) {
+      for (int c = 0; c < 64; ++c) {
+        const float v = z[r * 64 + c], ref = z_ref[r * 64 + c];
+        if (r % 2 == 0) {
+          EXPECT_NEAR(v, ref, 1e-5f * std::abs(ref)) << r << "," << c;
+        } else if (flush) {
+          EXPECT_EQ(v, 0.0f) << r << "," << c;
+        } else {
+          EXPECT_EQ(std::fpclassify(v), FP_SUBNORMAL) << r << "," << c << ": " << v;
+        }
+      }
+    }
+    // The caller's thread computes subnormals again after the run.
+    volatile float tiny = 1e-20f;
+    EXPECT_NE(tiny * tiny, 0.0f);
+  }
+}
+
 TEST(CompiledModel, DeterministicRefusesTimedCallTuning) {
   CompileOptions o = Options();
   o.deterministic = true;

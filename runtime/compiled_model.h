@@ -148,6 +148,13 @@ struct CompileOptions {
   // Different ISAs still give different bits (vector widths change the
   // order of sums).
   bool deterministic = false;
+  // Subnormal floats during a run (backends/onednn/threads.h): kFlush
+  // treats them as 0 and flushes results below 2^-126 to 0 on the threads
+  // that run the model (FTZ + DAZ; restored when the run ends), which
+  // keeps a conv or matmul that meets them from running ~100x slower
+  // (decision 0067); kKeep computes them as IEEE 754 says.
+  enum class Denormals { kFlush, kKeep };
+  Denormals denormals = Denormals::kFlush;
 };
 
 // "compiled" / "eager"; and back (InvalidArgument for anything else).
@@ -156,6 +163,9 @@ absl::StatusOr<CompileOptions::Mode> ParseMode(absl::string_view name);
 // "off" / "on" / "cached"; and back (InvalidArgument for anything else).
 const char* CallTuningName(CompileOptions::CallTuning tuning);
 absl::StatusOr<CompileOptions::CallTuning> ParseCallTuning(absl::string_view name);
+// "flush" / "keep"; and back (InvalidArgument for anything else).
+const char* DenormalsName(CompileOptions::Denormals denormals);
+absl::StatusOr<CompileOptions::Denormals> ParseDenormals(absl::string_view name);
 // "f32" / "bf16" / "auto"; and back (InvalidArgument for anything else).
 const char* PrecisionName(CompileOptions::Precision precision);
 absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name);

@@ -281,6 +281,7 @@ class Executable final : public CompiledModel {
                        std::vector<KernelTiming>* timings, bool take_dynamic) const {
     const absl::Time run_start = timings != nullptr ? absl::Now() : absl::InfinitePast();
     if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
+    const onednn::ScopedFlushDenormals flush(flush_denormals_);
     for (size_t i = 0; i < inputs.size(); ++i) {
       ctx.ptrs[input_buffers_[i]] = const_cast<void*>(inputs[i].raw_data());
     }
@@ -349,6 +350,7 @@ class Executable final : public CompiledModel {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, AcquireContext());
     absl::Status status = [&]() -> absl::Status {
       if (threads_ > 0) KILN_RETURN_IF_ERROR(onednn::SetNumThreads(threads_));
+      const onednn::ScopedFlushDenormals flush(flush_denormals_);
       for (size_t i = 0; i < inputs.size(); ++i) {
         ctx->ptrs[input_buffers_[i]] = const_cast<void*>(inputs[i]);
       }
@@ -442,6 +444,7 @@ class Executable final : public CompiledModel {
   int64_t arena_bytes_ = 0;
   size_t max_args_ = 0;
   int threads_ = 0;
+  bool flush_denormals_ = true;  // CompileOptions::denormals
   std::shared_ptr<const void> keep_alive_;  // what the loop entries live in
   std::vector<Step> steps_;
   CompileReport report_;
@@ -667,6 +670,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   exe->program_ = std::move(lowered.program);
   exe->constants_ = std::move(lowered.constants);
   exe->threads_ = options.threads;
+  exe->flush_denormals_ = options.denormals == CompileOptions::Denormals::kFlush;
   report.total_ms = Ms(start) + report.import_ms;
   exe->report_ = std::move(report);
   return std::unique_ptr<CompiledModel>(std::move(exe));

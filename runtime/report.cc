@@ -98,6 +98,21 @@ absl::StatusOr<CompileOptions::Precision> ParsePrecision(absl::string_view name)
                                                  "' (expected f32, bf16 or auto)"));
 }
 
+const char* DenormalsName(CompileOptions::Denormals denormals) {
+  switch (denormals) {
+    case CompileOptions::Denormals::kFlush: return "flush";
+    case CompileOptions::Denormals::kKeep: return "keep";
+  }
+  return "?";
+}
+
+absl::StatusOr<CompileOptions::Denormals> ParseDenormals(absl::string_view name) {
+  if (name == "flush") return CompileOptions::Denormals::kFlush;
+  if (name == "keep") return CompileOptions::Denormals::kKeep;
+  return absl::InvalidArgumentError(absl::StrCat("unknown denormals mode '", EscapeForMessage(name),
+                                                 "' (expected flush or keep)"));
+}
+
 const char* CallTuningName(CompileOptions::CallTuning tuning) {
   switch (tuning) {
     case CompileOptions::CallTuning::kOff: return "off";

@@ -95,6 +95,10 @@ Compile flags:
                          dir; cached (deterministic) uses cached choices only;
                          on and cached also run narrow non-overlapping
                          ConvTransposes as loop kernels
+  --denormals=flush|keep subnormal floats during a run: flush (default)
+                         treats them as 0 (FTZ/DAZ on the threads running
+                         the model: a conv meeting them runs ~100x slower
+                         otherwise); keep computes them per IEEE 754
   --memory-limit=BYTES   refuse (exit 3) a model whose arena, constant
                          weights and prepacked weights together need more
                          than BYTES (compiled and eager engines)
@@ -421,7 +425,8 @@ struct FlagSpec {
 std::optional<bool> CompileFlagTakesValue(const std::string& name) {
   if (name == "isa" || name == "threads" || name == "mode" ||
       name == "disable-pass" || name == "shape" || name == "cache-dir" ||
-      name == "precision" || name == "memory-limit" || name == "tune-calls") {
+      name == "precision" || name == "memory-limit" || name == "tune-calls" ||
+      name == "denormals") {
     return true;
   }
   if (name == "no-prepack" || name == "no-reference-fallback" || name == "deterministic") {
@@ -523,6 +528,10 @@ absl::Status OnSharedFlag(absl::string_view sub, const std::string& name,
     absl::StatusOr<CompileOptions::Precision> p = ParsePrecision(value);
     if (!p.ok()) return UsageError(sub, p.status().message());
     c.precision = *p;
+  } else if (name == "denormals") {
+    absl::StatusOr<CompileOptions::Denormals> d = ParseDenormals(value);
+    if (!d.ok()) return UsageError(sub, d.status().message());
+    c.denormals = *d;
   } else if (name == "tune-calls") {
     absl::StatusOr<CompileOptions::CallTuning> t = ParseCallTuning(value);
     if (!t.ok()) return UsageError(sub, t.status().message());
@@ -987,6 +996,7 @@ CompileOptions ToCompileOptions(const CompileFlags& flags,
   o.call_tuning = flags.call_tuning;
   o.memory_limit_bytes = flags.memory_limit_bytes;
   o.deterministic = flags.deterministic;
+  o.denormals = flags.denormals;
   return o;
 }
 

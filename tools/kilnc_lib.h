@@ -68,6 +68,8 @@ struct CompileFlags {
   int64_t memory_limit_bytes = 0;
   // --deterministic: CompileOptions::deterministic.
   bool deterministic = false;
+  // --denormals: CompileOptions::denormals.
+  CompileOptions::Denormals denormals = CompileOptions::Denormals::kFlush;
 };
 
 // Flags of the commands that feed a model (run, bench, profile).
