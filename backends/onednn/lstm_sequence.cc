@@ -96,6 +96,29 @@ HWY_INLINE void Cell(DF d, VF ai, VF ao, VF af, VF ac, const float* peep, size_t
   hn::StoreU(hn::Mul(o, hn::Tanh(d, c_new)), d, h + off);
 }
 
+// Two batch rows of one block: each weight vector loaded feeds both rows'
+// products (16 accumulators), halving the recurrence's weight traffic.
+HWY_INLINE void BlockPair(DF d, const float* x0, const float* x1, const float* w,
+                          const float* h0, const float* h1, int64_t H, size_t U,
+                          VF (&acc)[2][8]) {
+  const size_t L = hn::Lanes(d);
+#pragma GCC unroll 8
+  for (size_t j = 0; j < 8; ++j) {
+    acc[0][j] = hn::LoadU(d, x0 + (j / 2) * U + (j % 2) * L);
+    acc[1][j] = hn::LoadU(d, x1 + (j / 2) * U + (j % 2) * L);
+  }
+  for (int64_t k = 0; k < H; ++k, w += 4 * U) {
+    const VF a0 = hn::Set(d, h0[k]);
+    const VF a1 = hn::Set(d, h1[k]);
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j) {
+      const VF wv = hn::LoadU(d, w + (j / 2) * U + (j % 2) * L);
+      acc[0][j] = hn::MulAdd(a0, wv, acc[0][j]);
+      acc[1][j] = hn::MulAdd(a1, wv, acc[1][j]);
+    }
+  }
+}
+
 void LstmSteps(const StepArgs& a) {
   const DF d;
   const size_t L = hn::Lanes(d);
@@ -115,7 +138,31 @@ void LstmSteps(const StepArgs& a) {
   float* h_next = a.h_b;
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = a.reverse ? T - 1 - s : s;
-    for (int64_t n = 0; n < N; ++n) {
+    int64_t n = 0;
+    for (; n + 1 < N; n += 2) {
+      const float* xw = a.xw + (t * N + n) * a.xw_stride;
+      const float* hp = h_prev + n * Hp;
+      float* hn_row = h_next + n * Hp;
+      float* c = a.c + n * Hp;
+      for (size_t b = 0; b < NB; ++b) {
+        VF acc[2][8];
+        BlockPair(d, xw + b * 4 * U, xw + a.xw_stride + b * 4 * U, a.r + b * H * 4 * U, hp,
+                  hp + Hp, H, U, acc);
+        for (size_t r = 0; r < 2; ++r) {
+          for (size_t v = 0; v < kVecsPerGate; ++v) {
+            Cell(d, acc[r][v], acc[r][2 + v], acc[r][4 + v], acc[r][6 + v], a.peep,
+                 b * U + v * L, Hp, c + r * Hp, hn_row + r * Hp);
+          }
+        }
+      }
+      if (a.y != nullptr) {
+        for (int64_t r = 0; r < 2; ++r) {
+          std::memcpy(a.y + ((t * a.dirs + a.dir) * N + n + r) * H, hn_row + r * Hp,
+                      sizeof(float) * H);
+        }
+      }
+    }
+    for (; n < N; ++n) {
       const float* xw = a.xw + (t * N + n) * a.xw_stride;
       const float* hp = h_prev + n * Hp;
       float* hn_row = h_next + n * Hp;
