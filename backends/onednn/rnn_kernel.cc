@@ -27,7 +27,6 @@
 #include "backends/onednn/engine.h"
 #include "backends/onednn/kernel_reader.h"
 #include "backends/onednn/lstm_sequence.h"
-#include "backends/onednn/threads.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -373,7 +372,7 @@ std::string WeightsLayout(const memory::desc& md) {
 
 }  // namespace
 
-bool UseLstmSequence(int64_t batch, int64_t hidden, int threads) {
+bool UseLstmSequence(int64_t batch) {
   // Measured in benchmarks/results/2026-12-02-lstm-batch1.md.
   return batch <= kLstmSequenceMaxBatch;
 }
@@ -397,7 +396,7 @@ absl::StatusOr<bool> ChooseSequence(const Reader& rd, const Problem& p, bool run
     if (!why_not.empty()) return rd.Unimplemented(why_not);
     return true;
   }
-  return why_not.empty() && UseLstmSequence(p.batch, p.hidden, NumThreads());
+  return why_not.empty() && UseLstmSequence(p.batch);
 }
 
 const char* CellName(Cell c) {

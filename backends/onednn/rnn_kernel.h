@@ -35,12 +35,13 @@ namespace kiln::onednn {
 
 // Batch sizes up to which an f32 LSTM with constant weights runs as an
 // LstmSequence (one projection matmul plus kiln's Highway recurrence)
-// rather than oneDNN's RNN primitive: decision 0065.
-inline constexpr int64_t kLstmSequenceMaxBatch = 4;
+// rather than oneDNN's RNN primitive: measured with rnn_forms_benchmark at
+// hidden 128 and 512, 1 and 2 threads (decision 0065).
+inline constexpr int64_t kLstmSequenceMaxBatch = 2;
 
 // The rule OneDnnCallOptions::RnnForm::kAuto applies to an LSTM that both
-// forms can run: batch N, hidden size H, at `threads` threads.
-bool UseLstmSequence(int64_t batch, int64_t hidden, int threads);
+// forms can run.
+bool UseLstmSequence(int64_t batch);
 
 // Why a class: the primitive, the weights in oneDNN's gate order (prepacked
 // when constant) and the scratch states are built once per kernel. Run is

@@ -419,7 +419,7 @@ TEST(RnnKernelLstmSequence, AutoFollowsTheRule) {
     ExternKernelInfo info;
     CheckOnce(c, &info, {});
     EXPECT_EQ(absl::StartsWith(info.impl, "kiln:lstm_steps"),
-              UseLstmSequence(batch, c.hidden, 1))
+              UseLstmSequence(batch))
         << "batch " << batch << ": " << info.impl;
   }
 }
