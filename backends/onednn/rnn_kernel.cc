@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "backends/onednn/engine.h"
 #include "backends/onednn/kernel_reader.h"
+#include "backends/onednn/lstm_sequence.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -369,6 +370,35 @@ std::string WeightsLayout(const memory::desc& md) {
   return s;
 }
 
+}  // namespace
+
+bool UseLstmSequence(int64_t batch) {
+  // Measured in benchmarks/results/2026-12-02-lstm-batch1.md.
+  return batch <= kLstmSequenceMaxBatch;
+}
+
+namespace {
+
+// Whether the LSTM runs as an LstmSequence: `form` kSequence asks for it
+// (Unimplemented naming why where it does not apply), kAuto applies
+// UseLstmSequence where it applies.
+absl::StatusOr<bool> ChooseSequence(const Reader& rd, const Problem& p, bool runtime_weights,
+                                    OneDnnCallOptions::RnnForm form) {
+  using Form = OneDnnCallOptions::RnnForm;
+  if (form == Form::kPrimitive) return false;
+  std::string why_not;
+  if (p.cell != Cell::kLstm) {
+    why_not = "only LSTM runs as a projection matmul plus recurrence";
+  } else if (runtime_weights) {
+    why_not = "weights known only at run time";
+  }
+  if (form == Form::kSequence) {
+    if (!why_not.empty()) return rd.Unimplemented(why_not);
+    return true;
+  }
+  return why_not.empty() && UseLstmSequence(p.batch);
+}
+
 const char* CellName(Cell c) {
   switch (c) {
     case Cell::kLstm: return "lstm";
@@ -401,6 +431,9 @@ struct OneDnnRnnKernel::Impl {
   memory src_layer, src_iter, src_iter_c, dst_layer, dst_iter, dst_iter_c, scratchpad;
   bool y_direct = false;
   std::unordered_map<int, memory> args;
+  // Set when the LSTM runs as a projection matmul plus kiln's recurrence
+  // instead of `prim` (decision 0065).
+  std::unique_ptr<LstmSequence> sequence;
 
   absl::Status PackAll(absl::Span<void* const> inputs) {
     const Problem& p = pb;
@@ -482,6 +515,29 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   absl::StrAppend(&call, "]");
   if (p.in[kB] >= 0) absl::StrAppend(&call, "+bias");
   if (p.in[kP] >= 0) absl::StrAppend(&call, "+peephole");
+
+  KILN_ASSIGN_OR_RETURN(const bool use_sequence,
+                        ChooseSequence(rd, p, m.runtime_weights, options.rnn_form));
+  if (use_sequence) {
+    LstmShape shape;
+    shape.seq = T;
+    shape.batch = N;
+    shape.input = I;
+    shape.hidden = H;
+    shape.dirs = D;
+    shape.reverse = p.direction == "reverse";
+    KILN_ASSIGN_OR_RETURN(m.sequence,
+                          LstmSequence::Create(shape, p.constant[kW], p.constant[kR],
+                                               p.constant[kB], p.constant[kP],
+                                               options.prepack_weights, m.where));
+    ExternKernelInfo& info = m.info;
+    info.op = CellName(p.cell);
+    info.call = call;
+    info.weight_layout = m.sequence->weights_layout();
+    info.impl = m.sequence->impl();
+    info.prepacked_bytes = m.sequence->packed_bytes();
+    return std::unique_ptr<OneDnnRnnKernel>(new OneDnnRnnKernel(std::move(impl)));
+  }
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -617,6 +673,16 @@ absl::Status OneDnnRnnKernel::Run(absl::Span<void* const> inputs,
   if (std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end() ||
       std::find(outputs.begin(), outputs.end(), nullptr) != outputs.end()) {
     return absl::InvalidArgumentError(absl::StrCat(m.where, ": null buffer pointer"));
+  }
+  if (m.sequence != nullptr) {
+    auto in_or_null = [&](int slot) -> const float* {
+      return p.in[slot] >= 0 ? static_cast<const float*>(inputs[p.in[slot]]) : nullptr;
+    };
+    auto out_or_null = [&](int slot) -> float* {
+      return p.out[slot] >= 0 ? static_cast<float*>(outputs[p.out[slot]]) : nullptr;
+    };
+    return m.sequence->Run(in_or_null(kX), in_or_null(kInitH), in_or_null(kInitC),
+                           out_or_null(kY), out_or_null(kYh), out_or_null(kYc));
   }
   if (m.runtime_weights) KILN_RETURN_IF_ERROR(m.PackAll(inputs));
   auto in = [&](int slot, std::vector<float>& fallback) -> void* {

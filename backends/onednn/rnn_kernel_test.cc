@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "backends/onednn/extern_kernel.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
@@ -157,8 +158,7 @@ absl::StatusOr<Lowered> Lower(const std::string& text) {
 
 // Builds the case's kernel on oneDNN, runs it twice on random inputs and
 // compares every graph output with the reference interpreter's.
-void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
-                           const OneDnnCallOptions& options = {}) {
+void CheckOnce(const RnnCase& c, ExternKernelInfo* info, const OneDnnCallOptions& options) {
   const std::string text = c.Text();
   SCOPED_TRACE(c.Describe());
   absl::StatusOr<Lowered> l = Lower(text);
@@ -207,6 +207,24 @@ void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
     EXPECT_TRUE(r.ok) << (*k)->info().call << ": output " << o << ": " << r.message;
   }
   if (info != nullptr) *info = (*k)->info();
+}
+
+// CheckOnce with `options`; an LSTM that both forms can run (constant
+// weights) is also checked as oneDNN's RNN primitive and as an
+// LstmSequence, whichever the rule picks. `info` is the `options` kernel's.
+void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
+                           const OneDnnCallOptions& options = {}) {
+  using Form = OneDnnCallOptions::RnnForm;
+  CheckOnce(c, info, options);
+  if (c.op != "LSTM" || c.runtime_weights || options.rnn_form != Form::kAuto) return;
+  for (Form form : {Form::kPrimitive, Form::kSequence}) {
+    OneDnnCallOptions forced = options;
+    forced.rnn_form = form;
+    ExternKernelInfo forced_info;
+    CheckOnce(c, &forced_info, forced);
+    EXPECT_EQ(absl::StartsWith(forced_info.impl, "kiln:lstm_steps"), form == Form::kSequence)
+        << forced_info.impl;
+  }
 }
 
 absl::Status CreateStatus(const RnnCase& c) {
@@ -300,8 +318,110 @@ TEST(RnnKernelLstm, RuntimeWeightsAndUnpackedWeights) {
   c.runtime_weights = false;
   OneDnnCallOptions no_prepack;
   no_prepack.prepack_weights = false;
+  no_prepack.rnn_form = OneDnnCallOptions::RnnForm::kPrimitive;
   CheckAgainstReference(c, &info, no_prepack);
   EXPECT_EQ(info.weight_layout, "ldigo");
+  no_prepack.rnn_form = OneDnnCallOptions::RnnForm::kSequence;
+  CheckAgainstReference(c, &info, no_prepack);
+  EXPECT_EQ(info.weight_layout, "ab");
+}
+
+// ---- LSTM as a projection matmul plus kiln's recurrence (LstmSequence).
+
+OneDnnCallOptions SequenceForm() {
+  OneDnnCallOptions o;
+  o.rnn_form = OneDnnCallOptions::RnnForm::kSequence;
+  return o;
+}
+
+TEST(RnnKernelLstmSequence, HiddenSizesAcrossVectorBlocks) {
+  // Hidden sizes below, at and across the recurrence's block of units (2
+  // vectors: 32 floats on AVX-512, 16 on AVX2), with every direction.
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    for (int64_t hidden : {1, 16, 32, 33, 70}) {
+      RnnCase c;
+      c.direction = dir;
+      c.hidden = hidden;
+      c.batch = hidden % 2 == 0 ? 1 : 2;
+      c.input = hidden == 70 ? 19 : 4;
+      c.init_h = c.init_c = hidden != 16;
+      c.bias = hidden != 33;
+      ExternKernelInfo info;
+      CheckAgainstReference(c, &info, SequenceForm());
+      EXPECT_TRUE(absl::StartsWith(info.impl, "kiln:lstm_steps(")) << info.impl;
+      EXPECT_EQ(info.op, "lstm");
+    }
+  }
+}
+
+TEST(RnnKernelLstmSequence, EveryHighwayTarget) {
+  // The block of units is 2 vectors of the target the recurrence runs on.
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const char* dir : {"forward", "bidirectional"}) {
+      RnnCase c;
+      c.direction = dir;
+      c.hidden = 37;
+      c.peephole = true;
+      c.init_h = c.init_c = true;
+      ExternKernelInfo info;
+      CheckAgainstReference(c, &info, SequenceForm());
+      EXPECT_TRUE(absl::StrContains(info.impl, absl::StrCat("(", hwy::TargetName(target), ")")))
+          << info.impl;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(RnnKernelLstmSequence, PeepholesStatesAndOutputs) {
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    RnnCase c;
+    c.direction = dir;
+    c.peephole = true;
+    c.init_c = true;
+    c.hidden = 40;
+    c.seq = 5;
+    CheckAgainstReference(c, nullptr, SequenceForm());
+    c.init_h = true;
+    c.init_c = false;
+    c.y = false;
+    CheckAgainstReference(c, nullptr, SequenceForm());
+    c.y = true;
+    c.yh = c.yc = false;
+    CheckAgainstReference(c, nullptr, SequenceForm());
+  }
+}
+
+TEST(RnnKernelLstmSequence, RefusesWhatItDoesNotRun) {
+  RnnCase c;
+  c.runtime_weights = true;
+  absl::StatusOr<Lowered> l = Lower(c.Text());
+  ASSERT_TRUE(l.ok()) << l.status();
+  absl::Status s =
+      OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, SequenceForm())
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "run time")) << s;
+  RnnCase gru;
+  gru.op = "GRU";
+  l = Lower(gru.Text());
+  ASSERT_TRUE(l.ok()) << l.status();
+  s = OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, SequenceForm())
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+}
+
+TEST(RnnKernelLstmSequence, AutoFollowsTheRule) {
+  for (int64_t batch : {int64_t{1}, kLstmSequenceMaxBatch, kLstmSequenceMaxBatch + 1}) {
+    RnnCase c;
+    c.batch = batch;
+    c.hidden = 64;
+    ExternKernelInfo info;
+    CheckOnce(c, &info, {});
+    EXPECT_EQ(absl::StartsWith(info.impl, "kiln:lstm_steps"),
+              UseLstmSequence(batch))
+        << "batch " << batch << ": " << info.impl;
+  }
 }
 
 TEST(RnnKernelLstm, FullConstantSequenceLens) {
