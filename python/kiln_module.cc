@@ -804,16 +804,26 @@ class InferenceSession {
       unpooled->push_back(std::make_unique<PoolEntry>());
       slot = unpooled->back().get();
     }
-    const TensorInfo& info = outputs_[o];
-    absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(
-        info.dtype, info.shape, absl::StrCat("output '", info.name, "'"));
-    if (!t.ok()) RaiseRunError(t.status());
-    ir::Tensor view = t->Share();
-    py::object array = py::reinterpret_steal<py::object>(ToArray(*std::move(t)));
-    slot->flags = reinterpret_cast<const py::detail::PyArray_Proxy*>(array.ptr())->flags;
-    slot->array = std::move(array);  // drops the pool's reference to the array replaced
-    slot->tensor = std::move(view);
+    // Busy first: dropping the array replaced may run Python code (a weak
+    // reference's callback, the garbage collector), even a run of this
+    // session, which must not take this entry.
     slot->busy = true;
+    const TensorInfo& info = outputs_[o];
+    PyObject* made = nullptr;
+    ir::Tensor view;
+    try {
+      absl::StatusOr<ir::Tensor> t = ir::Tensor::Create(
+          info.dtype, info.shape, absl::StrCat("output '", info.name, "'"));
+      if (!t.ok()) RaiseRunError(t.status());
+      view = t->Share();
+      made = ToArray(*std::move(t));
+    } catch (...) {
+      slot->busy = false;
+      throw;
+    }
+    slot->flags = reinterpret_cast<const py::detail::PyArray_Proxy*>(made)->flags;
+    slot->tensor = std::move(view);
+    slot->array = py::reinterpret_steal<py::object>(made);  // drops the array replaced
     return slot;
   }
 

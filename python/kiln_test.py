@@ -204,6 +204,22 @@ def test_later_runs_never_write_an_array_something_refers_to(tiny, tiny_data):
         assert_close(weak(), want[1], "a weakly referenced output")
 
 
+def test_a_run_from_a_callback_while_run_replaces_a_kept_array(tiny, tiny_data):
+    """An array the session keeps and drops for a new one may have a weak
+    reference whose callback runs the session again, inside that run."""
+    x, probs = tiny_data
+    from_callback = []
+    out = tiny.run(None, {"input": x})[0]
+    weak = weakref.ref(out, lambda _: from_callback.append(tiny.run(None, {"input": -x})[0]))
+    del out
+    kept = [tiny.run(None, {"input": x})[0] for _ in range(4)]
+    assert weak() is None and len(from_callback) == 1
+    for k, got in enumerate(kept):
+        assert_close(got, probs, f"run {k} while a kept array was replaced")
+    ref = kiln.InferenceSession(os.path.join(TINY_CNN, "model.onnx"), engine="reference")
+    assert_close(from_callback[0], ref.run(None, {"input": -x})[0], "the callback's run")
+
+
 def test_run_arguments_by_keyword_and_output_names(tiny, tiny_data):
     x, probs = tiny_data
     (a,) = tiny.run(output_names=None, input_feed={"input": x})
