@@ -3,7 +3,12 @@
 # CompiledModel::Run (the module's _time_cpp_run) on one compiled model and
 # the same inputs, one call of each per round, alternately; prints medians,
 # and the median of run() minus the C++ Run inside that same call (the
-# module's own cost, free of the model's run-to-run noise).
+# module's own cost, free of the model's run-to-run noise), split into the
+# module's code (from entering its run method to leaving it, the C++ Run
+# excluded) and the rest (the interpreter's call and return, the caller's
+# timer, freeing the returned list).
+#
+# A module built before `_last_call_bounds_ns` existed prints no split.
 #
 #   tools/install_python.sh
 #   /usr/bin/python3 benchmarks/python_overhead.py models/tiny_cnn/model.onnx ~/.cache/kiln/zoo/resnet50/model.onnx
@@ -41,7 +46,8 @@ def measure(name, model, threads, min_time, min_rounds):
     for _ in range(3):  # warm-up: pooled context, caches
         sess.run(None, feeds)
         sess._time_cpp_run(feeds, 1)
-    py, cpp, before, after = [], [], [], []
+    py, cpp, before, after, inside = [], [], [], [], []
+    split = hasattr(sess, "_last_call_bounds_ns")
     start = time.perf_counter()
     while len(py) < min_rounds or time.perf_counter() - start < min_time:
         t0 = time.perf_counter_ns()
@@ -52,6 +58,9 @@ def measure(name, model, threads, min_time, min_rounds):
         run_start, run_end = sess._last_run_bounds_ns
         before.append((run_start - t0) * 1e-9)
         after.append((t1 - run_end) * 1e-9)
+        if split:
+            entered, left = sess._last_call_bounds_ns
+            inside.append((run_start - entered + left - run_end) * 1e-9)
         cpp.extend(sess._time_cpp_run(feeds, 1))
     own = [b + a for b, a in zip(before, after)]
     # What running any Python code costs with the caches the model's run left
@@ -81,6 +90,9 @@ def measure(name, model, threads, min_time, min_rounds):
           f"run() minus its own C++ Run: median {statistics.median(own) * 1e6:.2f} us "
           f"(before {statistics.median(before) * 1e6:.2f}, after {statistics.median(after) * 1e6:.2f}), "
           f"p90 {sorted(own)[int(0.9 * (len(own) - 1))] * 1e6:.2f} us; "
+          + (f"of which inside the module's run method {statistics.median(inside) * 1e6:.2f} us, "
+             f"outside it {statistics.median(o - i for o, i in zip(own, inside)) * 1e6:.2f} us; "
+             if split else "")
           + "; ".join(floor_text))
 
 

@@ -7,6 +7,7 @@
 import json
 import os
 import threading
+import weakref
 
 import numpy as np
 import onnx
@@ -170,6 +171,72 @@ def test_outputs_outlive_the_session_and_later_runs(cache_dir, tiny_data):
     del sess
     assert_close(first, probs, "first run after a second run and the session's end")
     assert not np.array_equal(first, second)
+
+
+def test_later_runs_never_write_an_array_something_refers_to(tiny, tiny_data):
+    """run returns arrays of earlier runs again once nothing refers to them;
+    a name, a view, a list, a weak reference or an in-place change of shape
+    or flags keeps an array from being written by later runs."""
+    x, _ = tiny_data
+    ref = kiln.InferenceSession(os.path.join(TINY_CNN, "model.onnx"), engine="reference")
+    feeds = [x, np.zeros_like(x), (x * 0.5).astype(np.float32), -x]
+    want = [ref.run(None, {"input": f})[0] for f in feeds]
+    kept = [tiny.run(None, {"input": f})[0] for f in feeds]
+    view = tiny.run(None, {"input": feeds[0]})[0][0, :3]
+    out = tiny.run(None, {"input": feeds[1]})[0]
+    weak = weakref.ref(out)
+    del out
+    reshaped = tiny.run(None, {"input": feeds[2]})[0]
+    reshaped.shape = (10,)
+    del reshaped
+    frozen = tiny.run(None, {"input": feeds[2]})[0]
+    frozen.flags.writeable = False
+    del frozen
+    for n in range(6):
+        (got,) = tiny.run(None, {"input": feeds[n % 2 + 2]})
+        assert got.shape == (1, 10) and got.flags.writeable and got.flags.c_contiguous
+        assert got is not weak()
+        assert_close(got, want[n % 2 + 2], f"run {n} of a loop")
+    for k in range(len(feeds)):
+        assert_close(kept[k], want[k], f"output {k} kept in a list")
+    assert_close(view, want[0][0, :3], "a view of a dropped output")
+    if weak() is not None:
+        assert_close(weak(), want[1], "a weakly referenced output")
+
+
+def test_a_run_from_a_callback_while_run_replaces_a_kept_array(tiny, tiny_data):
+    """An array the session keeps and drops for a new one may have a weak
+    reference whose callback runs the session again, inside that run."""
+    x, probs = tiny_data
+    from_callback = []
+    out = tiny.run(None, {"input": x})[0]
+    weak = weakref.ref(out, lambda _: from_callback.append(tiny.run(None, {"input": -x})[0]))
+    del out
+    kept = [tiny.run(None, {"input": x})[0] for _ in range(4)]
+    assert weak() is None and len(from_callback) == 1
+    for k, got in enumerate(kept):
+        assert_close(got, probs, f"run {k} while a kept array was replaced")
+    ref = kiln.InferenceSession(os.path.join(TINY_CNN, "model.onnx"), engine="reference")
+    assert_close(from_callback[0], ref.run(None, {"input": -x})[0], "the callback's run")
+
+
+def test_run_arguments_by_keyword_and_output_names(tiny, tiny_data):
+    x, probs = tiny_data
+    (a,) = tiny.run(output_names=None, input_feed={"input": x})
+    (b,) = tiny.run(None, {"input": x}, run_options=None)
+    c, d = tiny.run(["probs", "probs"], {"input": x})
+    for got in (a, b, c, d):
+        assert_close(got, probs, "tiny_cnn")
+    with pytest.raises(TypeError, match="missing required argument 'input_feed'"):
+        tiny.run(None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'feeds'"):
+        tiny.run(None, feeds={"input": x})
+    with pytest.raises(TypeError, match="multiple values for argument 'output_names'"):
+        tiny.run(None, {"input": x}, output_names=None)
+    with pytest.raises(TypeError, match="RunOptions"):
+        tiny.run(None, {"input": x}, object())
+    with pytest.raises(TypeError, match="at most 3 arguments"):
+        tiny.run(None, {"input": x}, None, None)
 
 
 def test_bytes_model_and_pathlike(cache_dir, tiny_data):
