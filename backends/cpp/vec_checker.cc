@@ -265,7 +265,10 @@ constexpr int64_t kMaxVectorLanes = 64;
 // vectorized along its last reduction variable only from this extent on
 // (the f32 lanes of the widest target): shorter ones are a single masked
 // step and a horizontal combine, slower than the scalar loop
-// (docs/decisions/0021-short-reductions-stay-scalar.md).
+// (docs/decisions/0021-short-reductions-stay-scalar.md). In a kernel
+// without a vector variable, such a reduction vectorizes only when no
+// iteration variable does: per-lane accumulators over a wide variable beat a
+// step and a combine per output even with gathered loads (0064).
 constexpr int64_t kMinInnerReduceExtent = 16;
 
 struct LaneForm {
@@ -914,6 +917,9 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
     int var = -1;
     int score = 0;
     bool any_vector = false;
+    // Only reductions shorter than kMinInnerReduceExtent vectorized along
+    // their own variable (var -1): a last resort.
+    bool short_only = false;
     std::vector<bool> inner;
     std::vector<std::string> notes;
     std::string failure;
@@ -921,7 +927,8 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
   std::vector<Choice> choices;
   if (reason.empty()) {
     // Candidates: each iteration variable with extent >= 2 (innermost first),
-    // then none (only reductions vectorized along their own variable).
+    // then none (only reductions vectorized along their own variable; when
+    // all of those are short, only if no iteration variable vectorizes).
     std::vector<int> cands;
     for (int v = ni - 1; v >= 0; --v) {
       if (k.ranges[v] >= 2) cands.push_back(v);
@@ -944,6 +951,7 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
         if (a.deps[i] & Bit(v)) ch.any_vector = true;
       }
       ch.score = c.score;
+      bool long_inner = false;
       ch.notes = c.notes;
       for (size_t i = 0; i < k.body.size(); ++i) {
         if (k.body[i].code != OpCode::kReduce) continue;
@@ -966,16 +974,19 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
           ch.score += rc.score;
           ch.notes.push_back(absl::StrCat("reduce #", i, " vectorized over ",
                                           k.VarName(k.num_vars() - 1)));
+          if (a.extents[k.num_vars() - 1] >= kMinInnerReduceExtent) long_inner = true;
           for (std::string& note : rc.notes) ch.notes.push_back(std::move(note));
         } else {
           ch.notes.push_back(absl::StrCat("reduce #", i, " scalar: ", rc.failure));
         }
       }
+      ch.short_only = v < 0 && ch.any_vector && !long_inner;
       choices.push_back(std::move(ch));
     }
     const Choice* best = nullptr;
     for (const Choice& ch : choices) {
       if (!ch.failure.empty() || !ch.any_vector) continue;
+      if (ch.short_only && best != nullptr) continue;  // the last candidate
       if (best == nullptr || ch.score > best->score) best = &ch;
     }
     if (best != nullptr) {
