@@ -266,9 +266,11 @@ constexpr int64_t kMaxVectorLanes = 64;
 // (the f32 lanes of the widest target): shorter ones are a single masked
 // step and a horizontal combine, slower than the scalar loop
 // (docs/decisions/0021-short-reductions-stay-scalar.md). In a kernel
-// without a vector variable, such a reduction vectorizes only when no
-// iteration variable does: per-lane accumulators over a wide variable beat a
-// step and a combine per output even with gathered loads (0064).
+// without a vector variable, reductions over fewer elements per output than
+// this in all (one vector step's worth) vectorize along their own variable
+// only when no iteration variable vectorizes: per-lane accumulators over a
+// wide variable beat a step and a horizontal combine per output even with
+// gathered loads (0064).
 constexpr int64_t kMinInnerReduceExtent = 16;
 
 struct LaneForm {
@@ -917,18 +919,24 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
     int var = -1;
     int score = 0;
     bool any_vector = false;
-    // Only reductions shorter than kMinInnerReduceExtent vectorized along
-    // their own variable (var -1): a last resort.
+    // Var -1 with reductions over fewer than kMinInnerReduceExtent elements
+    // per output: a last resort.
     bool short_only = false;
     std::vector<bool> inner;
     std::vector<std::string> notes;
     std::string failure;
   };
   std::vector<Choice> choices;
+  int64_t reduction_size = 1;  // elements reduced per output
+  for (int64_t e : k.reduction_ranges) {
+    reduction_size = std::min(reduction_size * std::min(e, kMinInnerReduceExtent),
+                              kMinInnerReduceExtent);
+  }
   if (reason.empty()) {
     // Candidates: each iteration variable with extent >= 2 (innermost first),
-    // then none (only reductions vectorized along their own variable; when
-    // all of those are short, only if no iteration variable vectorizes).
+    // then none (only reductions vectorized along their own variable; over
+    // fewer than kMinInnerReduceExtent elements per output, only if no
+    // iteration variable vectorizes).
     std::vector<int> cands;
     for (int v = ni - 1; v >= 0; --v) {
       if (k.ranges[v] >= 2) cands.push_back(v);
@@ -951,7 +959,6 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
         if (a.deps[i] & Bit(v)) ch.any_vector = true;
       }
       ch.score = c.score;
-      bool long_inner = false;
       ch.notes = c.notes;
       for (size_t i = 0; i < k.body.size(); ++i) {
         if (k.body[i].code != OpCode::kReduce) continue;
@@ -974,13 +981,12 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
           ch.score += rc.score;
           ch.notes.push_back(absl::StrCat("reduce #", i, " vectorized over ",
                                           k.VarName(k.num_vars() - 1)));
-          if (a.extents[k.num_vars() - 1] >= kMinInnerReduceExtent) long_inner = true;
           for (std::string& note : rc.notes) ch.notes.push_back(std::move(note));
         } else {
           ch.notes.push_back(absl::StrCat("reduce #", i, " scalar: ", rc.failure));
         }
       }
-      ch.short_only = v < 0 && ch.any_vector && !long_inner;
+      ch.short_only = v < 0 && ch.any_vector && reduction_size < kMinInnerReduceExtent;
       choices.push_back(std::move(ch));
     }
     const Choice* best = nullptr;

@@ -214,6 +214,23 @@ CHECK-NEXT:   #2 store y: vector
 )");
 }
 
+// A global average pool over 13x13 in NCHW: 169 elements per output are
+// 13 masked steps along r1 and one combine, cheaper than 169 gathers with
+// stride 169 per 16 channels, so the reduction keeps its own vector pass.
+TEST(VecChecker, LongReductionWithShortLastExtentVectorizesInside) {
+  ExpectPlans(R"(
+buffer %x: f32[1,64,13,13] input
+buffer %y: f32[1,64,1,1] output
+kernel gap over (i0: 1, i1: 64) reduce (r0: 13, r1: 13) {
+  %0 = load %x[i1*169 + r0*13 + r1]
+  %1 = reduce sum %0
+  store %y[i1], %1
+}
+)", R"(
+CHECK: kernel 0 gap: vectorized, loops (i0, i1) -- reductions vectorized; reduce #1 vectorized over r1
+)");
+}
+
 // Without a wide iteration variable, a short reduction still vectorizes
 // along its own variable (the last resort).
 TEST(VecChecker, ShortReductionWithoutVectorVariableVectorizesInside) {
