@@ -270,7 +270,7 @@ constexpr int64_t kMaxVectorLanes = 64;
 // this in all (one vector step's worth) vectorize along their own variable
 // only when no iteration variable vectorizes: per-lane accumulators over a
 // wide variable beat a step and a horizontal combine per output even with
-// gathered loads (0064).
+// gathered loads (docs/decisions/0064-short-reductions-vectorize-over-outputs.md).
 constexpr int64_t kMinInnerReduceExtent = 16;
 
 struct LaneForm {
