@@ -351,6 +351,43 @@ TEST(Codegen, ReductionsOverContiguousAndStridedDims) {
   EXPECT_THAT(StatusOf(r[0], "rms_7x17").reason, HasSubstr("vectorized over r1"));
 }
 
+// A short reduction along the contiguous dim whose outputs are contiguous in
+// a wide iteration variable: a MaxPool over 4 columns fused with the
+// transpose and reshape that follow it, y[w*C + c, t] = max_r x[c, t, 4w + r]
+// (as in audio models: pool the frequency axis, move channels first). Per-
+// lane accumulators over t with gathered loads, not a masked 4-lane step and
+// a horizontal max per output; NaN and infinities propagate as in the
+// interpreter.
+TEST(Codegen, ShortReductionVectorizesOverWideOutputVariable) {
+  KILN_TEST_ISA_OR_SKIP(t);
+  SKIP_IF_EMULATED(t);
+  std::vector<ProgramCase> cases(1);
+  cases[0].name = "pool then transpose";
+  cases[0].tol = kReduction;
+  LoopProgram& p = cases[0].program;
+  constexpr int64_t C = 6, T = 37, W = 4, K = 4;
+  const int x = p.AddBuffer("x", DType::kF32, {C, T, W * K}, BufferKind::kInput);
+  for (ReduceKind rk : {ReduceKind::kMax, ReduceKind::kSum}) {
+    const std::string name = absl::StrCat("pool_t_", ir::loop::ReduceKindName(rk));
+    const int y = p.AddBuffer(name + "_out", DType::kF32, {W * C, T}, BufferKind::kOutput);
+    KernelBuilder b(&p, name, {W * C, T}, {K});
+    const auto at = ir::loop::Mod(b.i(0), C) * (T * W * K) + b.i(1) * (W * K) +
+                    FloorDiv(b.i(0), C) * K + b.r(0);
+    b.Store(y, b.i(0) * T + b.i(1), b.Reduce(rk, b.Load(x, at)));
+  }
+  cases[0].inputs["x"] =
+      RandomTensor(DType::kF32, {C, T, W * K}, 11, -4, 4, /*specials=*/true);
+  std::vector<CaseResult> r;
+  RunAndCompare(t, cases, &r);
+  ASSERT_EQ(r.size(), 1u);
+  for (const char* k : {"pool_t_max", "pool_t_sum"}) {
+    const VecStatus& st = StatusOf(r[0], k);
+    EXPECT_EQ(st.kind, VecStatus::Kind::kVectorized) << k;
+    EXPECT_THAT(st.reason, HasSubstr("vectorized over i1")) << k;
+    EXPECT_THAT(st.reason, HasSubstr("reduce #1 per lane over i1")) << k;
+  }
+}
+
 // Welford mean/variance vectorized along the last reduction variable (two
 // vector passes): one and two reduction variables, rows with a tail, a large
 // common offset (where a one-pass sum of squares would lose the variance),

@@ -265,7 +265,12 @@ constexpr int64_t kMaxVectorLanes = 64;
 // vectorized along its last reduction variable only from this extent on
 // (the f32 lanes of the widest target): shorter ones are a single masked
 // step and a horizontal combine, slower than the scalar loop
-// (docs/decisions/0021-short-reductions-stay-scalar.md).
+// (docs/decisions/0021-short-reductions-stay-scalar.md). In a kernel
+// without a vector variable, reductions over fewer elements per output than
+// this in all (one vector step's worth) vectorize along their own variable
+// only when no iteration variable vectorizes: per-lane accumulators over a
+// wide variable beat a step and a horizontal combine per output even with
+// gathered loads (docs/decisions/0064-short-reductions-vectorize-over-outputs.md).
 constexpr int64_t kMinInnerReduceExtent = 16;
 
 struct LaneForm {
@@ -914,14 +919,24 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
     int var = -1;
     int score = 0;
     bool any_vector = false;
+    // Var -1 with reductions over fewer than kMinInnerReduceExtent elements
+    // per output: a last resort.
+    bool short_only = false;
     std::vector<bool> inner;
     std::vector<std::string> notes;
     std::string failure;
   };
   std::vector<Choice> choices;
+  int64_t reduction_size = 1;  // elements reduced per output
+  for (int64_t e : k.reduction_ranges) {
+    reduction_size = std::min(reduction_size * std::min(e, kMinInnerReduceExtent),
+                              kMinInnerReduceExtent);
+  }
   if (reason.empty()) {
     // Candidates: each iteration variable with extent >= 2 (innermost first),
-    // then none (only reductions vectorized along their own variable).
+    // then none (only reductions vectorized along their own variable; over
+    // fewer than kMinInnerReduceExtent elements per output, only if no
+    // iteration variable vectorizes).
     std::vector<int> cands;
     for (int v = ni - 1; v >= 0; --v) {
       if (k.ranges[v] >= 2) cands.push_back(v);
@@ -971,11 +986,13 @@ VecPlan MakePlan(const LoopProgram& p, const VecAnalysis& a, const VecCheckOptio
           ch.notes.push_back(absl::StrCat("reduce #", i, " scalar: ", rc.failure));
         }
       }
+      ch.short_only = v < 0 && ch.any_vector && reduction_size < kMinInnerReduceExtent;
       choices.push_back(std::move(ch));
     }
     const Choice* best = nullptr;
     for (const Choice& ch : choices) {
       if (!ch.failure.empty() || !ch.any_vector) continue;
+      if (ch.short_only && best != nullptr) continue;  // the last candidate
       if (best == nullptr || ch.score > best->score) best = &ch;
     }
     if (best != nullptr) {

@@ -192,6 +192,61 @@ CHECK-NEXT:   #2 store y: broadcast
 )");
 }
 
+// A row max over 4 contiguous elements: no vector variable would score 8
+// (the load contiguous in r0), but a reduction that short is a masked step
+// and a horizontal combine per output (kMinInnerReduceExtent), so i0 is the
+// vector variable, its loads gathered with stride 4, one accumulator per
+// lane.
+TEST(VecChecker, ShortRowReductionAccumulatesPerLaneOfTheOutputs) {
+  ExpectPlans(R"(
+buffer %x: f32[64,4] input
+buffer %y: f32[64] output
+kernel row_max over (i0: 64) reduce (r0: 4) {
+  %0 = load %x[i0*4 + r0]
+  %1 = reduce max %0
+  store %y[i0], %1
+}
+)", R"(
+CHECK: kernel 0 row_max: vectorized, vector i0, loops (i0) -- vectorized over i0; gathered load of 'x' (stride 4 in i0); reduce #1 per lane over i0
+CHECK-NEXT:   #0 load x: vector -- hardware gather (stride 4 in i0)
+CHECK-NEXT:   #1 reduce max: vector -- one accumulator per lane of i0
+CHECK-NEXT:   #2 store y: vector
+)");
+}
+
+// A global average pool over 13x13 in NCHW: 169 elements per output are
+// 13 masked steps along r1 and one combine, cheaper than 169 gathers with
+// stride 169 per 16 channels, so the reduction keeps its own vector pass.
+TEST(VecChecker, LongReductionWithShortLastExtentVectorizesInside) {
+  ExpectPlans(R"(
+buffer %x: f32[1,64,13,13] input
+buffer %y: f32[1,64,1,1] output
+kernel gap over (i0: 1, i1: 64) reduce (r0: 13, r1: 13) {
+  %0 = load %x[i1*169 + r0*13 + r1]
+  %1 = reduce sum %0
+  store %y[i1], %1
+}
+)", R"(
+CHECK: kernel 0 gap: vectorized, loops (i0, i1) -- reductions vectorized; reduce #1 vectorized over r1
+)");
+}
+
+// Without a wide iteration variable, a short reduction still vectorizes
+// along its own variable (the last resort).
+TEST(VecChecker, ShortReductionWithoutVectorVariableVectorizesInside) {
+  ExpectPlans(R"(
+buffer %x: f32[1,4] input
+buffer %y: f32[1] output
+kernel row_max over (i0: 1) reduce (r0: 4) {
+  %0 = load %x[i0*4 + r0]
+  %1 = reduce max %0
+  store %y[i0], %1
+}
+)", R"(
+CHECK: kernel 0 row_max: vectorized, loops (i0) -- reductions vectorized; reduce #1 vectorized over r0
+)");
+}
+
 // Column sum: the load is contiguous in i0 and strided in r0, so i0 is the
 // vector variable (8 + 4 against -4) and the reduce keeps one accumulator
 // per lane.

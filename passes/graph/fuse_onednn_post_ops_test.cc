@@ -338,6 +338,45 @@ graph main(%x: f32[1,3,5,5]) -> (%y1, %y2, %y3) opset 10 {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
+// Max / Min of the result and a scalar constant (TF exports: a floor after
+// LeakyRelu, a ceiling) become clips, after the chain's other post-ops; the
+// constant may sit first or be broadcast from [1,1,1,1]. A tensor operand
+// or a non-finite bound ends the chain.
+TEST(FuseOneDnnPostOps, MaxAndMinWithAScalarConstantClip) {
+  OneDnnFusionStats stats;
+  absl::StatusOr<PassCheckResult> r = Fuse(ConvCase(R"(
+graph main(%x: f32[1,3,5,5], %t: f32[1,4,5,5]) -> (%y1, %y2, %y3, %y4) opset 13 {
+  %w = constant $0
+  %b = constant $1
+  %floor = constant f32[1,1,1,1] [-0.125]
+  %ceil = constant f32[] 0.25
+  %inf = constant f32[] inf
+  %c1 = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %l1 = LeakyRelu(%c1) {alpha=0.2} : f32[1,4,5,5]
+  %y1 = Max(%l1, %floor) : f32[1,4,5,5]
+  %c2 = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %y2 = Min(%ceil, %c2) : f32[1,4,5,5]
+  %c3 = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %y3 = Max(%c3, %t) : f32[1,4,5,5]
+  %c4 = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,5,5]
+  %y4 = Min(%c4, %inf) : f32[1,4,5,5]
+}
+// CHECK: %y1 = kiln.FusedConv(%x, %w, %b) {
+// CHECK-SAME: post_op_alphas=[0.2, -0.125], post_op_betas=[0.0, 3.4028235e+38], post_op_inputs=[-1, -1], post_ops=["leaky_relu", "clip"]}
+// CHECK: %y2 = kiln.FusedConv(%x, %w, %b) {
+// CHECK-SAME: post_op_alphas=[-3.4028235e+38], post_op_betas=[0.25], post_op_inputs=[-1], post_ops=["clip"]}
+// CHECK: %c3 = Conv(
+// CHECK: %y3 = Max(%c3, %t)
+// CHECK: %c4 = Conv(
+// CHECK: %y4 = Min(%c4, %inf)
+)"), &stats);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(stats.chain_ends.at("Max of the result and anything but one finite scalar constant"),
+            1);
+  EXPECT_EQ(stats.chain_ends.at("Min of the result and anything but one finite scalar constant"),
+            1);
+}
+
 // Three post-ops in one chain, and Sub with the result second (on a
 // MatMul: a conv takes no full-size add after its binary mul).
 TEST(FuseOneDnnPostOps, ChainOfThreeAndReversedSub) {

@@ -523,6 +523,26 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchBinary(int i, ir::ValueId x,
   return Single(i, Op("add", 0.0f, 0.0f, o), y);
 }
 
+std::optional<PostOpMatch> OneDnnMatcher::MatchMinMax(int i, ir::ValueId x,
+                                                      std::string* why_not) const {
+  const ir::Node& n = node(i);
+  if (!IsElementwise(n, n.op, x)) {
+    Fail(why_not, absl::StrCat(n.op, " changes the shape or dtype (broadcasts the result)"));
+    return std::nullopt;
+  }
+  // Max(x, c) clips from below, Min(x, c) from above (TF exports write a
+  // ReLU with a floor or a ceiling this way); a missing bound is FLT_MAX, as
+  // for Clip.
+  const std::optional<float> c = ScalarConstant(OtherInput(n, x));
+  if (!c || !std::isfinite(*c)) {
+    Fail(why_not, absl::StrCat(n.op, " of the result and anything but one finite scalar "
+                               "constant"));
+    return std::nullopt;
+  }
+  const float big = std::numeric_limits<float>::max();
+  return Single(i, n.op == "Max" ? Op("clip", *c, big) : Op("clip", -big, *c), n.outputs[0]);
+}
+
 std::optional<PostOpMatch> OneDnnMatcher::MatchPostOp(int node_index,
                                                       ir::ValueId running,
                                                       bool sum_available,
@@ -549,6 +569,7 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchPostOp(int node_index,
   if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") {
     return MatchBinary(node_index, running, sum_available, why_not);
   }
+  if (n.op == "Max" || n.op == "Min") return MatchMinMax(node_index, running, why_not);
   Fail(why_not, absl::StrCat(n.op, " is not a oneDNN post-op"));
   return std::nullopt;
 }

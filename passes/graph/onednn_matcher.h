@@ -91,6 +91,8 @@ class OneDnnMatcher {
                                              std::vector<int>* nodes) const;
   std::optional<PostOpMatch> MatchUnary(int node_index, ir::ValueId x,
                                         std::string* why_not) const;
+  std::optional<PostOpMatch> MatchMinMax(int node_index, ir::ValueId x,
+                                         std::string* why_not) const;
   std::optional<PostOpMatch> MatchBinary(int node_index, ir::ValueId x,
                                          bool sum_available,
                                          std::string* why_not) const;
