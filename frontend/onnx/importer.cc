@@ -701,55 +701,82 @@ bool StaticShape(const onnx::TypeProto& t) {
   return true;
 }
 
-// The declared shapes of the outputs of every graph (the main graph, If
+// The declared types of the outputs of every graph (the main graph, If
 // branches, Loop and Scan bodies), taken out of the model so that shape
-// inference types each output from what computes it. A declared shape that
+// inference types each output from what computes it. A declared type that
 // contradicts inference made libonnx drop the inference of the node that
 // produces it (or, in a subgraph, of the If / Loop / Scan that holds it),
-// and kiln then lowered the node into a buffer of the declared shape. ONNX
-// Runtime, too, keeps the inferred shape and warns. Keyed by value name
-// (values are named once across a model and its subgraphs; a model that
-// names one twice is refused by the graph verifier).
-using DeclaredShapes = absl::flat_hash_map<std::string, onnx::TensorShapeProto>;
+// and kiln then lowered the node into a buffer of the declared shape or
+// element type. Keyed by value name (values are named once across a model
+// and its subgraphs; a model that names one twice is refused by the graph
+// verifier).
+struct DeclaredOutput {
+  std::optional<onnx::TensorShapeProto> shape;
+  int32_t elem_type = 0;  // 0: not declared
+};
+using DeclaredOutputs = absl::flat_hash_map<std::string, DeclaredOutput>;
 
-DeclaredShapes TakeDeclaredOutputShapes(onnx::GraphProto* main) {
-  DeclaredShapes declared;
+DeclaredOutputs TakeDeclaredOutputTypes(onnx::GraphProto* main) {
+  DeclaredOutputs declared;
   ForEachGraph(main, [&](onnx::GraphProto* g) {
     for (onnx::ValueInfoProto& out : *g->mutable_output()) {
       onnx::TypeProto* t = out.mutable_type();
-      if (!t->has_tensor_type() || !t->tensor_type().has_shape()) continue;
-      declared.emplace(out.name(), t->tensor_type().shape());
-      t->mutable_tensor_type()->clear_shape();
+      if (!t->has_tensor_type()) continue;
+      onnx::TypeProto::Tensor* tt = t->mutable_tensor_type();
+      DeclaredOutput d;
+      if (tt->has_shape()) d.shape = tt->shape();
+      d.elem_type = tt->elem_type();
+      if (!d.shape.has_value() && d.elem_type == 0) continue;
+      declared.emplace(out.name(), std::move(d));
+      tt->clear_shape();
+      tt->clear_elem_type();
     }
   });
   return declared;
 }
 
-// Puts the declared shapes back where inference gave an output no static
-// shape, and warns where a static declaration and inference disagree.
-void RestoreDeclaredOutputShapes(const DeclaredShapes& declared,
-                                 onnx::GraphProto* main,
-                                 std::vector<std::string>* warnings) {
+// Puts the declared types back where inference gave an output none. A
+// static shape that inference contradicts gives way to the computed one,
+// with a warning (ONNX Runtime, too, keeps the inferred shape and warns);
+// an element type that inference contradicts is an error (ONNX Runtime
+// refuses the model at load).
+absl::Status RestoreDeclaredOutputTypes(const DeclaredOutputs& declared,
+                                        onnx::GraphProto* main,
+                                        std::vector<std::string>* warnings) {
+  absl::Status status;
   ForEachGraph(main, [&](onnx::GraphProto* g) {
     const char* kind = g == main ? "graph output" : "subgraph output";
     for (onnx::ValueInfoProto& out : *g->mutable_output()) {
       auto it = declared.find(out.name());
       if (it == declared.end()) continue;
-      onnx::TypeProto* t = out.mutable_type();
-      if (!StaticShape(*t)) {
-        *t->mutable_tensor_type()->mutable_shape() = it->second;
+      const DeclaredOutput& d = it->second;
+      onnx::TypeProto::Tensor* tt = out.mutable_type()->mutable_tensor_type();
+      if (d.elem_type != 0) {
+        if (tt->elem_type() == 0) {
+          tt->set_elem_type(d.elem_type);
+        } else if (tt->elem_type() != d.elem_type && status.ok()) {
+          status = absl::InvalidArgumentError(absl::StrCat(
+              kind, " '", EscapeForMessage(out.name()), "' is declared ",
+              onnx_internal::OnnxElemTypeName(d.elem_type), " but computes ",
+              onnx_internal::OnnxElemTypeName(tt->elem_type())));
+        }
+      }
+      if (!d.shape.has_value()) continue;
+      if (!StaticShape(*out.mutable_type())) {
+        *tt->mutable_shape() = *d.shape;
         continue;
       }
       onnx::TypeProto was;
-      *was.mutable_tensor_type()->mutable_shape() = it->second;
-      if (StaticShape(was) && DimsText(it->second) != DimsText(t->tensor_type().shape())) {
+      *was.mutable_tensor_type()->mutable_shape() = *d.shape;
+      if (StaticShape(was) && DimsText(*d.shape) != DimsText(tt->shape())) {
         warnings->push_back(absl::StrCat(
             kind, " '", EscapeForMessage(out.name()), "' is declared ",
-            DimsText(it->second), " but computes ", DimsText(t->tensor_type().shape()),
+            DimsText(*d.shape), " but computes ", DimsText(tt->shape()),
             "; kiln uses the computed shape"));
       }
     }
   });
+  return status;
 }
 
 absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
@@ -827,11 +854,12 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
   fold_options.file_index = &file_index;
   fold_options.detached = &detached;
   if (!options.fold_shapes) fold_options.max_rounds = 1;
-  const DeclaredShapes declared_outputs = TakeDeclaredOutputShapes(model.mutable_graph());
+  const DeclaredOutputs declared_outputs = TakeDeclaredOutputTypes(model.mutable_graph());
   KILN_RETURN_IF_ERROR(
       onnx_internal::InferShapesToFixpoint(&model, fold_options, &warnings)
           .status());
-  RestoreDeclaredOutputShapes(declared_outputs, model.mutable_graph(), &warnings);
+  KILN_RETURN_IF_ERROR(
+      RestoreDeclaredOutputTypes(declared_outputs, model.mutable_graph(), &warnings));
   // Again with the types shape inference gave the branches' values.
   KILN_RETURN_IF_ERROR(
       onnx_internal::VerifyIfBranches(model.graph(), &file_index));

@@ -740,6 +740,21 @@ TEST(ImporterTest, SubgraphOutputDeclaredWithAnotherShapeTakesTheComputedOne) {
               HasSubstr("subgraph output 'o' is declared [] but computes [4]"));
 }
 
+// A graph output declared with another element type than its node computes
+// is refused, as ONNX Runtime refuses it at load (an onnx_compile fuzz
+// finding: the f32 GlobalAveragePool result was lowered into an i8 buffer).
+TEST(ImporterTest, GraphOutputDeclaredWithAnotherElementTypeIsRefused) {
+  ModelBuilder m;
+  m.Input("x", TP::FLOAT, {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{4}});
+  m.Node("GlobalAveragePool", {"x"}, {"y"}, "pool");
+  m.Output("y", TP::INT8, {int64_t{1}, int64_t{3}, int64_t{1}, int64_t{1}});
+  absl::StatusOr<ImportResult> r = Import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("graph output 'y' is declared INT8 but computes FLOAT"));
+}
+
 // A top-level input without a type is refused before libonnx sees the model
 // (an onnx_import fuzz finding: past the checker, which only warns at opset
 // 18, libonnx 1.12's shape inference read the missing type and crashed).
