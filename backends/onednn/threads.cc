@@ -3,6 +3,9 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <memory>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -50,29 +53,54 @@ uint64_t ReadControl() { return 0; }
 void WriteControl(uint64_t) {}
 #endif
 
+// What the team threads read: written by the calling thread before the
+// parallel region and read inside it. Atomics with release / acquire,
+// because libgomp's own synchronization is invisible to the thread
+// sanitizer (decision 0057: kiln's code carries no suppressions).
 struct TeamControl {
-  std::vector<uint64_t>* saved;  // per team thread
-  bool restore;
+  std::atomic<std::atomic<uint64_t>*> saved{nullptr};  // per team thread
+  std::atomic<size_t> size{0};
+  std::atomic<bool> restore{false};
+  // Team threads done: each thread's last access; the caller acquires it,
+  // so its stack slot is reused only after every thread left it.
+  std::atomic<size_t> done{0};
+  std::atomic<size_t> team{1};  // the team libgomp gave (may be smaller)
 };
+
+// A team thread that was not in the flushing region has nothing to restore.
+constexpr uint64_t kNotSaved = ~uint64_t{0};
 
 // One team thread's part: save its control word and flush, or restore it.
 void SetThreadControl(void* p) {
   auto* work = static_cast<TeamControl*>(p);
   const size_t t = static_cast<size_t>(omp_get_thread_num());
-  if (t >= work->saved->size()) return;
-  if (work->restore) {
-    WriteControl((*work->saved)[t]);
-  } else {
-    (*work->saved)[t] = ReadControl();
-    WriteControl((*work->saved)[t] | kFlushBits);
+  std::atomic<uint64_t>* saved = work->saved.load(std::memory_order_acquire);
+  if (t < work->size.load(std::memory_order_acquire)) {
+    if (work->restore.load(std::memory_order_acquire)) {
+      const uint64_t was = saved[t].load(std::memory_order_acquire);
+      if (was != kNotSaved) WriteControl(was);
+    } else {
+      const uint64_t was = ReadControl();
+      saved[t].store(was, std::memory_order_release);
+      WriteControl(was | kFlushBits);
+    }
   }
+  work->team.store(static_cast<size_t>(omp_get_num_threads()), std::memory_order_relaxed);
+  work->done.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void OnTeam(TeamControl* work) {
-  if (work->saved->size() == 1) {
-    SetThreadControl(work);
+void OnTeam(std::atomic<uint64_t>* saved, size_t size, bool restore) {
+  TeamControl work;
+  work.saved.store(saved, std::memory_order_release);
+  work.size.store(size, std::memory_order_release);
+  work.restore.store(restore, std::memory_order_release);
+  if (size == 1) {
+    SetThreadControl(&work);
   } else {
-    GOMP_parallel(&SetThreadControl, work, static_cast<unsigned>(work->saved->size()), 0);
+    GOMP_parallel(&SetThreadControl, &work, static_cast<unsigned>(size), 0);
+  }
+  // GOMP_parallel has joined the team; this only makes that visible.
+  while (work.done.load(std::memory_order_acquire) < work.team.load(std::memory_order_relaxed)) {
   }
 }
 
@@ -84,16 +112,14 @@ bool FlushesDenormals() {
 
 ScopedFlushDenormals::ScopedFlushDenormals(bool enable) {
   if (!enable || kFlushBits == 0 || FlushesDenormals()) return;
-  active_ = true;
-  saved_.assign(static_cast<size_t>(omp_get_max_threads()), 0);
-  TeamControl work{&saved_, /*restore=*/false};
-  OnTeam(&work);
+  team_ = static_cast<size_t>(omp_get_max_threads());
+  saved_ = std::make_unique<std::atomic<uint64_t>[]>(team_);
+  for (size_t t = 0; t < team_; ++t) saved_[t].store(kNotSaved, std::memory_order_relaxed);
+  OnTeam(saved_.get(), team_, /*restore=*/false);
 }
 
 ScopedFlushDenormals::~ScopedFlushDenormals() {
-  if (!active_) return;
-  TeamControl work{&saved_, /*restore=*/true};
-  OnTeam(&work);
+  if (saved_ != nullptr) OnTeam(saved_.get(), team_, /*restore=*/true);
 }
 
 }  // namespace kiln::onednn

@@ -13,8 +13,10 @@
 #ifndef KILN_BACKENDS_ONEDNN_THREADS_H_
 #define KILN_BACKENDS_ONEDNN_THREADS_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "absl/status/status.h"
 
@@ -49,10 +51,10 @@ class ScopedFlushDenormals {
   ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
 
  private:
-  bool active_ = false;
   // Per team thread (omp_get_thread_num; 0 is the calling thread), its
-  // floating-point control word before the scope.
-  std::vector<uint64_t> saved_;
+  // floating-point control word before the scope; null when inactive.
+  std::unique_ptr<std::atomic<uint64_t>[]> saved_;
+  size_t team_ = 0;
 };
 
 // Whether the calling thread flushes subnormals (for tests).
