@@ -313,6 +313,16 @@ void Lowerer::SetOutputView(int i, Operand op) {
   operands_[node_->outputs[i]] = std::move(op);
 }
 
+absl::Status Lowerer::SetOutputSame(int i, Operand op) {
+  const ir::Value& out = OutputValue(i);
+  if (!op.splat.has_value() && op.shape != out.shape) {
+    return Error("output '", out.name, "' is ", ir::ShapeToString(out.shape),
+                 " but passes through its input of shape ", ir::ShapeToString(op.shape));
+  }
+  SetOutputView(i, std::move(op));
+  return absl::OkStatus();
+}
+
 void Lowerer::SetOutputConstant(int i, ir::Tensor t) {
   const ValueId v = node_->outputs[i];
   auto data = std::make_shared<const ir::Tensor>(std::move(t));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph/text.h"
 #include "ir/loop/text.h"
@@ -105,6 +106,29 @@ graph g(%a: f32[16]) -> (%s, %t, %h, %c) opset 18 {
     ++pows;
   }
   EXPECT_EQ(pows, 1u) << program;
+}
+
+// An op that hands its input through (Identity, a Cast to the same dtype,
+// Dropout) with an output typed another shape is refused, not lowered as a
+// view read with the output's coordinates (an onnx_compile fuzz finding: a
+// Scan body's Identity declared f32[91] over f32[4], past libonnx's
+// inference because a body input was untyped).
+TEST(LowerPassThrough, OutputOfAnotherShapeIsAnError) {
+  for (const char* op : {"Identity(%x)", "Cast(%x) {to=1}", "Dropout(%x)"}) {
+    const std::string text = absl::StrCat(R"(
+graph g(%x: f32[4]) -> (%y) opset 13 {
+  %y = )", op, R"( name="pass" : f32[91]
+}
+)");
+    absl::StatusOr<ir::Graph> graph = ir::ParseGraph(text);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    absl::StatusOr<ir::loop::LoopModule> lowered = LowerGraph(*graph, {});
+    ASSERT_FALSE(lowered.ok()) << op;
+    EXPECT_EQ(lowered.status().code(), absl::StatusCode::kInvalidArgument) << lowered.status();
+    EXPECT_THAT(std::string(lowered.status().message()),
+                ::testing::HasSubstr("passes through its input of shape [4]"))
+        << lowered.status();
+  }
 }
 
 TEST(LowerElementwise, BothSidesBroadcast) {

@@ -185,6 +185,11 @@ class Lowerer {
   int32_t OutputBuffer(int i);
   // Output i is a view (or splat) of other storage.
   void SetOutputView(int i, Operand op);
+  // Output i is operand `op` itself (Identity, a Cast to its own dtype, a
+  // no-op reduction): InvalidArgument when the output's type, as the model
+  // declares it, is not the operand's shape, since the view would then be
+  // read with coordinates of another shape.
+  absl::Status SetOutputSame(int i, Operand op);
   // Output i is known at lowering time.
   void SetOutputConstant(int i, ir::Tensor t);
 

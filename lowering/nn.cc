@@ -786,7 +786,7 @@ absl::Status LowerDropout(Lowerer& L, const ir::Node& n) {
     }
   }
   KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
-  L.SetOutputView(0, x);
+  KILN_RETURN_IF_ERROR(L.SetOutputSame(0, x));
   if (L.HasOutput(1)) {
     ir::Tensor mask(DType::kBool, L.OutputValue(1).shape);
     for (int64_t i = 0; i < mask.num_elements(); ++i) mask.data<bool>()[i] = true;

@@ -54,10 +54,7 @@ absl::Status LowerReduceSumWithRunTimeAxes(Lowerer& L, const ir::Node& n) {
   // Every set of `count` dims whose reduction gives the output shape.
   std::vector<std::vector<int64_t>> candidates;
   if (count == 0) {
-    if (noop != 0) {
-      L.SetOutputView(0, x);
-      return absl::OkStatus();
-    }
+    if (noop != 0) return L.SetOutputSame(0, x);
     std::vector<int64_t> all;
     for (int64_t d = 0; d < rank; ++d) all.push_back(d);
     candidates.push_back(all);
@@ -173,8 +170,7 @@ LowerFn MakeReduce(ReduceOp kind, int64_t axes_input_opset) {
         if (kind == ReduceOp::kSum || kind == ReduceOp::kMean ||
             kind == ReduceOp::kMax || kind == ReduceOp::kMin ||
             kind == ReduceOp::kProd) {
-          L.SetOutputView(0, x);
-          return absl::OkStatus();
+          return L.SetOutputSame(0, x);
         }
         return L.Unimplemented("noop_with_empty_axes for this reduction");
       }

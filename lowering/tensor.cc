@@ -1120,10 +1120,7 @@ absl::Status LowerWhere(Lowerer& L, const ir::Node& n) {
 absl::Status LowerCast(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
   const DType to = L.OutputValue(0).dtype;
-  if (x.dtype == to) {
-    L.SetOutputView(0, x);
-    return absl::OkStatus();
-  }
+  if (x.dtype == to) return L.SetOutputSame(0, x);
   return Elementwise(L, {x}, [&](Emitter& k, const std::vector<int32_t>& v)
                                  -> absl::StatusOr<int32_t> {
     return k.Cast(v[0], to);
@@ -1150,8 +1147,7 @@ absl::Status LowerIsInf(Lowerer& L, const ir::Node& n) {
 
 absl::Status LowerIdentity(Lowerer& L, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(Operand x, L.Input(0));
-  L.SetOutputView(0, x);
-  return absl::OkStatus();
+  return L.SetOutputSame(0, x);
 }
 
 // ---- Resize (opsets 10-19) and Upsample (7, 9): nearest / linear / cubic
