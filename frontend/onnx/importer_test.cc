@@ -772,6 +772,43 @@ TEST(ImporterTest, UntypedGraphInputIsRefusedBeforeInference) {
   }
 }
 
+// Past the checker, which only warns at opset 18, libonnx 1.12's inference
+// dereferenced a Concat's missing 'axis' and divided by a Split's number of
+// outputs, and its Shape propagator dereferenced the missing type of the
+// Concat's result (onnx_compile fuzz findings): a node without a required
+// attribute or with fewer inputs or outputs than its operator takes is
+// refused, named.
+TEST(ImporterTest, NodesBreakingTheirSchemaAreRefusedBeforeInference) {
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;
+    std::vector<std::string> outputs;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"Concat", {"x", "x"}, {"y"}, "(Concat): required attribute 'axis' is missing"},
+      {"Split", {"x"}, {}, "(Split): it has 0 outputs; the operator gives at least 1"},
+      {"Add", {"x"}, {"y"}, "(Add): it has 1 inputs; the operator takes at least 2"},
+  };
+  for (int64_t opset : {int64_t{17}, int64_t{18}}) {
+    for (const Case& c : cases) {
+      ModelBuilder m(opset);
+      m.Input("x", TP::FLOAT, {int64_t{2}, int64_t{6}});
+      m.Node(c.op, c.inputs, c.outputs, "bad");
+      // libonnx's Shape propagator read the untyped result and crashed.
+      if (!c.outputs.empty()) m.Node("Shape", {"y"}, {"s"}, "shape");
+      m.Node("Relu", {"x"}, {"r"}, "relu");
+      m.Output("r", TP::FLOAT, {int64_t{2}, int64_t{6}});
+      absl::StatusOr<ImportResult> r = Import(m);
+      ASSERT_FALSE(r.ok()) << c.op << " at opset " << opset;
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+      if (opset == 18) {
+        EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << r.status();
+      }
+    }
+  }
+}
+
 // A declared shape inference cannot reach (a dynamic Reshape target) stays.
 TEST(ImporterTest, GraphOutputKeepsItsDeclaredShapeWhereInferenceGivesNone) {
   ModelBuilder m;
