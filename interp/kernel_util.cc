@@ -181,6 +181,9 @@ AxisSplit SplitAt(const Shape& shape, int64_t axis) {
 
 std::vector<int64_t> GridOffsets(const Shape& shape,
                                  const std::vector<bool>& select) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (select[d] && shape[d] == 0) return {};  // an empty grid
+  }
   const std::vector<int64_t> strides = ir::RowMajorStrides(shape);
   std::vector<int64_t> offsets = {0};
   for (size_t d = 0; d < shape.size(); ++d) {

@@ -278,6 +278,16 @@ TEST(Reduce, EmptySetGivesIdentity) {
   }
 }
 
+// A zero-size tensor may have dims whose product overflows int64 (it has no
+// elements): reducing it all gives the identity without overflowing its
+// strides.
+TEST(Reduce, EmptySetWithHugeDims) {
+  const Tensor x(DType::kF32, {2, 0, int64_t{1} << 40, int64_t{1} << 40});
+  auto r = RunOp("ReduceMax", {x}, {DType::kF32}, {{"keepdims", int64_t{1}}}, 18);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectValues((*r)[0], {1, 1, 1, 1}, {-kInf});
+}
+
 TEST(Reduce, BadAxesNameTheNode) {
   auto r = RunOp("ReduceSum", {Iota234(), Axes({3})}, {DType::kF32}, {}, 13);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

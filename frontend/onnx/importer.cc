@@ -459,15 +459,26 @@ void CollectUnknownOps(const onnx::GraphProto& g,
   }
 }
 
-absl::Status InlineAllExternalData(onnx::ModelProto* model,
-                                   const ImportOptions& options) {
+// Reads every tensor's external data into it, then checks that each tensor
+// (initializers and tensor attributes, in every graph) holds exactly the data
+// its dims promise: libonnx's inference reads shape inputs by their dims.
+// The top-level initializers already in `detached` (checked when they were
+// read) keep their placeholder.
+absl::Status InlineAndCheckTensorData(onnx::ModelProto* model,
+                                      const onnx_internal::DetachedTensors& detached,
+                                      const ImportOptions& options) {
   absl::Status status;
   ForEachGraph(model->mutable_graph(), [&](onnx::GraphProto* g) {
     if (!status.ok()) return;
     for (onnx::TensorProto& t : *g->mutable_initializer()) {
+      if (g == model->mutable_graph() && detached.contains(t.name()) &&
+          t.raw_data() == absl::string_view("\0", 1)) {
+        continue;
+      }
+      const std::string what = absl::StrCat("initializer '", t.name(), "'");
       status = onnx_internal::InlineExternalData(
-          &t, options.base_dir, options.max_tensor_bytes,
-          absl::StrCat("initializer '", t.name(), "'"));
+          &t, options.base_dir, options.max_tensor_bytes, what);
+      if (status.ok()) status = onnx_internal::CheckTensorDataSize(t, what);
       if (!status.ok()) return;
     }
     for (int i = 0; i < g->node_size(); ++i) {
@@ -478,11 +489,13 @@ absl::Status InlineAllExternalData(onnx::ModelProto* model,
         if (a.has_t()) {
           status = onnx_internal::InlineExternalData(
               a.mutable_t(), options.base_dir, options.max_tensor_bytes, what);
+          if (status.ok()) status = onnx_internal::CheckTensorDataSize(a.t(), what);
           if (!status.ok()) return;
         }
         for (onnx::TensorProto& t : *a.mutable_tensors()) {
           status = onnx_internal::InlineExternalData(
               &t, options.base_dir, options.max_tensor_bytes, what);
+          if (status.ok()) status = onnx_internal::CheckTensorDataSize(t, what);
           if (!status.ok()) return;
         }
       }
@@ -830,7 +843,7 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
     }
   }
 
-  KILN_RETURN_IF_ERROR(InlineAllExternalData(&model, options));
+  KILN_RETURN_IF_ERROR(InlineAndCheckTensorData(&model, detached, options));
   onnx_internal::NodeIndexMap file_index;
   KILN_RETURN_IF_ERROR(onnx_internal::SortGraphsTopologically(
       model.mutable_graph(), &file_index));

@@ -809,6 +809,49 @@ TEST(ImporterTest, NodesBreakingTheirSchemaAreRefusedBeforeInference) {
   }
 }
 
+// libonnx's inference reads a shape input by its dims, whatever the data
+// holds: a shape tensor with less data than its dims promise (in an
+// initializer, or in a node's tensor attribute) is refused first.
+TEST(ImporterTest, TensorsWithLessDataThanTheirDimsAreRefusedBeforeInference) {
+  enum class Where { kInitializer, kConstantAttribute };
+  for (Where where : {Where::kInitializer, Where::kConstantAttribute}) {
+    for (bool typed : {false, true}) {
+      ModelBuilder m(18);
+      TP* dims = nullptr;
+      if (where == Where::kInitializer) {
+        dims = m.graph()->add_initializer();
+      } else {
+        onnx::NodeProto* c = m.Node("Constant", {}, {"dims"}, "const");
+        onnx::AttributeProto* value = c->add_attribute();
+        value->set_name("value");
+        value->set_type(onnx::AttributeProto::TENSOR);
+        dims = value->mutable_t();
+      }
+      dims->set_name("dims");
+      dims->set_data_type(TP::INT64);
+      dims->add_dims(2);
+      dims->add_dims(120);
+      if (typed) {
+        dims->add_int64_data(2);
+      } else {
+        dims->set_raw_data(std::string(18, '\x01'));
+      }
+      m.Node("ConstantOfShape", {"dims"}, {"z"}, "fill");
+      m.Node("Expand", {"z", "dims"}, {"y"}, "expand");
+      m.Output("y", TP::FLOAT, {});
+      absl::StatusOr<ImportResult> r = Import(m);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+      EXPECT_THAT(Message(r),
+                  HasSubstr(typed ? "int64_data has 1 entries but INT64[2,120] needs 240"
+                                  : "raw_data has 18 bytes but INT64[2,120] needs 240 x 8"));
+      EXPECT_THAT(Message(r), HasSubstr(where == Where::kInitializer
+                                            ? "initializer 'dims'"
+                                            : "attribute 'value' of"));
+    }
+  }
+}
+
 // A declared shape inference cannot reach (a dynamic Reshape target) stays.
 TEST(ImporterTest, GraphOutputKeepsItsDeclaredShapeWhereInferenceGivesNone) {
   ModelBuilder m;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -288,6 +289,96 @@ absl::Status InlineExternalData(TP* tensor, absl::string_view base_dir,
   }
   tensor->clear_external_data();
   tensor->set_data_location(TP::DEFAULT);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Bytes per element of an ONNX element type in raw_data, and how many typed
+// field entries one element takes; {0, 0} for types whose size kiln does not
+// know (STRING has no raw_data form).
+struct OnnxElemLayout {
+  int64_t raw_bytes = 0;
+  int64_t typed_entries = 0;
+};
+
+OnnxElemLayout ElemLayout(int32_t elem_type) {
+  switch (elem_type) {
+    case TP::UINT8:
+    case TP::INT8:
+    case TP::BOOL: return {1, 1};
+    case TP::UINT16:
+    case TP::INT16:
+    case TP::FLOAT16:
+    case TP::BFLOAT16: return {2, 1};
+    case TP::FLOAT:
+    case TP::INT32:
+    case TP::UINT32: return {4, 1};
+    case TP::INT64:
+    case TP::UINT64:
+    case TP::DOUBLE: return {8, 1};
+    case TP::COMPLEX64: return {8, 2};
+    case TP::COMPLEX128: return {16, 2};
+    case TP::STRING: return {0, 1};
+    default: return {};
+  }
+}
+
+}  // namespace
+
+absl::Status CheckTensorDataSize(const TP& t, absl::string_view what) {
+  if (t.data_location() == TP::EXTERNAL) {
+    return kiln::InternalError(
+        absl::StrCat(what, ": external data is checked after it is inlined"));
+  }
+  for (int i = 0; i < t.dims_size(); ++i) {
+    if (t.dims(i) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": dim ", i, " is negative (", t.dims(i), ")"));
+    }
+  }
+  const int64_t n = ir::NumElements(ir::Shape(t.dims().begin(), t.dims().end()));
+  if (n < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shape ", DimsString(t), " has more elements than int64 counts"));
+  }
+  const OnnxElemLayout layout = ElemLayout(t.data_type());
+  KILN_ASSIGN_OR_RETURN(const char* field, TypedField(t, what));
+  if (t.has_raw_data()) {
+    if (layout.raw_bytes == 0) {
+      if (t.data_type() == TP::STRING) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": STRING data cannot be in raw_data"));
+      }
+      return absl::OkStatus();  // a type kiln refuses wherever it is used
+    }
+    const int64_t have = static_cast<int64_t>(t.raw_data().size());
+    if (n > INT64_MAX / layout.raw_bytes || have != n * layout.raw_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": raw_data has ", have, " bytes but ",
+          OnnxElemTypeName(t.data_type()), DimsString(t), " needs ", n, " x ",
+          layout.raw_bytes));
+    }
+    return absl::OkStatus();
+  }
+  if (field == nullptr) {
+    if (n != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": shape ", DimsString(t), " has ", n,
+          " elements but the tensor carries no data"));
+    }
+    return absl::OkStatus();
+  }
+  if (layout.typed_entries == 0) return absl::OkStatus();
+  const int64_t have = std::max({t.float_data_size(), t.int32_data_size(),
+                                 t.int64_data_size(), t.double_data_size(),
+                                 t.uint64_data_size(), t.string_data_size()});
+  if (n > INT64_MAX / layout.typed_entries || have != n * layout.typed_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", field, " has ", have, " entries but ",
+                     OnnxElemTypeName(t.data_type()), DimsString(t), " needs ", n,
+                     layout.typed_entries == 1 ? "" : " x 2"));
+  }
   return absl::OkStatus();
 }
 

@@ -43,6 +43,15 @@ absl::Status InlineExternalData(onnx::TensorProto* tensor,
                                 absl::string_view base_dir, int64_t max_bytes,
                                 absl::string_view what);
 
+// InvalidArgument naming `what` unless the tensor's data holds exactly the
+// elements its dims promise: raw_data's bytes (for element types of known
+// size), the typed field's count, or nothing for an empty shape. Checks any
+// element type, including those kiln does not run, so that nothing reading
+// the proto by its dims (libonnx's shape inference reads shape inputs that
+// way) reads past its data. External data must have been inlined.
+absl::Status CheckTensorDataSize(const onnx::TensorProto& tensor,
+                                 absl::string_view what);
+
 // Converts a TensorProto (raw_data or typed fields; external data must have
 // been inlined) into an ir::Tensor. The element count must match the shape
 // exactly. Errors name `what` (e.g. "initializer 'w'").

@@ -100,6 +100,11 @@ TEST(Shape, Broadcast) {
   EXPECT_EQ(NumElements({2, kDynamicDim}), -1);
   EXPECT_EQ(ShapeToString({1, kDynamicDim}), "[1,?]");
   EXPECT_EQ(RowMajorStrides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  // No elements: where the suffix product overflows, the strides are 0.
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_EQ(RowMajorStrides({2, 0, big, big}),
+            (std::vector<int64_t>{0, 0, big, 1}));
+  EXPECT_EQ(RowMajorStrides({3, 0, 5}), (std::vector<int64_t>{0, 5, 1}));
 }
 
 TEST(Tensor, StorageAndCopy) {

@@ -40,7 +40,12 @@ std::string ShapeToString(absl::Span<const int64_t> shape) {
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) {
-    strides[i] = strides[i + 1] * shape[i + 1];
+    // Only a shape without elements can overflow here (a suffix product
+    // never exceeds the element count): its strides address nothing, and
+    // saturate to 0.
+    if (__builtin_mul_overflow(strides[i + 1], shape[i + 1], &strides[i])) {
+      strides[i] = 0;
+    }
   }
   return strides;
 }

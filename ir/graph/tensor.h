@@ -37,7 +37,8 @@ std::string ShapeToString(absl::Span<const int64_t> shape);
 // "f32[2,?]": a dtype and a shape (dynamic dims as ?), as Tensor::TypeString
 // prints them, for a type no tensor has (a model's interface).
 std::string TypeString(DType dtype, absl::Span<const int64_t> shape);
-// Row-major strides in elements.
+// Row-major strides in elements. Where a shape without elements makes the
+// product overflow, the strides are 0 (they address nothing).
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> shape);
 // Numpy-style multidirectional broadcast of two shapes; InvalidArgument when
 // they do not broadcast.
