@@ -1,11 +1,11 @@
 // Microbenchmark: an ONNX LSTM (constant weights, forward, bias, no initial
-// states) as oneDNN 2.6's RNN primitive and as an LstmSequence (projection
+// states) as oneDNN 2.6's RNN primitive and as an RnnSequence (projection
 // matmul plus kiln's Highway recurrence), each built through
 // OneDnnExternKernel::Create from a lowered one-node graph, as the runtime
 // builds them. Per shape and thread count the two forms are timed in
 // alternation (rounds x {primitive, sequence}, each sample the median of
 // `reps` runs), and the median of the per-round ratios is printed: what
-// UseLstmSequence's rule (decision 0065) is read from.
+// UseRnnSequence's rule (decisions 0065, 0069) is read from.
 //
 //   bazel run -c opt //backends/onednn:rnn_forms_benchmark -- [rounds]
 //       [threads,..] [seq,batch,input,hidden]
