@@ -374,7 +374,7 @@ std::string WeightsLayout(const memory::desc& md) {
 
 bool UseRnnSequence(int64_t batch) {
   // Measured in benchmarks/results/2026-12-02-lstm-batch1.md (LSTM) and
-  // 2026-12-03-gru-form.md (GRU).
+  // 2026-12-02-gru-form.md (GRU).
   return batch <= kRnnSequenceMaxBatch;
 }
 
