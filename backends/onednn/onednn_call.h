@@ -70,11 +70,11 @@ struct OneDnnCallOptions {
   // nChw8c / nChw16c. Ignored for MatMul and inner products.
   enum class ActivationForm { kRule, kCaller, kAny, kNhwc, kBlocked8, kBlocked16 };
   ActivationForm activation_form = ActivationForm::kRule;
-  // How an ONNX LSTM runs (backends/onednn/rnn_kernel.h): kAuto by the rule
-  // of decision 0065 (UseLstmSequence), kPrimitive as oneDNN's RNN
-  // primitive, kSequence as an LstmSequence (one projection matmul plus a
-  // Highway recurrence; Unimplemented where that does not apply). Ignored
-  // for GRU and RNN.
+  // How an ONNX LSTM or GRU runs (backends/onednn/rnn_kernel.h): kAuto by
+  // the rule of decisions 0065, 0069 (UseRnnSequence), kPrimitive as
+  // oneDNN's RNN primitive, kSequence as an RnnSequence (one projection
+  // matmul plus a Highway recurrence; Unimplemented where that does not
+  // apply). Ignored for RNN.
   enum class RnnForm { kAuto, kPrimitive, kSequence };
   RnnForm rnn_form = RnnForm::kAuto;
 };

@@ -1,14 +1,14 @@
-// Microbenchmark: an ONNX LSTM (constant weights, forward, bias, no initial
-// states) as oneDNN 2.6's RNN primitive and as an LstmSequence (projection
+// Microbenchmark: an ONNX LSTM or GRU (constant weights, forward, bias, no
+// initial states) as oneDNN 2.6's RNN primitive and as an RnnSequence (projection
 // matmul plus kiln's Highway recurrence), each built through
 // OneDnnExternKernel::Create from a lowered one-node graph, as the runtime
 // builds them. Per shape and thread count the two forms are timed in
 // alternation (rounds x {primitive, sequence}, each sample the median of
 // `reps` runs), and the median of the per-round ratios is printed: what
-// UseLstmSequence's rule (decision 0065) is read from.
+// UseRnnSequence's rule (decisions 0065, 0069) is read from.
 //
 //   bazel run -c opt //backends/onednn:rnn_forms_benchmark -- [rounds]
-//       [threads,..] [seq,batch,input,hidden]
+//       [threads,..] [seq,batch,input,hidden | all] [lstm | gru | lbr_gru]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,14 +49,20 @@ std::string RandomConstant(const ir::Shape& shape, uint32_t seed) {
   return ir::PrintTensor(t, ir::PrintOptions::Full());
 }
 
-std::string LstmText(const Shape& s) {
-  const int64_t H = s.hidden;
+// cell: "lstm", "gru" or "lbr_gru" (linear_before_reset=1).
+std::string RnnText(const Shape& s, const std::string& cell) {
+  const int64_t H = s.hidden, G = cell == "lstm" ? 4 : 3;
+  const std::string op =
+      cell == "lstm" ? "LSTM"
+                     : absl::StrCat("GRU(%x, %w, %r, %b) {linear_before_reset=",
+                                    cell == "lbr_gru" ? 1 : 0, ", hidden_size=");
   return absl::StrCat("graph main(%x: f32[", s.seq, ",", s.batch, ",", s.input,
                       "]) -> (%y) opset 17 {\n  %w = constant ",
-                      RandomConstant({1, 4 * H, s.input}, 2), "\n  %r = constant ",
-                      RandomConstant({1, 4 * H, H}, 3), "\n  %b = constant ",
-                      RandomConstant({1, 8 * H}, 4), "\n  %y = LSTM(%x, %w, %r, %b) {hidden_size=",
-                      H, "} : f32[", s.seq, ",1,", s.batch, ",", H, "]\n}\n");
+                      RandomConstant({1, G * H, s.input}, 2), "\n  %r = constant ",
+                      RandomConstant({1, G * H, H}, 3), "\n  %b = constant ",
+                      RandomConstant({1, 2 * G * H}, 4), "\n  %y = ",
+                      cell == "lstm" ? "LSTM(%x, %w, %r, %b) {hidden_size=" : op, H,
+                      "} : f32[", s.seq, ",1,", s.batch, ",", H, "]\n}\n");
 }
 
 struct Built {
@@ -66,8 +72,8 @@ struct Built {
   std::vector<void*> ins, outs;
 };
 
-std::unique_ptr<Built> Build(const Shape& s) {
-  auto g = ir::ParseGraph(LstmText(s));
+std::unique_ptr<Built> Build(const Shape& s, const std::string& cell) {
+  auto g = ir::ParseGraph(RnnText(s, cell));
   if (!g.ok()) { std::fprintf(stderr, "%s\n", g.status().ToString().c_str()); std::exit(1); }
   auto lp = lowering::LowerGraph(*g);
   if (!lp.ok()) { std::fprintf(stderr, "%s\n", lp.status().ToString().c_str()); std::exit(1); }
@@ -145,7 +151,7 @@ int main(int argc, char** argv) {
       {128, 8, 512, 512}, {128, 16, 512, 512}, {64, 1, 256, 256}, {64, 4, 256, 256},
       {64, 16, 256, 256}, {32, 1, 40, 64},    {32, 8, 40, 64},    {32, 32, 40, 64},
   };
-  if (argc > 3) {
+  if (argc > 3 && std::string(argv[3]) != "all") {
     std::vector<int64_t> d;
     for (absl::string_view t : absl::StrSplit(argv[3], ',')) {
       int64_t n = 0;
@@ -155,13 +161,16 @@ int main(int argc, char** argv) {
     if (d.size() != 4) return 2;
     shapes = {{d[0], d[1], d[2], d[3]}};
   }
+  const std::string cell = argc > 4 ? argv[4] : "lstm";
+  if (cell != "lstm" && cell != "gru" && cell != "lbr_gru") return 2;
+  std::printf("%s\n\n", cell.c_str());
   std::printf("| seq | batch | input | hidden | threads | primitive us | sequence us | "
               "primitive/sequence | primitive impl |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (const Shape& s : shapes) {
     for (int th : threads) {
       // oneDNN's RNN primitive fixes its thread count at creation.
       if (!SetNumThreads(th).ok()) return 2;
-      auto b = Build(s);
+      auto b = Build(s, cell);
       // Work per run sets the repetitions: about 20 ms of primitive time.
       const double probe = Sample(*b->kernel[0], *b, 3);
       const int reps = std::max(3, std::min(200, static_cast<int>(20000.0 / probe)));

@@ -26,7 +26,7 @@
 #include "absl/strings/strip.h"
 #include "backends/onednn/engine.h"
 #include "backends/onednn/kernel_reader.h"
-#include "backends/onednn/lstm_sequence.h"
+#include "backends/onednn/rnn_sequence.h"
 #include "ir/loop/extern_schema.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -372,23 +372,24 @@ std::string WeightsLayout(const memory::desc& md) {
 
 }  // namespace
 
-bool UseLstmSequence(int64_t batch) {
-  // Measured in benchmarks/results/2026-12-02-lstm-batch1.md.
-  return batch <= kLstmSequenceMaxBatch;
+bool UseRnnSequence(int64_t batch) {
+  // Measured in benchmarks/results/2026-12-02-lstm-batch1.md (LSTM) and
+  // 2026-12-02-gru-form.md (GRU).
+  return batch <= kRnnSequenceMaxBatch;
 }
 
 namespace {
 
-// Whether the LSTM runs as an LstmSequence: `form` kSequence asks for it
-// (Unimplemented naming why where it does not apply), kAuto applies
-// UseLstmSequence where it applies.
+// Whether the LSTM or GRU runs as an RnnSequence: `form` kSequence asks for
+// it (Unimplemented naming why where it does not apply), kAuto applies
+// UseRnnSequence where it applies.
 absl::StatusOr<bool> ChooseSequence(const Reader& rd, const Problem& p, bool runtime_weights,
                                     OneDnnCallOptions::RnnForm form) {
   using Form = OneDnnCallOptions::RnnForm;
   if (form == Form::kPrimitive) return false;
   std::string why_not;
-  if (p.cell != Cell::kLstm) {
-    why_not = "only LSTM runs as a projection matmul plus recurrence";
+  if (p.cell == Cell::kRnn) {
+    why_not = "only LSTM and GRU run as a projection matmul plus recurrence";
   } else if (runtime_weights) {
     why_not = "weights known only at run time";
   }
@@ -396,7 +397,7 @@ absl::StatusOr<bool> ChooseSequence(const Reader& rd, const Problem& p, bool run
     if (!why_not.empty()) return rd.Unimplemented(why_not);
     return true;
   }
-  return why_not.empty() && UseLstmSequence(p.batch);
+  return why_not.empty() && UseRnnSequence(p.batch);
 }
 
 const char* CellName(Cell c) {
@@ -431,9 +432,9 @@ struct OneDnnRnnKernel::Impl {
   memory src_layer, src_iter, src_iter_c, dst_layer, dst_iter, dst_iter_c, scratchpad;
   bool y_direct = false;
   std::unordered_map<int, memory> args;
-  // Set when the LSTM runs as a projection matmul plus kiln's recurrence
-  // instead of `prim` (decision 0065).
-  std::unique_ptr<LstmSequence> sequence;
+  // Set when the LSTM or GRU runs as a projection matmul plus kiln's
+  // recurrence instead of `prim` (decisions 0065, 0069).
+  std::unique_ptr<RnnSequence> sequence;
 
   absl::Status PackAll(absl::Span<void* const> inputs) {
     const Problem& p = pb;
@@ -519,7 +520,10 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   KILN_ASSIGN_OR_RETURN(const bool use_sequence,
                         ChooseSequence(rd, p, m.runtime_weights, options.rnn_form));
   if (use_sequence) {
-    LstmShape shape;
+    RnnSequenceShape shape;
+    shape.cell = p.cell == Cell::kLstm  ? SequenceCell::kLstm
+                 : p.cell == Cell::kGru ? SequenceCell::kGru
+                                        : SequenceCell::kLbrGru;
     shape.seq = T;
     shape.batch = N;
     shape.input = I;
@@ -527,9 +531,9 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
     shape.dirs = D;
     shape.reverse = p.direction == "reverse";
     KILN_ASSIGN_OR_RETURN(m.sequence,
-                          LstmSequence::Create(shape, p.constant[kW], p.constant[kR],
-                                               p.constant[kB], p.constant[kP],
-                                               options.prepack_weights, m.where));
+                          RnnSequence::Create(shape, p.constant[kW], p.constant[kR],
+                                              p.constant[kB], p.constant[kP],
+                                              options.prepack_weights, m.where));
     ExternKernelInfo& info = m.info;
     info.op = CellName(p.cell);
     info.call = call;

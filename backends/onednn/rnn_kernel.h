@@ -9,8 +9,8 @@
 //   KILN_RETURN_IF_ERROR(k->Run(inputs, outputs));
 //
 // OneDnnExternKernel::Create dispatches here; callers normally use that.
-// A small-batch LSTM runs instead as an LstmSequence
-// (backends/onednn/lstm_sequence.h), by UseLstmSequence below.
+// A small-batch LSTM or GRU runs instead as an RnnSequence
+// (backends/onednn/rnn_sequence.h), by UseRnnSequence below.
 // Unimplemented means "keep the reference extern": every form oneDNN would
 // compute differently from ONNX (sequence_lens shorter than the sequence,
 // clip, input_forget, non-default activations, layout=1, non-f32) is
@@ -33,15 +33,15 @@
 
 namespace kiln::onednn {
 
-// Batch sizes up to which an f32 LSTM with constant weights runs as an
-// LstmSequence (one projection matmul plus kiln's Highway recurrence)
+// Batch sizes up to which an f32 LSTM or GRU with constant weights runs as
+// an RnnSequence (one projection matmul plus kiln's Highway recurrence)
 // rather than oneDNN's RNN primitive: measured with rnn_forms_benchmark at
-// hidden 128 and 512, 1 and 2 threads (decision 0065).
-inline constexpr int64_t kLstmSequenceMaxBatch = 2;
+// hidden 128 and 512, 1 and 2 threads (decisions 0065, 0069).
+inline constexpr int64_t kRnnSequenceMaxBatch = 2;
 
-// The rule OneDnnCallOptions::RnnForm::kAuto applies to an LSTM that both
-// forms can run.
-bool UseLstmSequence(int64_t batch);
+// The rule OneDnnCallOptions::RnnForm::kAuto applies to an LSTM or GRU that
+// both forms can run.
+bool UseRnnSequence(int64_t batch);
 
 // Why a class: the primitive, the weights in oneDNN's gate order (prepacked
 // when constant) and the scratch states are built once per kernel. Run is

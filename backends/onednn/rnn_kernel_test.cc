@@ -209,20 +209,20 @@ void CheckOnce(const RnnCase& c, ExternKernelInfo* info, const OneDnnCallOptions
   if (info != nullptr) *info = (*k)->info();
 }
 
-// CheckOnce with `options`; an LSTM that both forms can run (constant
-// weights) is also checked as oneDNN's RNN primitive and as an
-// LstmSequence, whichever the rule picks. `info` is the `options` kernel's.
+// CheckOnce with `options`; an LSTM or GRU that both forms can run
+// (constant weights) is also checked as oneDNN's RNN primitive and as an
+// RnnSequence, whichever the rule picks. `info` is the `options` kernel's.
 void CheckAgainstReference(const RnnCase& c, ExternKernelInfo* info = nullptr,
                            const OneDnnCallOptions& options = {}) {
   using Form = OneDnnCallOptions::RnnForm;
   CheckOnce(c, info, options);
-  if (c.op != "LSTM" || c.runtime_weights || options.rnn_form != Form::kAuto) return;
+  if (c.op == "RNN" || c.runtime_weights || options.rnn_form != Form::kAuto) return;
   for (Form form : {Form::kPrimitive, Form::kSequence}) {
     OneDnnCallOptions forced = options;
     forced.rnn_form = form;
     ExternKernelInfo forced_info;
     CheckOnce(c, &forced_info, forced);
-    EXPECT_EQ(absl::StartsWith(forced_info.impl, "kiln:lstm_steps"), form == Form::kSequence)
+    EXPECT_EQ(absl::StartsWith(forced_info.impl, "kiln:"), form == Form::kSequence)
         << forced_info.impl;
   }
 }
@@ -326,7 +326,7 @@ TEST(RnnKernelLstm, RuntimeWeightsAndUnpackedWeights) {
   EXPECT_EQ(info.weight_layout, "ab");
 }
 
-// ---- LSTM as a projection matmul plus kiln's recurrence (LstmSequence).
+// ---- LSTM as a projection matmul plus kiln's recurrence (RnnSequence).
 
 OneDnnCallOptions SequenceForm() {
   OneDnnCallOptions o;
@@ -402,9 +402,9 @@ TEST(RnnKernelLstmSequence, RefusesWhatItDoesNotRun) {
           .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "run time")) << s;
-  RnnCase gru;
-  gru.op = "GRU";
-  l = Lower(gru.Text());
+  RnnCase rnn;
+  rnn.op = "RNN";
+  l = Lower(rnn.Text());
   ASSERT_TRUE(l.ok()) << l.status();
   s = OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, SequenceForm())
           .status();
@@ -412,15 +412,99 @@ TEST(RnnKernelLstmSequence, RefusesWhatItDoesNotRun) {
 }
 
 TEST(RnnKernelLstmSequence, AutoFollowsTheRule) {
-  for (int64_t batch : {int64_t{1}, kLstmSequenceMaxBatch, kLstmSequenceMaxBatch + 1}) {
+  for (const char* op : {"LSTM", "GRU"}) {
+    for (int64_t batch : {int64_t{1}, kRnnSequenceMaxBatch, kRnnSequenceMaxBatch + 1}) {
+      RnnCase c;
+      c.op = op;
+      c.linear_before_reset = 1;
+      c.batch = batch;
+      c.hidden = 64;
+      ExternKernelInfo info;
+      CheckOnce(c, &info, {});
+      EXPECT_EQ(absl::StartsWith(info.impl, "kiln:"), UseRnnSequence(batch))
+          << op << " batch " << batch << ": " << info.impl;
+    }
+  }
+}
+
+// ---- GRU as a projection matmul plus kiln's recurrence (RnnSequence).
+
+TEST(RnnKernelGruSequence, RandomShapesBothResetFormsAllDirections) {
+  // Seeded random sizes: hidden below, at and across the recurrence's block
+  // of units (32 floats on AVX-512, 16 on AVX2), batch 1 and 2 (the odd row
+  // and the row pair), every direction, with and without B and initial_h.
+  std::mt19937 gen(69);
+  std::uniform_int_distribution<int64_t> hidden_dist(1, 100), input_dist(1, 40),
+      seq_dist(1, 9);
+  for (int64_t lbr : {0, 1}) {
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      for (int64_t batch : {1, 2}) {
+        for (int rep = 0; rep < 3; ++rep) {
+          RnnCase c;
+          c.op = "GRU";
+          c.linear_before_reset = lbr;
+          c.direction = dir;
+          c.batch = batch;
+          c.hidden = hidden_dist(gen);
+          c.input = input_dist(gen);
+          c.seq = seq_dist(gen);
+          c.init_h = rep != 1;
+          c.bias = rep != 2;
+          ExternKernelInfo info;
+          CheckAgainstReference(c, &info, SequenceForm());
+          EXPECT_TRUE(absl::StartsWith(info.impl, "kiln:gru_steps(")) << info.impl;
+          EXPECT_EQ(info.op, "gru");
+        }
+      }
+    }
+  }
+}
+
+TEST(RnnKernelGruSequence, EveryHighwayTarget) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (int64_t lbr : {0, 1}) {
+      RnnCase c;
+      c.op = "GRU";
+      c.linear_before_reset = lbr;
+      c.direction = "bidirectional";
+      c.hidden = 37;
+      c.batch = 2;
+      c.init_h = true;
+      ExternKernelInfo info;
+      CheckAgainstReference(c, &info, SequenceForm());
+      EXPECT_TRUE(absl::StrContains(info.impl, absl::StrCat("(", hwy::TargetName(target), ")")))
+          << info.impl;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(RnnKernelGruSequence, OptionalOutputsAndSequenceLens) {
+  for (int64_t lbr : {0, 1}) {
     RnnCase c;
-    c.batch = batch;
-    c.hidden = 64;
-    ExternKernelInfo info;
-    CheckOnce(c, &info, {});
-    EXPECT_EQ(absl::StartsWith(info.impl, "kiln:lstm_steps"),
-              UseLstmSequence(batch))
-        << "batch " << batch << ": " << info.impl;
+    c.op = "GRU";
+    c.linear_before_reset = lbr;
+    c.direction = "bidirectional";
+    c.batch = 2;
+    c.hidden = 40;
+    c.yh = false;
+    CheckAgainstReference(c, nullptr, SequenceForm());
+    c.yh = true;
+    c.y = false;
+    c.init_h = true;
+    CheckAgainstReference(c, nullptr, SequenceForm());
+    c.y = true;
+    c.seq_lens = "i32[2] [7, 7]";
+    CheckAgainstReference(c, nullptr, SequenceForm());
+    c.seq_lens = "i32[2] [7, 3]";
+    absl::StatusOr<Lowered> l = Lower(c.Text());
+    ASSERT_TRUE(l.ok()) << l.status();
+    absl::Status s =
+        OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, SequenceForm())
+            .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "sequence_lens")) << s;
   }
 }
 
