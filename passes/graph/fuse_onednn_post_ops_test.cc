@@ -266,6 +266,65 @@ graph main(%x: f32[3,6]) -> (%y) opset 17 {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
+// JAX's gelu(approximate=True) through jax2tf: the cube as
+// x * (x * (0.044715 * x)), constants first, the 1 as a [1,1,1] constant.
+TEST(FuseOneDnnPostOps, GeluTanhAsJaxExports) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,6]) -> (%y) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %c0 = constant f32[] 0.044715
+  %c1 = constant f32[] 0.7978846
+  %one = constant f32[1,1,1] 1.0
+  %half = constant f32[] 0.5
+  %mm = MatMul(%x, %w) : f32[1,3,4]
+  %h = Add(%mm, %bias) : f32[1,3,4]
+  %k1 = Mul(%c0, %h) : f32[1,3,4]
+  %k2 = Mul(%h, %k1) : f32[1,3,4]
+  %k3 = Mul(%h, %k2) : f32[1,3,4]
+  %inner = Add(%h, %k3) : f32[1,3,4]
+  %arg = Mul(%c1, %inner) : f32[1,3,4]
+  %t = Tanh(%arg) : f32[1,3,4]
+  %g = Add(%one, %t) : f32[1,3,4]
+  %gh = Mul(%half, %g) : f32[1,3,4]
+  %y = Mul(%h, %gh) : f32[1,3,4]
+}
+// CHECK: %y = kiln.FusedMatMul(%x, %w, %bias) {
+// CHECK-SAME: post_ops=["add", "gelu_tanh"]}
+// CHECK-NOT: Tanh(
+)",
+                                                            F32({6, 4}, 14), F32({4}, 15)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// The same shape with x * (x * (0.044715 * y)) for another value y is not
+// GELU: nothing but the bias joins the MatMul.
+TEST(FuseOneDnnPostOps, ScaledCubeOfAnotherValueIsNotGelu) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[3,6], %z: f32[3,4]) -> (%y) opset 17 {
+  %w = constant $0
+  %c0 = constant f32[] 0.044715
+  %c1 = constant f32[] 0.7978846
+  %one = constant f32[] 1.0
+  %half = constant f32[] 0.5
+  %h = MatMul(%x, %w) : f32[3,4]
+  %k1 = Mul(%c0, %z) : f32[3,4]
+  %k2 = Mul(%h, %k1) : f32[3,4]
+  %k3 = Mul(%h, %k2) : f32[3,4]
+  %inner = Add(%h, %k3) : f32[3,4]
+  %arg = Mul(%c1, %inner) : f32[3,4]
+  %t = Tanh(%arg) : f32[3,4]
+  %g = Add(%one, %t) : f32[3,4]
+  %gh = Mul(%half, %g) : f32[3,4]
+  %y = Mul(%h, %gh) : f32[3,4]
+}
+// CHECK: %h = MatMul(%x, %w)
+// CHECK: Tanh(
+)",
+                                                            F32({6, 4}, 16)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
 // Attention scores: Q K^T (both activations), a scale and the mask add;
 // Softmax ends the chain.
 TEST(FuseOneDnnPostOps, AttentionScaleAndMask) {
