@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,221 @@
 
 namespace kiln::passes {
 namespace {
+
+bool StaticShape(const ir::Value& v) {
+  return v.shape_known &&
+         std::none_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; });
+}
+
+ir::Shape NonUnitDims(const ir::Shape& shape) {
+  ir::Shape out;
+  for (int64_t d : shape) {
+    if (d != 1) out.push_back(d);
+  }
+  return out;
+}
+
+// `n` only relabels its input's dims of extent 1 (a Squeeze, Unsqueeze,
+// Reshape or Flatten between static shapes with the same dims of other
+// extents in the same order), or is a Slice that keeps every element in
+// order (same static shape, steps absent or 1): its output holds its
+// input's bytes.
+bool RelabelsUnitDims(const ir::Graph& graph, const ir::Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  if (n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue || !n.has_input(0)) return false;
+  const ir::Value& in = graph.value(n.inputs[0]);
+  const ir::Value& out = graph.value(n.outputs[0]);
+  if (!StaticShape(in) || !StaticShape(out) || in.dtype != out.dtype) return false;
+  if (n.op == "Slice") {
+    if (in.shape != out.shape) return false;
+    if (!n.has_input(4)) return true;
+    const ir::Tensor* steps = graph.constant(n.inputs[4]);
+    if (steps == nullptr) return false;
+    for (int64_t i = 0; i < steps->num_elements(); ++i) {
+      if (steps->GetAsDouble(i) != 1.0) return false;
+    }
+    return true;
+  }
+  if (n.op != "Squeeze" && n.op != "Unsqueeze" && n.op != "Reshape" && n.op != "Flatten") {
+    return false;
+  }
+  return NonUnitDims(in.shape) == NonUnitDims(out.shape);
+}
+
+// Element-wise ops whose output has the shape of their broadcast inputs.
+bool IsShapePreservingElementwise(const ir::Node& n) {
+  static constexpr absl::string_view kOps[] = {
+      "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh",
+      "HardSwish", "HardSigmoid", "Clip", "Max", "Min", "Erf", "Sqrt", "Exp", "Abs",
+      "Neg", "Softplus", "Pow", "Reciprocal"};
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  return std::find(std::begin(kOps), std::end(kOps), n.op) != std::end(kOps);
+}
+
+// `c` (broadcast against `from`, of which it has at most the rank) as a
+// constant of the same bytes broadcasting against `to`, where `from` and
+// `to` have the same dims of extent other than 1 in the same order.
+absl::StatusOr<ir::Shape> MapBroadcastShape(const ir::Shape& c, const ir::Shape& from,
+                                            const ir::Shape& to) {
+  KILN_RET_CHECK(c.size() <= from.size());
+  ir::Shape full(from.size() - c.size(), 1);
+  full.insert(full.end(), c.begin(), c.end());
+  std::vector<int64_t> kept;  // full's dims at from's non-unit dims, in order
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1) {
+      kept.push_back(full[i]);
+    } else {
+      KILN_RET_CHECK(full[i] == 1);
+    }
+  }
+  ir::Shape out;
+  size_t k = 0;
+  for (int64_t d : to) {
+    out.push_back(d != 1 ? kept[k++] : 1);
+  }
+  KILN_RET_CHECK(k == kept.size());
+  return out;
+}
+
+// A oneDNN anchor's result often reaches its bias and activation through
+// nodes that only drop or add dims of extent 1 (a TF/JAX export squeezes
+// the width-1 dim of a 1-D conv, and slices it whole, before the bias add).
+// They end a post-op chain. This moves them below the element-wise nodes
+// that follow: those compute in the anchor's shape (their constants
+// reshaped to broadcast the same way) and the relabelling is applied to
+// each of their results read elsewhere. Returns whether it changed `graph`.
+absl::StatusOr<bool> SinkUnitRelabels(ir::Graph* graph) {
+  const absl::flat_hash_set<std::string> captured = CapturedNames(*graph);
+  bool changed = false;
+  std::vector<std::vector<int>> consumers;
+  bool stale = true;
+  for (int anchor = 0; anchor < static_cast<int>(graph->nodes().size()); ++anchor) {
+    const ir::Node& an = graph->nodes()[anchor];
+    if (OneDnnMatcher::FusedOpName(an).empty() || an.outputs.empty()) continue;
+    const ir::ValueId a = an.outputs[0];
+    if (a == ir::kNoValue || !StaticShape(graph->value(a))) continue;
+    if (stale) {
+      consumers.assign(graph->num_values(), {});
+      for (int k = 0; k < static_cast<int>(graph->nodes().size()); ++k) {
+        for (ir::ValueId v : graph->nodes()[k].inputs) {
+          if (v != ir::kNoValue) consumers[v].push_back(k);
+        }
+      }
+      stale = false;
+    }
+    auto internal = [&](ir::ValueId v) {
+      return !IsGraphOutput(*graph, v) && !captured.contains(graph->value(v).name);
+    };
+    // The relabelling chain a -> ... -> y, each value read by one node.
+    ir::ValueId y = a;
+    int last = anchor;
+    absl::flat_hash_set<int> chain;
+    while (internal(y) && consumers[y].size() == 1 &&
+           RelabelsUnitDims(*graph, graph->nodes()[consumers[y][0]])) {
+      last = consumers[y][0];
+      chain.insert(last);
+      y = graph->nodes()[last].outputs[0];
+    }
+    if (y == a || !internal(y) || consumers[y].empty()) continue;
+    const ir::Value yv = graph->value(y);
+    const ir::Shape a_shape = graph->value(a).shape;
+    // The element-wise region computed from y (and constants) in y's shape.
+    absl::flat_hash_set<ir::ValueId> region_values = {y};
+    std::vector<int> region;
+    for (int k = last + 1; k < static_cast<int>(graph->nodes().size()); ++k) {
+      const ir::Node& n = graph->nodes()[k];
+      if (!IsShapePreservingElementwise(n) || n.outputs.size() != 1 ||
+          n.outputs[0] == ir::kNoValue) {
+        continue;
+      }
+      const ir::Value& out = graph->value(n.outputs[0]);
+      if (!out.shape_known || out.shape != yv.shape || out.dtype != yv.dtype) continue;
+      bool reads_region = false, ok = true;
+      for (ir::ValueId v : n.inputs) {
+        if (v == ir::kNoValue) continue;
+        if (region_values.contains(v)) {
+          reads_region = true;
+        } else if (!graph->IsConstant(v) || !graph->value(v).shape_known ||
+                   graph->value(v).shape.size() > yv.shape.size()) {
+          ok = false;
+        }
+      }
+      if (!ok || !reads_region) continue;
+      region.push_back(k);
+      region_values.insert(n.outputs[0]);
+    }
+    // Every reader of y must move with it, or the anchor keeps two readers.
+    const absl::flat_hash_set<int> in_region(region.begin(), region.end());
+    if (region.empty() || std::any_of(consumers[y].begin(), consumers[y].end(),
+                                      [&](int k) { return !in_region.contains(k); })) {
+      continue;
+    }
+    // Rewrite: region nodes read a and constants reshaped for a's shape;
+    // results read outside the region come back through a Reshape.
+    std::vector<std::pair<int, ir::Node>> relabels;  // (after node k, node)
+    absl::flat_hash_map<ir::ValueId, ir::ValueId> renamed = {{y, a}};
+    for (int k : region) {
+      ir::Node& n = graph->mutable_nodes()[k];
+      for (ir::ValueId& v : n.inputs) {
+        if (v == ir::kNoValue) continue;
+        if (auto it = renamed.find(v); it != renamed.end()) {
+          v = it->second;
+          continue;
+        }
+        const ir::Tensor* c = graph->constant(v);
+        if (c == nullptr) continue;
+        const ir::Shape& cs = graph->value(v).shape;
+        if (c->num_elements() == 1 && cs.size() <= a_shape.size()) continue;
+        KILN_ASSIGN_OR_RETURN(ir::Shape mapped, MapBroadcastShape(cs, yv.shape, a_shape));
+        KILN_ASSIGN_OR_RETURN(ir::Tensor t, c->ShareReshaped(mapped));
+        const ir::ValueId nv = graph->AddValue(
+            UniqueName(*graph, absl::StrCat(graph->value(v).name, ".relabelled")),
+            graph->value(v).dtype, mapped);
+        graph->SetConstant(nv, std::move(t));
+        v = nv;
+      }
+      const ir::ValueId out = n.outputs[0];
+      const bool read_outside =
+          !internal(out) || std::any_of(consumers[out].begin(), consumers[out].end(),
+                                        [&](int r) { return !in_region.contains(r); });
+      if (!read_outside) {
+        graph->mutable_value(out).shape = a_shape;
+        renamed[out] = out;
+        continue;
+      }
+      const ir::ValueId wide = graph->AddValue(
+          UniqueName(*graph, absl::StrCat(graph->value(out).name, ".unrelabelled")),
+          graph->value(out).dtype, a_shape);
+      graph->mutable_nodes()[k].outputs[0] = wide;
+      renamed[out] = wide;
+      const ir::Shape& ys = yv.shape;
+      const ir::ValueId shape = graph->AddValue(
+          UniqueName(*graph, absl::StrCat(graph->value(out).name, ".shape")), ir::DType::kI64,
+          ir::Shape{static_cast<int64_t>(ys.size())});
+      graph->SetConstant(shape, ir::Tensor::FromVector<int64_t>(
+                                    ir::Shape{static_cast<int64_t>(ys.size())}, ys));
+      ir::Node relabel;
+      relabel.op = "Reshape";
+      relabel.inputs = {wide, shape};
+      relabel.outputs = {out};
+      relabels.emplace_back(k, std::move(relabel));
+    }
+    // The chain's nodes are dead (its values had one reader each, y only
+    // region readers); each relabel follows the node computing its input.
+    std::vector<ir::Node> nodes;
+    nodes.reserve(graph->nodes().size() + relabels.size());
+    size_t r = 0;
+    for (int k = 0; k < static_cast<int>(graph->nodes().size()); ++k) {
+      if (!chain.contains(k)) nodes.push_back(std::move(graph->mutable_nodes()[k]));
+      while (r < relabels.size() && relabels[r].first == k) {
+        nodes.push_back(std::move(relabels[r++].second));
+      }
+    }
+    graph->mutable_nodes() = std::move(nodes);
+    changed = stale = true;
+  }
+  return changed;
+}
 
 // One anchor and the post-op nodes it absorbs.
 struct Chain {
@@ -279,8 +495,9 @@ ir::Node BuildFusedNode(const ir::Graph& graph, const Chain& c) {
 
 absl::StatusOr<bool> FuseOneDnnPostOps::Run(ir::Graph* graph) {
   stats_ = OneDnnFusionStats();
+  KILN_ASSIGN_OR_RETURN(const bool relabelled, SinkUnitRelabels(graph));
   std::vector<Chain> chains = Fuser(*graph, &stats_).FindChains();
-  if (chains.empty()) return false;
+  if (chains.empty()) return relabelled;
 
   const int num_nodes = static_cast<int>(graph->nodes().size());
   std::vector<bool> absorbed(num_nodes, false);

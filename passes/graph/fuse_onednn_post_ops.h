@@ -58,6 +58,14 @@ struct OneDnnFusionStats {
 // never dropped). The fused node writes the chain's final value, keeping its
 // name, at the position of the chain's last node. Anchors with no post-op
 // stay as they are.
+//
+// First, nodes that only drop or add dims of extent 1 of an anchor's result
+// (Squeeze, Unsqueeze, Reshape, Flatten; a Slice keeping every element)
+// move below the element-wise nodes computed from it and constants: those
+// then compute in the anchor's shape, their constants reshaped to broadcast
+// alike, and each of their results read elsewhere is reshaped back. A 1-D
+// conv stored as 2-D and squeezed before its bias and activation (jax2tf)
+// so keeps them as post-ops.
 class FuseOneDnnPostOps : public GraphPass {
  public:
   absl::string_view name() const override { return "fuse-onednn-post-ops"; }

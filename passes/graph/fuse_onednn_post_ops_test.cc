@@ -266,6 +266,143 @@ graph main(%x: f32[3,6]) -> (%y) opset 17 {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
+// JAX's gelu(approximate=True) through jax2tf: the cube as
+// x * (x * (0.044715 * x)), constants first, the 1 as a [1,1,1] constant.
+TEST(FuseOneDnnPostOps, GeluTanhAsJaxExports) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,6]) -> (%y) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %c0 = constant f32[] 0.044715
+  %c1 = constant f32[] 0.7978846
+  %one = constant f32[1,1,1] 1.0
+  %half = constant f32[] 0.5
+  %mm = MatMul(%x, %w) : f32[1,3,4]
+  %h = Add(%mm, %bias) : f32[1,3,4]
+  %k1 = Mul(%c0, %h) : f32[1,3,4]
+  %k2 = Mul(%h, %k1) : f32[1,3,4]
+  %k3 = Mul(%h, %k2) : f32[1,3,4]
+  %inner = Add(%h, %k3) : f32[1,3,4]
+  %arg = Mul(%c1, %inner) : f32[1,3,4]
+  %t = Tanh(%arg) : f32[1,3,4]
+  %g = Add(%one, %t) : f32[1,3,4]
+  %gh = Mul(%half, %g) : f32[1,3,4]
+  %y = Mul(%h, %gh) : f32[1,3,4]
+}
+// CHECK: %y = kiln.FusedMatMul(%x, %w, %bias) {
+// CHECK-SAME: post_ops=["add", "gelu_tanh"]}
+// CHECK-NOT: Tanh(
+)",
+                                                            F32({6, 4}, 14), F32({4}, 15)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// The same shape with x * (x * (0.044715 * y)) for another value y is not
+// GELU: nothing but the bias joins the MatMul.
+TEST(FuseOneDnnPostOps, ScaledCubeOfAnotherValueIsNotGelu) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[3,6], %z: f32[3,4]) -> (%y) opset 17 {
+  %w = constant $0
+  %c0 = constant f32[] 0.044715
+  %c1 = constant f32[] 0.7978846
+  %one = constant f32[] 1.0
+  %half = constant f32[] 0.5
+  %h = MatMul(%x, %w) : f32[3,4]
+  %k1 = Mul(%c0, %z) : f32[3,4]
+  %k2 = Mul(%h, %k1) : f32[3,4]
+  %k3 = Mul(%h, %k2) : f32[3,4]
+  %inner = Add(%h, %k3) : f32[3,4]
+  %arg = Mul(%c1, %inner) : f32[3,4]
+  %t = Tanh(%arg) : f32[3,4]
+  %g = Add(%one, %t) : f32[3,4]
+  %gh = Mul(%half, %g) : f32[3,4]
+  %y = Mul(%h, %gh) : f32[3,4]
+}
+// CHECK: %h = MatMul(%x, %w)
+// CHECK: Tanh(
+)",
+                                                            F32({6, 4}, 16)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// A 1-D conv stored as 2-D with width 1, as jax2tf exports it: a whole
+// Slice and a Squeeze of the width stand between the conv and its bias add
+// and activation. They move below the element-wise nodes (the bias
+// reshaped from [4,1] to [1,4,1,1]), which then join the conv.
+TEST(FuseOneDnnPostOps, UnitDimRelabelsMoveBelowTheChain) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,6,1]) -> (%y) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %starts = constant i64[4] [0, 0, 0, 0]
+  %ends = constant i64[4] [2147483647, 2147483647, 2147483647, 1]
+  %axes = constant i64[1] [3]
+  %c = Conv(%x, %w) {kernel_shape=[3, 1]} name="conv" : f32[1,4,4,1]
+  %s = Slice(%c, %starts, %ends) : f32[1,4,4,1]
+  %q = Squeeze(%s, %axes) : f32[1,4,4]
+  %h = Add(%q, %bias) name="bias" : f32[1,4,4]
+  %y = Relu(%h) name="relu" : f32[1,4,4]
+}
+// CHECK: = kiln.FusedConv(%x, %w, %bias.relabelled) {fused_nodes=["conv", "bias", "relu"],
+// CHECK-SAME: post_ops=["add", "relu"]}
+// CHECK-SAME: : f32[1,4,4,1]
+// CHECK: %y = Reshape(
+// CHECK-SAME: : f32[1,4,4]
+// CHECK-NOT: Squeeze(
+)",
+                                                            F32({4, 3, 3, 1}, 21),
+                                                            F32({4, 1}, 22)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// A result inside the moved region that another node reads (here a graph
+// output and a ReduceSum) is relabelled back for those readers.
+TEST(FuseOneDnnPostOps, RelabelledResultsReadElsewhereKeepTheirShape) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,6,1]) -> (%h, %y, %t) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %axes = constant i64[1] [3]
+  %c = Conv(%x, %w) {kernel_shape=[3, 1]} name="conv" : f32[1,4,4,1]
+  %q = Squeeze(%c, %axes) : f32[1,4,4]
+  %h = Add(%bias, %q) name="bias" : f32[1,4,4]
+  %y = Sigmoid(%h) name="sigmoid" : f32[1,4,4]
+  %t = ReduceSum(%h) {keepdims=0} : f32[]
+}
+// CHECK: %h.unrelabelled = kiln.FusedConv(%x, %w, %bias.relabelled)
+// CHECK-SAME: post_ops=["add"]}
+// CHECK: %h = Reshape(%h.unrelabelled,
+// CHECK: Sigmoid(%h.unrelabelled)
+// CHECK-SAME: : f32[1,4,4,1]
+)",
+                                                            F32({4, 3, 3, 1}, 23),
+                                                            F32({4, 1}, 24)));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// A relabelled value another kind of node reads stays where it is.
+TEST(FuseOneDnnPostOps, RelabelReadByANonElementwiseNodeStays) {
+  absl::StatusOr<PassCheckResult> r = Fuse(absl::Substitute(R"(
+graph main(%x: f32[1,3,6,1]) -> (%y, %t) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %axes = constant i64[1] [3]
+  %c = Conv(%x, %w) {kernel_shape=[3, 1]} name="conv" : f32[1,4,4,1]
+  %q = Squeeze(%c, %axes) : f32[1,4,4]
+  %h = Add(%q, %bias) : f32[1,4,4]
+  %y = Relu(%h) : f32[1,4,4]
+  %t = ReduceSum(%q) {keepdims=0} : f32[]
+}
+// CHECK: %c = Conv(%x, %w)
+// CHECK: %q = Squeeze(%c, %axes)
+// CHECK: %h = Add(%q, %bias)
+)",
+                                                            F32({4, 3, 3, 1}, 25),
+                                                            F32({4, 1}, 26)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->changed);
+}
+
 // Attention scores: Q K^T (both activations), a scale and the mask add;
 // Softmax ends the chain.
 TEST(FuseOneDnnPostOps, AttentionScaleAndMask) {

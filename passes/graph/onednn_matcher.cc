@@ -308,7 +308,22 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchGeluTanh(int start,
   const ir::Node& n = node(start);
   std::vector<int> nodes = {start};
   ir::ValueId cube = ir::kNoValue;
-  if (IsElementwise(n, "Pow", x) && n.inputs.size() == 2 && n.inputs[0] == x) {
+  ir::ValueId scaled_cube = ir::kNoValue;  // 0.044715 * x^3
+  if (IsElementwise(n, "Mul", x) && OtherIsConstant(n, x, 0.044715)) {
+    // x * (x * (0.044715 * x)), as JAX's gelu(approximate=True) exports.
+    const int c1 = SoleConsumer(n.outputs[0]);
+    if (c1 < 0 || !IsElementwise(node(c1), "Mul", x) ||
+        OtherInput(node(c1), n.outputs[0]) != x) {
+      return std::nullopt;
+    }
+    const int c2 = SoleConsumer(node(c1).outputs[0]);
+    if (c2 < 0 || !IsElementwise(node(c2), "Mul", x) ||
+        OtherInput(node(c2), node(c1).outputs[0]) != x) {
+      return std::nullopt;
+    }
+    nodes.insert(nodes.end(), {c1, c2});
+    scaled_cube = node(c2).outputs[0];
+  } else if (IsElementwise(n, "Pow", x) && n.inputs.size() == 2 && n.inputs[0] == x) {
     const ir::Tensor* e = graph_.constant(n.inputs[1]);
     if (e == nullptr || e->num_elements() != 1 || e->GetAsDouble(0) != 3.0) {
       return std::nullopt;
@@ -327,13 +342,17 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchGeluTanh(int start,
     return std::nullopt;
   }
   // 0.044715 * x^3, + x, * sqrt(2/pi), tanh, + 1.
-  const int d = SoleConsumer(cube);
-  if (d < 0 || !IsElementwise(node(d), "Mul", x) || !OtherIsConstant(node(d), cube, 0.044715)) {
-    return std::nullopt;
+  if (scaled_cube == ir::kNoValue) {
+    const int d = SoleConsumer(cube);
+    if (d < 0 || !IsElementwise(node(d), "Mul", x) ||
+        !OtherIsConstant(node(d), cube, 0.044715)) {
+      return std::nullopt;
+    }
+    nodes.push_back(d);
+    scaled_cube = node(d).outputs[0];
   }
-  const int e = SoleConsumer(node(d).outputs[0]);
-  if (e < 0 || !IsElementwise(node(e), "Add", x) ||
-      OtherInput(node(e), node(d).outputs[0]) != x) {
+  const int e = SoleConsumer(scaled_cube);
+  if (e < 0 || !IsElementwise(node(e), "Add", x) || OtherInput(node(e), scaled_cube) != x) {
     return std::nullopt;
   }
   const int f = SoleConsumer(node(e).outputs[0]);
@@ -348,7 +367,7 @@ std::optional<PostOpMatch> OneDnnMatcher::MatchGeluTanh(int start,
       !OtherIsConstant(node(g), node(t).outputs[0], 1.0)) {
     return std::nullopt;
   }
-  nodes.insert(nodes.end(), {d, e, f, t, g});
+  nodes.insert(nodes.end(), {e, f, t, g});
   std::optional<ir::ValueId> y = MatchHalfXTimes(x, node(g).outputs[0], &nodes);
   if (!y) return std::nullopt;
   PostOpMatch m;
