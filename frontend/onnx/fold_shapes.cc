@@ -206,11 +206,13 @@ class Folder {
   }
 
   // Folds what the current value_info allows; returns the number of nodes
-  // folded.
+  // folded or rewritten (0: nothing changed).
   absl::StatusOr<int> Round() {
     IndexGraph();
+    int spelled_out = 0;
     for (onnx::NodeProto& node : *g_->mutable_node()) {
       DropDeterministicTrainingMode(&node);
+      if (SpellOutSqueezeAxes(&node)) ++spelled_out;
     }
     const int n = g_->node_size();
     std::vector<bool> folded(n, false);
@@ -228,7 +230,8 @@ class Folder {
     IndexGraph();
     KILN_ASSIGN_OR_RETURN(int inlined, InlineConstantIfs());
     inlined_ifs_ += inlined;
-    return count + inlined;
+    // A spelled-out Squeeze changes no value but needs another inference run.
+    return count + inlined + spelled_out;
   }
 
   // If nodes replaced by their branch so far.
@@ -500,6 +503,32 @@ class Folder {
       return;
     }
     node->mutable_input()->RemoveLast();
+  }
+
+  // A Squeeze before opset 13 without `axes` removes every dim of extent 1,
+  // but libonnx's inference of those versions gives no shape without the
+  // attribute (everything after it would stay unshaped, on the reference
+  // interpreter). With the input's dims static, the axes are spelled out:
+  // the same op, which inference then shapes. Returns whether it did.
+  bool SpellOutSqueezeAxes(onnx::NodeProto* node) {
+    if (!node->domain().empty() || node->op_type() != "Squeeze" || options_.opset >= 13 ||
+        node->input_size() != 1 || node->input(0).empty()) {
+      return false;
+    }
+    for (const auto& a : node->attribute()) {
+      if (a.name() == "axes") return false;
+    }
+    auto it = types_.find(node->input(0));
+    if (it == types_.end()) return false;
+    const std::optional<Dims> dims = StaticDims(*it->second);
+    if (!dims.has_value()) return false;
+    onnx::AttributeProto* axes = node->add_attribute();
+    axes->set_name("axes");
+    axes->set_type(onnx::AttributeProto::INTS);
+    for (size_t d = 0; d < dims->size(); ++d) {
+      if ((*dims)[d] == 1) axes->add_ints(static_cast<int64_t>(d));
+    }
+    return true;
   }
 
   // Shape and Size read only the input's dims, which need not be constant.

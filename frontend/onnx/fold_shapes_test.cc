@@ -786,5 +786,34 @@ TEST(FoldShapesTest, FoldedNodesKeepFileIndicesOfOthersInErrors) {
                                    "is given twice"));
 }
 
+// Squeeze before opset 13 without `axes` drops every dim of extent 1;
+// libonnx 1.12 shapes it only with the attribute. x[batch,1,2] with batch
+// bound to 1 -> Squeeze -> Sigmoid: [2], though the output is declared
+// [batch] (as aecmos's exporter wrote it; ONNX Runtime computes [2] too).
+ModelBuilder SqueezeWithoutAxes(int64_t opset) {
+  ModelBuilder m(opset);
+  m.Input("x", TP::FLOAT, {"batch", 1, 2});
+  m.Node("Squeeze", {"x"}, {"s"}, "squeeze");
+  m.Node("Sigmoid", {"s"}, {"y"}, "sigmoid");
+  m.Output("y", TP::FLOAT, {"batch"});
+  return m;
+}
+
+TEST(FoldShapesTest, SqueezeWithoutAxesIsShapedBeforeOpset13) {
+  for (int64_t opset : {9, 11, 13}) {
+    SCOPED_TRACE(opset);
+    const ModelBuilder m = SqueezeWithoutAxes(opset);
+    ImportResult r = MustImport(m, /*fold=*/true);
+    EXPECT_THAT(NonStatic(r.graph), ::testing::IsEmpty());
+    EXPECT_EQ(ValueNamed(r.graph, "y").shape, (ir::Shape{2}));
+    EXPECT_THAT(r.warnings, ::testing::Contains(::testing::HasSubstr(
+                                "'y' is declared [1] but computes [2]")));
+    // The spelled-out Squeeze computes what the bare one does.
+    const std::vector<Tensor> out = RunBothAndCompare(m, {Iota({1, 1, 2})});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape(), (ir::Shape{2}));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::frontend
