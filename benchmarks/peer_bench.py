@@ -728,7 +728,7 @@ def corpus_entries(args):
         prec = "int8" if m["precision"].startswith("int8") else m["precision"]
         out.append({"name": m["name"], "suite": f"corpus-{prec}", "precision": prec,
                     "dir": os.path.join(args.corpus_dir, "models", m["name"]),
-                    "model_bytes": m.get("bytes"),
+                    "model_bytes": m.get("bytes"), "max_rel": m.get("max_rel"),
                     "num_nodes": sum((m.get("ops") or {}).values()) or 100})
     conv = load_json(os.path.join(args.corpus_dir, "converted", "converted.json"),
                      {"models": []})
@@ -756,9 +756,10 @@ def bench_entries(args):
 
 def tolerance(args, entry, runtime, info):
     """The max-rel tolerance for one runtime on one model: --max-rel for fp32
-    arithmetic on an fp32 model, else LOWP_TOLERANCE's (the looser of the model's
+    arithmetic on an fp32 model (or the corpus manifest's own "max_rel" for the
+    model, which states why), else LOWP_TOLERANCE's (the looser of the model's
     precision and the precision the runtime computed in)."""
-    tols = [args.max_rel]
+    tols = [entry.get("max_rel") or args.max_rel]
     if entry.get("precision", "fp32") != "fp32":
         tols.append(LOWP_TOLERANCE[entry["precision"]])
     if runtime in ("ort_int8", "ov_int8"):
