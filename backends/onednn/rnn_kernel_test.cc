@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "backends/onednn/extern_kernel.h"
+#include "backends/onednn/threads.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
 #include "ir/graph/text.h"
@@ -352,6 +353,34 @@ TEST(RnnKernelLstmSequence, HiddenSizesAcrossVectorBlocks) {
       EXPECT_EQ(info.op, "lstm");
     }
   }
+}
+
+TEST(RnnKernelSequence, BidirectionalOnOneAndTwoThreads) {
+  // On two threads each direction runs on its own thread with its own
+  // states; on one, one after the other. Both compute what the reference
+  // does (and each other's bits: the work per direction is the same).
+  const int before = NumThreads();
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(SetNumThreads(threads).ok());
+    for (const char* op : {"LSTM", "GRU"}) {
+      for (int64_t batch : {1, 2}) {
+        RnnCase c;
+        c.op = op;
+        c.direction = "bidirectional";
+        c.batch = batch;
+        c.hidden = 45;
+        c.input = 11;
+        c.seq = 6;
+        c.init_h = batch == 1;
+        c.linear_before_reset = batch == 2 ? 1 : 0;
+        SCOPED_TRACE(absl::StrCat(threads, " thread(s): ", c.Describe()));
+        ExternKernelInfo info;
+        CheckAgainstReference(c, &info, SequenceForm());
+        EXPECT_TRUE(absl::StrContains(info.impl, "_steps(")) << info.impl;
+      }
+    }
+  }
+  ASSERT_TRUE(SetNumThreads(before).ok());
 }
 
 TEST(RnnKernelLstmSequence, EveryHighwayTarget) {

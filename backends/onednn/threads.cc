@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -104,7 +105,39 @@ void OnTeam(std::atomic<uint64_t>* saved, size_t size, bool restore) {
   }
 }
 
+// One ParallelFor: what each team thread reads, and the count of threads
+// done (release / acquire, so the caller sees their writes under TSan too).
+struct ForWork {
+  int64_t n = 0;
+  absl::FunctionRef<void(int64_t)>* fn = nullptr;
+  std::atomic<size_t> done{0};
+  std::atomic<size_t> team{1};
+};
+
+void RunShare(void* p) {
+  auto* work = static_cast<ForWork*>(p);
+  const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+  for (int64_t i = t; i < work->n; i += team) (*work->fn)(i);
+  work->team.store(static_cast<size_t>(team), std::memory_order_relaxed);
+  work->done.fetch_add(1, std::memory_order_acq_rel);
+}
+
 }  // namespace
+
+void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
+  const int64_t team = std::min<int64_t>(n, NumThreads());
+  if (team <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  ForWork work;
+  work.n = n;
+  work.fn = &fn;
+  GOMP_parallel(&RunShare, &work, static_cast<unsigned>(team), 0);
+  // GOMP_parallel has joined the team; this only makes that visible.
+  while (work.done.load(std::memory_order_acquire) < work.team.load(std::memory_order_relaxed)) {
+  }
+}
 
 bool FlushesDenormals() {
   return kFlushBits != 0 && (ReadControl() & kFlushBits) == kFlushBits;

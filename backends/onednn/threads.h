@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
 namespace kiln::onednn {
@@ -29,6 +30,13 @@ absl::Status SetNumThreads(int num_threads);
 // The team size the next parallel region of the calling thread will get
 // (omp_get_max_threads()).
 int NumThreads();
+
+// Runs fn(i) for every i in [0, n) on min(n, NumThreads()) threads of the
+// calling thread's OpenMP team (the team oneDNN's and the kernels' regions
+// use), thread t taking i = t, t + team, ...; on one thread, in order on
+// the caller. Returns when every call has returned, with their writes
+// visible to the caller. Calls for distinct i must not conflict.
+void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn);
 
 // Subnormal floats flushed to zero while it lives: FTZ (results) and DAZ
 // (operands) on x86, FZ on AArch64, set on the calling thread and on every

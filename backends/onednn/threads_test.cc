@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -57,6 +58,28 @@ TEST(ScopedFlushDenormals, DisabledAndOneThreadScopes) {
     EXPECT_EQ(TeamFlushes(1), (std::vector<int>{1}));
   }
   EXPECT_FALSE(FlushesDenormals());
+}
+
+TEST(ParallelFor, EveryIndexOnceOnAtMostTheTeam) {
+  const int before = NumThreads();
+  for (int threads : {1, 2, 3}) {
+    ASSERT_TRUE(SetNumThreads(threads).ok());
+    for (int64_t n : {0, 1, 2, 5}) {
+      std::vector<int> calls(static_cast<size_t>(n), 0);
+      std::vector<int> thread_of(static_cast<size_t>(n), -1);
+      ParallelFor(n, [&](int64_t i) {
+        ++calls[static_cast<size_t>(i)];
+        thread_of[static_cast<size_t>(i)] = omp_get_thread_num();
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(calls[static_cast<size_t>(i)], 1) << threads << " threads, n " << n;
+        // Index i runs on thread i % team, the team min(n, threads).
+        const int64_t team = std::min<int64_t>(n, threads);
+        EXPECT_EQ(thread_of[static_cast<size_t>(i)], i % team) << threads << " threads";
+      }
+    }
+  }
+  ASSERT_TRUE(SetNumThreads(before).ok());
 }
 
 }  // namespace
