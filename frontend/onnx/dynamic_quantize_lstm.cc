@@ -227,10 +227,11 @@ class GraphRewriter {
                       std::string(1, '\0'));
     auto it = dequantized_.find(key);
     if (it != dequantized_.end()) return it->second;
-    KILN_ASSIGN_OR_RETURN(
-        ir::Tensor out,
-        ir::Tensor::Create(ir::DType::kF32, {q.dim(0), q.dim(2), q.dim(1)},
-                           absl::StrCat(desc, ": dequantized ", kInputNames[slot])));
+    const ir::Shape dims = {q.dim(0), q.dim(2), q.dim(1)};
+    const std::string what = absl::StrCat(desc, ": dequantized ", kInputNames[slot]);
+    KILN_RETURN_IF_ERROR(
+        CheckedByteSize(dims, ir::DType::kF32, max_tensor_bytes_, what).status());
+    KILN_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::Create(ir::DType::kF32, dims, what));
     if (q.dtype() == ir::DType::kI8) {
       DequantizeTransposed<int8_t>(q, params.first, params.second, &out);
     } else {

@@ -386,6 +386,14 @@ TEST(DynamicQuantizeLstm, AttributesAreChecked) {
               HasSubstr("attribute 'hidden_size' must be given and positive"));
 }
 
+TEST(DynamicQuantizeLstm, DequantizedWeightsKeepTheTensorSizeLimit) {
+  Small s;
+  ImportOptions options;
+  options.max_tensor_bytes = 80;  // W: 24 bytes of int8, 96 of f32
+  absl::StatusOr<ImportResult> r = ImportModelBytes(s.m.Bytes(), options, "small.onnx");
+  EXPECT_THAT(Message(r), AllOf(HasSubstr("'dq'"), HasSubstr("dequantized W")));
+}
+
 TEST(DynamicQuantizeLstm, InputCountIsChecked) {
   Small s;
   s.node->mutable_input()->RemoveLast();
