@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "frontend/onnx/dynamic_quantize_lstm.h"
 #include "frontend/onnx/fold_shapes.h"
 #include "ir/message.h"
 #include "frontend/onnx/graph_importer.h"
@@ -818,6 +819,10 @@ absl::StatusOr<ImportResult> Import(onnx::ModelProto model,
         "legacy attributes (e.g. 'broadcast', 'consumed_inputs') included"));
   }
 
+  // ONNX Runtime's DynamicQuantizeLSTM becomes an ONNX LSTM (0071); every
+  // other op of a custom domain stays unknown.
+  KILN_RETURN_IF_ERROR(onnx_internal::RewriteDynamicQuantizeLstm(
+      &model, detached, options.base_dir, options.max_tensor_bytes));
   std::vector<std::string> unknown;
   std::set<std::string> used_domains;
   CollectUnknownOps(model.graph(), opsets, "", &unknown, &used_domains);
