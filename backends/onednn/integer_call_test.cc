@@ -454,5 +454,17 @@ graph main(%a: u8[2,4,8], %b: u8[2,8,3]) -> (%y) opset 10 {
   EXPECT_TRUE(absl::StrContains(s.message(), "runtime u8 B")) << s;
 }
 
+// MatMulInteger on a run-time s8 B (the f32-result QDQ form): s32 exactly.
+TEST(IntegerCall, MatMulIntegerRuntimeB) {
+  if (!Vnni()) GTEST_SKIP() << "a runtime B is refused without VNNI";
+  EXPECT_EQ(CheckAgainstReference(R"(
+graph main(%a: u8[1,2,12,32], %b: i8[1,2,32,10]) -> (%y) opset 10 {
+  %az = constant u8[] 129
+  %bz = constant i8[] -3
+  %y = MatMulInteger(%a, %b, %az, %bz) : i32[1,2,12,10]
+}
+)").call, "matmul[2*12x32x10 u8s8->s32]");
+}
+
 }  // namespace
 }  // namespace kiln::onednn

@@ -118,6 +118,8 @@ struct Rewrite {
   bool reshape = false;     // Gemm: x to [M, K, 1, 1], the result back to [M, N]
   std::vector<Slot> slots;  // inputs 1.. of the integer node
   std::optional<ShiftB> shift_b;  // a u8 activation B, read as s8
+  // MatMulInteger of an f32 pattern: the result is Cast(acc, f32) * this.
+  std::optional<float> to_float_scale;
   DType y_dtype = DType::kU8;
   ir::Shape y_shape;  // the integer node's output
 };
@@ -174,6 +176,7 @@ class Matcher {
   }
 
   absl::StatusOr<Rewrite> Match(const ir::Node& q, const ir::Node& anchor, const ir::Node* act) const;
+  absl::StatusOr<Rewrite> MatchToFloat(const ir::Node& anchor) const;
 
  private:
   absl::Status MatchActivationB(const ir::Node& dw, const ir::Node& dx, Rewrite& r) const;
@@ -299,6 +302,43 @@ absl::Status Matcher::MatchActivationB(const ir::Node& dw, const ir::Node& dx,
   r.slots.push_back(New(Tensor::Scalar<int8_t>(static_cast<int8_t>(w.ZeroPoint(0) - 128)),
                         bv.name + ".s8.zero_point"));
   return absl::OkStatus();
+}
+
+// DQ(a) x DQ(b) -> MatMul with an f32 result read by no QuantizeLinear
+// and b an activation: MatMulInteger(a, b, a_zp, b_zp) -> Cast(f32) ->
+// Mul(a_scale * b_scale), the multiplier a product in f32 (what ONNX
+// Runtime's MatMulIntegerToFloat computes).
+absl::StatusOr<Rewrite> Matcher::MatchToFloat(const ir::Node& anchor) const {
+  const ir::Node& dx = *Producer(anchor.inputs[0], "DequantizeLinear");
+  const ir::Node& dw = *Producer(anchor.inputs[1], "DequantizeLinear");
+  const ir::Value& out = g_.value(anchor.outputs[0]);
+  if (out.dtype != DType::kF32 || !out.shape_known) return Refuse("the MatMul's result is not f32 of known shape");
+  Rewrite r;
+  r.x = dx.inputs[0];
+  const ir::Value& xv = g_.value(r.x);
+  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
+    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
+  }
+  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
+  if (x.z != nullptr && x.z->dtype() != xv.dtype) {
+    return Invalid(g_, dx, absl::StrCat("its zero point is ", ir::DTypeName(x.z->dtype()),
+                                        " and its input ", ir::DTypeName(xv.dtype)));
+  }
+  if (!x.per_tensor()) return Refuse("per-axis input scale (the integer call takes one)");
+  KILN_RETURN_IF_ERROR(MatchActivationB(dw, dx, r));
+  KILN_ASSIGN_OR_RETURN(const QParams w, ReadParams(g_, dw, "the weights' DequantizeLinear"));
+  // MatMulInteger(A, B, a_zero_point, b_zero_point): slots B, a_zp, b_zp.
+  Slot b = std::move(r.slots[0]), bz = std::move(r.slots[2]);
+  r.slots = {std::move(b),
+             x.zero_point != ir::kNoValue ? Existing(g_, x.zero_point)
+                                          : New(Zero(xv.dtype), xv.name + ".zero_point"),
+             std::move(bz)};
+  r.to_float_scale = x.Scale(0) * w.Scale(0);
+  r.x_shape = xv.shape;
+  r.y_dtype = DType::kI32;
+  r.y_shape = out.shape;
+  r.op = "MatMulInteger";
+  return r;
 }
 
 absl::StatusOr<Rewrite> Matcher::Match(const ir::Node& q, const ir::Node& anchor,
@@ -477,6 +517,27 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
   std::vector<Found> found;
   {
     const Matcher m(*graph);
+    std::vector<bool> q_anchor(graph->nodes().size(), false);  // seen with a Q
+    // The pattern's outcome: found, or left f32 with the reason.
+    auto decide = [&](QdqPattern p, absl::StatusOr<Rewrite> r, size_t at, size_t a,
+                      int act) -> absl::Status {
+      // A model that breaks ONNX's rules is an error, not a pattern left f32.
+      if (absl::IsInvalidArgument(r.status())) return r.status();
+      absl::Status taken = r.status();
+      if (taken.ok() && oracle_) {
+        const ir::Graph call = CallGraph(*graph, *r, p.node);
+        taken = oracle_(call, call.nodes().front());
+      }
+      if (!taken.ok()) {
+        p.reason = std::string(taken.message());
+        patterns_.push_back(std::move(p));
+        return absl::OkStatus();
+      }
+      p.op = r->op;
+      patterns_.push_back(p);
+      found.push_back({at, a, act, *std::move(r), p.node});
+      return absl::OkStatus();
+    };
     for (size_t i = 0; i < graph->nodes().size(); ++i) {
       const ir::Node& q = graph->nodes()[i];
       if (!q.domain.empty() || q.op != "QuantizeLinear" || q.inputs.empty()) continue;
@@ -496,24 +557,25 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
           m.Producer(anchor.inputs[1], "DequantizeLinear") == nullptr) {
         continue;
       }
-      QdqPattern p{NodeName(*graph, anchor), anchor.op, "", ""};
-      absl::StatusOr<Rewrite> r =
-          m.Match(q, anchor, act >= 0 ? &graph->nodes()[act] : nullptr);
-      // A model that breaks ONNX's rules is an error, not a pattern left f32.
-      if (absl::IsInvalidArgument(r.status())) return r.status();
-      absl::Status taken = r.status();
-      if (taken.ok() && oracle_) {
-        const ir::Graph call = CallGraph(*graph, *r, p.node);
-        taken = oracle_(call, call.nodes().front());
-      }
-      if (!taken.ok()) {
-        p.reason = std::string(taken.message());
-        patterns_.push_back(std::move(p));
+      q_anchor[a] = true;
+      KILN_RETURN_IF_ERROR(decide({NodeName(*graph, anchor), anchor.op, "", ""},
+                                  m.Match(q, anchor, act >= 0 ? &graph->nodes()[act] : nullptr),
+                                  i, static_cast<size_t>(a), act));
+    }
+    // MatMuls of two dequantized activations whose result stays f32.
+    for (size_t i = 0; i < graph->nodes().size(); ++i) {
+      const ir::Node& n = graph->nodes()[i];
+      if (q_anchor[i] || !n.domain.empty() || n.op != "MatMul" || n.inputs.size() != 2 ||
+          n.outputs.size() != 1) {
         continue;
       }
-      p.op = r->op;
-      patterns_.push_back(p);
-      found.push_back({i, static_cast<size_t>(a), act, *std::move(r), p.node});
+      const ir::Node* dw = m.Producer(n.inputs[1], "DequantizeLinear");
+      if (m.Producer(n.inputs[0], "DequantizeLinear") == nullptr || dw == nullptr ||
+          graph->IsConstant(dw->inputs[0])) {
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(
+          decide({NodeName(*graph, n), n.op, "", ""}, m.MatchToFloat(n), i, i, -1));
     }
   }
   if (found.empty()) return false;
@@ -591,6 +653,10 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
     if (r.reshape) {
       out = graph->AddValue(UniqueName(*graph, graph->value(q_out).name + ".1x1"), r.y_dtype, r.y_shape);
     }
+    if (r.to_float_scale.has_value()) {
+      out = graph->AddValue(UniqueName(*graph, graph->value(q_out).name + ".i32"), r.y_dtype,
+                            r.y_shape);
+    }
     ir::Node call;
     call.name = f.name;
     call.op = r.op;
@@ -599,6 +665,21 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
     call.attrs = r.attrs;
     nodes.push_back(std::move(call));
     if (r.reshape) nodes.push_back(Reshape(graph, out, q_out, graph->value(q_out).shape));
+    if (r.to_float_scale.has_value()) {
+      const std::string base = graph->value(q_out).name;
+      const ValueId f32 = graph->AddValue(UniqueName(*graph, base + ".f32"), DType::kF32, r.y_shape);
+      ir::Node cast;
+      cast.op = "Cast";
+      cast.inputs = {out};
+      cast.outputs = {f32};
+      cast.attrs["to"] = int64_t{1};
+      nodes.push_back(std::move(cast));
+      ir::Node mul;
+      mul.op = "Mul";
+      mul.inputs = {f32, add_constant(base + ".scale", Tensor::Scalar<float>(*r.to_float_scale))};
+      mul.outputs = {q_out};
+      nodes.push_back(std::move(mul));
+    }
     remove[f.anchor] = true;
     if (f.act >= 0) remove[f.act] = true;
   }

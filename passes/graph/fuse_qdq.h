@@ -21,7 +21,7 @@ namespace kiln::passes {
 struct QdqPattern {
   std::string node;  // the Conv / Gemm / MatMul (its name, or its result's)
   std::string anchor;  // its op
-  std::string op;      // "QLinearConv" / "QLinearMatMul", empty when left f32
+  std::string op;      // "QLinearConv" / "QLinearMatMul" / "MatMulInteger", empty when left f32
   std::string reason;  // why it stayed f32
 };
 
@@ -44,7 +44,10 @@ struct QdqPattern {
 // QuantizeLinear's result (so it is computed where b is), else by
 // QuantizeLinear(DequantizeLinear(b, 1, 128), 1, 0). A zero point whose type
 // is not its tensor's, or whose count is not its scale's, is
-// InvalidArgument naming the node (ONNX forbids both). The bias (a DequantizeLinear
+// InvalidArgument naming the node (ONNX forbids both). A MatMul of two
+// dequantized activations whose f32 result no QuantizeLinear reads becomes
+//   MatMulInteger(a, b [as s8], a_zp, b_zp) -> Cast(f32) -> Mul(a_scale * b_scale)
+// (ONNX Runtime's MatMulIntegerToFloat), listed with op "MatMulInteger". The bias (a DequantizeLinear
 // of i32 or an f32 constant) becomes i32 in units of x_scale * w_scale[c]:
 // as it is when its scale is that product (onnxruntime's), else rounded once
 // (at most half a unit of the accumulator, within the one-step rule of

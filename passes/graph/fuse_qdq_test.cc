@@ -466,5 +466,35 @@ graph main(%a: u8[2,4,6], %b: u8[2,6,3]) -> (%y) opset 13 {
   }
 }
 
+// DQ(a) x DQ(b) -> MatMul whose f32 result no QuantizeLinear reads: the
+// exact integer product, converted and scaled once (ONNX Runtime's
+// MatMulIntegerToFloat); b u8, read as s8.
+TEST(FuseQdq, ActivationMatMulWithF32ResultBecomesMatMulIntegerTimesScale) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%qin: f32[2,3,16], %kin: f32[2,16,5]) -> (%c) opset 13 {
+  %as = constant f32[] 0.021
+  %az = constant u8[] 129
+  %bs = constant f32[] 0.02
+  %bz = constant u8[] 125
+  %a = QuantizeLinear(%qin, %as, %az) : u8[2,3,16]
+  %b = QuantizeLinear(%kin, %bs, %bz) : u8[2,16,5]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[2,3,16]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[2,16,5]
+  %c = MatMul(%ad, %bd) : f32[2,3,5]
+}
+// CHECK: %c.scale = constant f32[] 0.00042
+// CHECK: %b.s8 = QuantizeLinear(%kin, %bs, %b.s8.zero_point)
+// CHECK: %c.i32 = MatMulInteger(%a, %b.s8, %az, %b.s8.zero_point.1) name="c" : i32[2,3,5]
+// CHECK: %c.f32 = Cast(%c.i32) {to=1}
+// CHECK: %c = Mul(%c.f32, %c.scale)
+// CHECK-NOT: MatMul(
+)", {1e-5, 1e-6, std::nullopt});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+  ASSERT_EQ(pass.patterns().size(), 1u);
+  EXPECT_EQ(pass.patterns()[0].op, "MatMulInteger");
+}
+
 }  // namespace
 }  // namespace kiln::passes
