@@ -598,30 +598,61 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
   return absl::OkStatus();
 }
 
+// An activation B (a runtime s8 operand, batched like A: attention's
+// Q x K^T and softmax x V in a QDQ model): B's zero point stays with the call
+// (oneDNN's common weights zero point) and nothing is prepacked. A u8 B is
+// refused: oneDNN 2.6 takes s8 weights only, and graph pass fuse-qdq writes
+// the u8 B of a QDQ pattern as s8 (b - 128, zero point - 128) where it is
+// produced. Without VNNI the weights' range cannot be checked at build time,
+// so the call is refused there.
+absl::Status TranslateRuntimeB(const Translator& tr, int64_t b_slot, int64_t bzp_slot,
+                               IntegerCall& q, Translation& t) {
+  const Buffer& bb = tr.InputBuffer(b_slot);
+  if (bb.dtype != ir::DType::kI8) {
+    return tr.Unimplemented("a runtime ", ir::DTypeName(bb.dtype),
+                            " B: oneDNN 2.6's integer matmul takes s8 weights");
+  }
+  if (!HasVnni()) {
+    return tr.Unimplemented("a runtime B on ", OneDnnCpuIsa(),
+                            " (no VNNI): its values cannot be checked to fit [-64, 64]");
+  }
+  KILN_ASSIGN_OR_RETURN(q.weights_zero_point, ScalarZeroPoint(tr, bzp_slot, "B's zero point"));
+  t.call.weights = Translator::Spec(bb);
+  t.weights_input = tr.Input(b_slot);
+  return absl::OkStatus();
+}
+
 // MatMulInteger(A, B, a_zero_point, b_zero_point) -> s32, and
 // QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-// y_scale, y_zero_point) -> u8/s8, with constant 2-D B.
+// y_scale, y_zero_point) -> u8/s8, with constant 2-D B or a runtime s8 B
+// (TranslateRuntimeB).
 absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translation& t) {
   FusedCall& c = t.call;
   c.kind = CallKind::kMatMul;
-  const int64_t a_slot = 0, b_slot = qlinear ? 3 : 1;
+  const int64_t a_slot = 0, b_slot = qlinear ? 3 : 1, bzp_slot = qlinear ? 5 : 3;
   if (!tr.Has(a_slot) || !tr.Has(b_slot)) return tr.Invalid("needs A and B");
   const Buffer& ab = tr.InputBuffer(a_slot);
   const Buffer& bb = tr.InputBuffer(b_slot);
-  if (ab.shape.size() < 2 || bb.shape.size() != 2) {
-    return tr.Unimplemented("integer MatMul with a 1-D operand or batched B");
+  const bool runtime_b = tr.Constant(b_slot) == nullptr;
+  if (ab.shape.size() < 2 || bb.shape.size() < 2 || (!runtime_b && bb.shape.size() != 2)) {
+    return tr.Unimplemented("integer MatMul with a 1-D operand or a batched constant B");
   }
-  t.weights = tr.Constant(b_slot);
-  if (t.weights == nullptr) return tr.Unimplemented("B is not a constant buffer");
   c.src = Translator::Spec(ab);
-  c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   c.dst = Translator::Spec(tr.OutputBuffer());
   t.src_input = tr.Input(a_slot);
   IntegerCall q;
   KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, 2, "A's zero point"));
+  const int64_t n = bb.shape.back();
+  if (runtime_b) {
+    KILN_RETURN_IF_ERROR(TranslateRuntimeB(tr, b_slot, bzp_slot, q, t));
+    if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
+    c.integer = std::move(q);
+    return absl::OkStatus();
+  }
+  t.weights = tr.Constant(b_slot);
+  c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   KILN_ASSIGN_OR_RETURN(std::vector<double> bzp,
-                        QuantConstant(tr, qlinear ? 5 : 3, "B's zero point", 0));
-  const int64_t n = bb.shape[1];
+                        QuantConstant(tr, bzp_slot, "B's zero point", 0));
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
