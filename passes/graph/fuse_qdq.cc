@@ -179,6 +179,7 @@ class Matcher {
   absl::StatusOr<Rewrite> MatchToFloat(const ir::Node& anchor) const;
 
  private:
+  absl::StatusOr<QParams> MatchInput(const ir::Node& dx, Rewrite& r) const;
   absl::Status MatchActivationB(const ir::Node& dw, const ir::Node& dx, Rewrite& r) const;
   absl::Status CheckActivation(const ir::Node& act, const QParams& y, DType y_dtype) const;
   absl::StatusOr<Slot> IntegerBias(const ir::Node& anchor, int64_t channels, const QParams& x,
@@ -256,6 +257,22 @@ absl::StatusOr<Slot> Matcher::IntegerBias(const ir::Node& anchor, int64_t channe
 // Q x K^T and softmax x V): QLinearMatMul on the run-time b, batched like a
 // (ONNX's MatMul broadcasting). Fills slots 2-4 of `r` (b, b_scale,
 // b_zero_point) and, for a u8 b, `r.shift_b`.
+// The input side of a pattern: `dx` reads u8/i8 of known shape (r.x) and
+// its zero point, if any, has that type.
+absl::StatusOr<QParams> Matcher::MatchInput(const ir::Node& dx, Rewrite& r) const {
+  r.x = dx.inputs[0];
+  const ir::Value& xv = g_.value(r.x);
+  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
+    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
+  }
+  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
+  if (x.z != nullptr && x.z->dtype() != xv.dtype) {
+    return Invalid(g_, dx, absl::StrCat("its zero point is ", ir::DTypeName(x.z->dtype()),
+                                        " and its input ", ir::DTypeName(xv.dtype)));
+  }
+  return x;
+}
+
 absl::Status Matcher::MatchActivationB(const ir::Node& dw, const ir::Node& dx,
                                        Rewrite& r) const {
   const ValueId b = dw.inputs[0];
@@ -314,16 +331,8 @@ absl::StatusOr<Rewrite> Matcher::MatchToFloat(const ir::Node& anchor) const {
   const ir::Value& out = g_.value(anchor.outputs[0]);
   if (out.dtype != DType::kF32 || !out.shape_known) return Refuse("the MatMul's result is not f32 of known shape");
   Rewrite r;
-  r.x = dx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(const QParams x, MatchInput(dx, r));
   const ir::Value& xv = g_.value(r.x);
-  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
-    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
-  }
-  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
-  if (x.z != nullptr && x.z->dtype() != xv.dtype) {
-    return Invalid(g_, dx, absl::StrCat("its zero point is ", ir::DTypeName(x.z->dtype()),
-                                        " and its input ", ir::DTypeName(xv.dtype)));
-  }
   if (!x.per_tensor()) return Refuse("per-axis input scale (the integer call takes one)");
   KILN_RETURN_IF_ERROR(MatchActivationB(dw, dx, r));
   KILN_ASSIGN_OR_RETURN(const QParams w, ReadParams(g_, dw, "the weights' DequantizeLinear"));
@@ -360,16 +369,8 @@ absl::StatusOr<Rewrite> Matcher::Match(const ir::Node& q, const ir::Node& anchor
   if (!y.per_tensor()) return Refuse("per-axis output scale (the integer call takes one)");
   if (act != nullptr) KILN_RETURN_IF_ERROR(CheckActivation(*act, y, r.y_dtype));
   // Input.
-  r.x = dx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(const QParams x, MatchInput(dx, r));
   const ir::Value& xv = g_.value(r.x);
-  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
-    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
-  }
-  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
-  if (x.z != nullptr && x.z->dtype() != xv.dtype) {
-    return Invalid(g_, dx, absl::StrCat("its zero point is ", ir::DTypeName(x.z->dtype()),
-                                        " and its input ", ir::DTypeName(xv.dtype)));
-  }
   if (y.z != nullptr && y.z->dtype() != r.y_dtype) {
     return Invalid(g_, q, absl::StrCat("its zero point is ", ir::DTypeName(y.z->dtype()),
                                        " and its output ", ir::DTypeName(r.y_dtype)));
