@@ -4,17 +4,21 @@
 // to hold a model's per-call times and 2-thread scaling against.
 //
 //   onednn_conv_scaling --shapes=ic64oc64_ih56kh3sh1ph1,ic512oc128_ih28kh1sh1ph0:relu
-//                       --threads=1,2 [--block=16|any|nhwc] [--benchmark_min_time=0.2]
+//                       --threads=1,2 [--block=16|any|nhwc] [--alg=direct|winograd|auto|pair]
+//                       [--benchmark_min_time=0.2]
 //
 // A shape is benchdnn's problem text (keys mb ic oc ih iw kh kw sh sw ph pw;
 // square when only the h form is given; mb 1 by default), optionally
 // ":relu" (a fused relu post-op) or ":sum" (a fused residual add and relu).
 // The `seq` benchmark runs every shape once per iteration, in order, each on
 // its own buffers: the weights and activations leave the cache between
-// calls as they do in a model.
+// calls as they do in a model. --alg=pair times each shape's direct and
+// Winograd convs alternately, call by call, and gives their medians.
 #include <omp.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -108,7 +112,8 @@ memory::format_tag ActivationTag(const std::string& block) {
 
 // One conv, created under the current team size, with its own buffers.
 struct Conv {
-  Conv(const Shape& s, const std::string& block, const dnnl::engine& eng, dnnl::stream& strm) {
+  Conv(const Shape& s, const std::string& block, dnnl::algorithm alg, const dnnl::engine& eng,
+       dnnl::stream& strm) {
     const memory::format_tag act = ActivationTag(block);
     // A few-channel input (an image) stays plain, as a model's input does.
     const memory::desc src_md({s.mb, s.ic, s.ih, s.iw}, memory::data_type::f32,
@@ -123,8 +128,7 @@ struct Conv {
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     dnnl::convolution_forward::primitive_desc pd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, src_md, wei_md,
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src_md, wei_md,
                                         bia_md, dst_md, {s.sh, s.sw}, {s.ph, s.pw}, {s.ph, s.pw}),
         attr, eng);
     impl = pd.impl_info_str();
@@ -153,14 +157,14 @@ struct Conv {
 };
 
 void BM_Convs(benchmark::State& state, std::vector<Shape> shapes, int threads,
-              std::string block) {
+              std::string block, dnnl::algorithm alg) {
   omp_set_num_threads(threads);  // primitives take the team size at creation
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   std::vector<std::unique_ptr<Conv>> convs;
   double flops = 0;
   for (const Shape& s : shapes) {
-    convs.push_back(std::make_unique<Conv>(s, block, eng, strm));
+    convs.push_back(std::make_unique<Conv>(s, block, alg, eng, strm));
     flops += s.flops();
   }
   for (auto& c : convs) c->Run(strm);
@@ -174,6 +178,50 @@ void BM_Convs(benchmark::State& state, std::vector<Shape> shapes, int threads,
   state.counters["threads"] = threads;
   state.SetLabel(shapes.size() == 1 ? absl::StrCat(shapes[0].text, " ", convs[0]->impl)
                                     : absl::StrCat(shapes.size(), " convs"));
+}
+
+// Each shape as a direct and a Winograd conv, alternated call by call (so
+// the host's load hits both alike); counters: the median ms of each and
+// their ratio.
+void BM_DirectVsWinograd(benchmark::State& state, Shape shape, int threads,
+                         std::string block) {
+  omp_set_num_threads(threads);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  Conv direct(shape, block, dnnl::algorithm::convolution_direct, eng, strm);
+  std::unique_ptr<Conv> wino;
+  try {
+    wino = std::make_unique<Conv>(shape, block, dnnl::algorithm::convolution_winograd, eng,
+                                  strm);
+  } catch (const dnnl::error&) {
+    state.SkipWithError("no Winograd kernel");
+    return;
+  }
+  std::vector<double> d_ms, w_ms;
+  auto timed = [&](Conv& c, std::vector<double>* out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.Run(strm);
+    strm.wait();
+    out->push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+            .count());
+  };
+  direct.Run(strm);
+  wino->Run(strm);
+  strm.wait();
+  for (auto _ : state) {
+    timed(direct, &d_ms);
+    timed(*wino, &w_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double d = median(d_ms), w = median(w_ms);
+  state.counters["direct_ms"] = d;
+  state.counters["wino_ms"] = w;
+  state.counters["wino/direct"] = d > 0 ? w / d : 0;
+  state.SetLabel(absl::StrCat(shape.text, " ", direct.impl, " vs ", wino->impl));
 }
 
 std::string TakeFlag(int* argc, char** argv, absl::string_view name,
@@ -199,6 +247,16 @@ int main(int argc, char** argv) {
   const std::string threads_flag = TakeFlag(&argc, argv, "threads", "1");
   const std::string block = TakeFlag(&argc, argv, "block", "16");
   const bool seq_only = TakeFlag(&argc, argv, "seq_only", "0") == "1";
+  const std::string alg_flag = TakeFlag(&argc, argv, "alg", "direct");
+  dnnl::algorithm alg = dnnl::algorithm::convolution_direct;
+  if (alg_flag == "winograd") {
+    alg = dnnl::algorithm::convolution_winograd;
+  } else if (alg_flag == "auto") {
+    alg = dnnl::algorithm::convolution_auto;
+  } else if (alg_flag != "direct" && alg_flag != "pair") {
+    std::fprintf(stderr, "onednn_conv_scaling: --alg must be direct, winograd, auto or pair\n");
+    return 2;
+  }
   std::vector<Shape> shapes;
   for (absl::string_view text : absl::StrSplit(shapes_flag, ',', absl::SkipEmpty())) {
     Shape s;
@@ -224,17 +282,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (int t : thread_counts) {
+    if (alg_flag == "pair") {
+      for (const Shape& s : shapes) {
+        benchmark::RegisterBenchmark(absl::StrCat("pair/", s.text, "/threads:", t).c_str(),
+                                     BM_DirectVsWinograd, s, t, block)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+      continue;
+    }
     if (!seq_only) {
       for (const Shape& s : shapes) {
         benchmark::RegisterBenchmark(absl::StrCat("conv/", s.text, "/threads:", t).c_str(),
-                                     BM_Convs, std::vector<Shape>{s}, t, block)
+                                     BM_Convs, std::vector<Shape>{s}, t, block, alg)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
     }
     if (shapes.size() > 1) {
       benchmark::RegisterBenchmark(absl::StrCat("seq/threads:", t).c_str(), BM_Convs, shapes,
-                                   t, block)
+                                   t, block, alg)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

@@ -632,13 +632,16 @@ OneDnnCall::~OneDnnCall() = default;
 namespace {
 
 // Creates the primitive descriptor for `call` with the given descriptors.
+// `winograd`: a forward conv with oneDNN's Winograd algorithm instead of
+// the direct one (ignored for other kinds).
 dnnl::primitive_desc MakePrimitiveDesc(const FusedCall& call,
                                        const ConvParams& conv,
                                        const memory::desc& src,
                                        const memory::desc& weights,
                                        const memory::desc* bias,
                                        const memory::desc& dst,
-                                       const dnnl::primitive_attr& attr) {
+                                       const dnnl::primitive_attr& attr,
+                                       bool winograd = false) {
   dnnl::engine& engine = CpuEngine();
   const auto inference = dnnl::prop_kind::forward_inference;
   switch (call.kind) {
@@ -654,7 +657,8 @@ dnnl::primitive_desc MakePrimitiveDesc(const FusedCall& call,
       }
       if (call.kind == CallKind::kConv) {
         using C = dnnl::convolution_forward;
-        const auto algo = dnnl::algorithm::convolution_direct;
+        const auto algo = winograd ? dnnl::algorithm::convolution_winograd
+                                   : dnnl::algorithm::convolution_direct;
         C::desc d = bias ? C::desc(inference, algo, src, weights, *bias, dst,
                                    strides, dilates, pad_l, pad_r)
                          : C::desc(inference, algo, src, weights, dst, strides,
@@ -851,6 +855,29 @@ std::optional<FusedCall> DropUnitSpatialDims(const FusedCall& call) {
   }
   if (!Validate(folded).ok()) return std::nullopt;
   return folded;
+}
+
+}  // namespace
+
+namespace {
+
+// Whether a conv may run on oneDNN's Winograd kernel (F(2x2, 3x3) on
+// AVX-512): 2-D, 3x3, stride 1, undilated, ungrouped. Under kRule also an
+// output of at least kWinogradMinOutputPixels, where it measured faster than
+// the direct kernel (docs/decisions/0076).
+bool WinogradCandidate(const FusedCall& call, const ConvParams& conv,
+                       OneDnnCallOptions::ConvAlgorithm algorithm) {
+  if (call.kind != CallKind::kConv || call.weights.shape.size() != 4 ||
+      call.dst.shape.size() != 4 || conv.groups != 1) {
+    return false;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    if (call.weights.shape[2 + i] != 3 || conv.strides[i] != 1 || conv.dilations[i] != 1) {
+      return false;
+    }
+  }
+  if (algorithm == OneDnnCallOptions::ConvAlgorithm::kWinograd) return true;
+  return call.dst.shape[2] * call.dst.shape[3] >= kWinogradMinOutputPixels;
 }
 
 }  // namespace
@@ -1078,6 +1105,43 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
           // Keep the row-major form.
         }
       }
+    }
+    using Algo = OneDnnCallOptions::ConvAlgorithm;
+    if (options.conv_algorithm != Algo::kDirect && !m.as_conv && prepack && !m.bf16 &&
+        f32_activations && WinogradCandidate(call, conv, options.conv_algorithm)) {
+      // On the activation layouts already chosen, so the choice never adds a
+      // reorder (oneDNN's Winograd kernels run on nChw16c only).
+      try {
+        dnnl::primitive_desc w = MakePrimitiveDesc(
+            call, conv, pd.query_md(dnnl::query::src_md, 0), w_md, b,
+            pd.query_md(dnnl::query::dst_md, 0), attr, /*winograd=*/true);
+        if (direct(w)) pd = w;
+      } catch (const dnnl::error&) {
+        // No Winograd kernel on these layouts: keep the direct one.
+      }
+      if (options.conv_algorithm == Algo::kWinograd &&
+          !absl::StrContains(pd.impl_info_str(), "wino")) {
+        // Asked for: on oneDNN's own activation layouts, behind reorders.
+        try {
+          dnnl::primitive_desc w =
+              MakePrimitiveDesc(call, conv, AnyDesc(pd_user_src), w_md, b,
+                                AnyDesc(pd_user_dst), attr, /*winograd=*/true);
+          if (direct(w)) pd = w;
+        } catch (const dnnl::error&) {
+          // No Winograd kernel for this call on this CPU.
+        }
+      }
+      if (options.conv_algorithm == Algo::kWinograd &&
+          !absl::StrContains(pd.impl_info_str(), "wino")) {
+        return absl::UnimplementedError(absl::StrCat(
+            "oneDNN has no Winograd kernel for ", call.ToString(), " on ",
+            pd.impl_info_str(), "'s activation layouts"));
+      }
+    } else if (options.conv_algorithm == Algo::kWinograd) {
+      return absl::UnimplementedError(absl::StrCat(
+          "oneDNN call ", call.ToString(),
+          ": Winograd needs an f32 3x3 stride-1 undilated ungrouped conv with "
+          "prepacked weights"));
     }
     const memory::desc pd_src = pd.query_md(dnnl::query::src_md, 0);
     const memory::desc pd_dst = pd.query_md(dnnl::query::dst_md, 0);

@@ -22,6 +22,8 @@
 #include "interp/interpreter.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
+#include "ir/loop/blocked_layout.h"
+#include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace kiln::onednn {
@@ -368,6 +370,82 @@ TEST(OneDnnCallConv, ResidualSumThenRelu) {
   AddPostOpData(c, 81);
   EXPECT_EQ(c.call.ToString(), "conv[3x3 s1 g1 p1]+bias+sum+relu");
   Check(c);
+}
+
+// Runs `c` with its src and dst (and the residual) stored nChw16c, as the
+// layout pass leaves them for kiln's convs; returns the dst in NCHW.
+absl::StatusOr<Tensor> RunBlocked16(Case c, const OneDnnCallOptions& options,
+                                    std::unique_ptr<OneDnnCall>* out_call) {
+  const int64_t out_channels = c.call.dst.shape[1];
+  c.call.src.channel_block = c.call.dst.channel_block = 16;
+  KILN_ASSIGN_OR_RETURN(c.src, ir::loop::ToBlocked(c.src, 16));
+  if (c.residual) {
+    KILN_ASSIGN_OR_RETURN(*c.residual, ir::loop::ToBlocked(*c.residual, 16));
+  }
+  const Tensor* bias = c.bias ? &*c.bias : nullptr;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<OneDnnCall> call,
+                        OneDnnCall::Create(c.call, &*c.weights, bias, options));
+  KILN_ASSIGN_OR_RETURN(Tensor dst, c.residual
+                                         ? absl::StatusOr<Tensor>(*c.residual)
+                                         : ir::loop::ToBlocked(Tensor(DType::kF32, c.call.dst.shape), 16));
+  KILN_RETURN_IF_ERROR(call->Execute(c.src.raw_data(), {}, dst.raw_data()));
+  *out_call = std::move(call);
+  return ir::loop::FromBlocked(dst, out_channels);
+}
+
+// Whether this CPU (under any ISA cap) has oneDNN 2.6's Winograd kernels:
+// AVX-512 (avx512_core and above); AVX2 has none.
+bool CpuHasWinograd() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A 3x3 stride-1 conv with 28x28 outputs (resnet's second stage) on
+// nChw16c buffers runs on oneDNN's Winograd kernel by the rule where the CPU
+// has one, within the same tolerance of the reference as the direct kernel;
+// kDirect keeps it direct; smaller outputs are Winograd only when asked; a
+// 1x1 conv never.
+TEST(OneDnnCallConv, Winograd3x3AtLargeOutputsByRule) {
+  using Algo = OneDnnCallOptions::ConvAlgorithm;
+  Case c = ConvCase({{1, 32, 28, 28}, 48, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                    {PostOp::Sum(), PostOp::Relu()}, 87);
+  AddPostOpData(c, 88);
+  Case small = ConvCase({{1, 16, 8, 8}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                        {PostOp::Relu()}, 89);
+  for (const Case* k : {&c, &small}) {
+    const bool large = k == &c;
+    const Tensor want = Reference(*k);
+    for (const Algo algo : {Algo::kRule, Algo::kDirect, Algo::kWinograd}) {
+      OneDnnCallOptions o;
+      o.conv_algorithm = algo;
+      std::unique_ptr<OneDnnCall> call;
+      absl::StatusOr<Tensor> got = RunBlocked16(*k, o, &call);
+      if (algo == Algo::kWinograd && !CpuHasWinograd()) {
+        EXPECT_EQ(got.status().code(), absl::StatusCode::kUnimplemented) << got.status();
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << got.status();
+      const bool wino = absl::StrContains(call->impl_name(), "wino");
+      const bool want_wino =
+          CpuHasWinograd() && (algo == Algo::kWinograd || (algo == Algo::kRule && large));
+      EXPECT_EQ(wino, want_wino) << call->impl_name() << (large ? " 28x28" : " 8x8");
+      // nChw16c is AVX-512's own block (AVX2 kernels reorder it to nChw8c).
+      if (CpuHasWinograd()) EXPECT_EQ(call->reorders_per_call(), 0) << call->impl_name();
+      ExpectNear(want, got->data<float>(), call->impl_name());
+    }
+  }
+  Case one = ConvCase({{1, 16, 28, 28}, 16, {1, 1}, Params({1, 1}, {0, 0}, {0, 0})}, {}, 90);
+  OneDnnCallOptions o;
+  o.conv_algorithm = Algo::kWinograd;
+  std::unique_ptr<OneDnnCall> call;
+  EXPECT_EQ(RunBlocked16(one, o, &call).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(OneDnnCallConv, ScaledSum) {
