@@ -877,7 +877,9 @@ bool WinogradCandidate(const FusedCall& call, const ConvParams& conv,
     }
   }
   if (algorithm == OneDnnCallOptions::ConvAlgorithm::kWinograd) return true;
-  return call.dst.shape[2] * call.dst.shape[3] >= kWinogradMinOutputPixels;
+  return call.dst.shape[2] * call.dst.shape[3] >= kWinogradMinOutputPixels &&
+         call.weights.shape[0] >= kWinogradMinChannels &&
+         call.weights.shape[1] >= kWinogradMinChannels;
 }
 
 }  // namespace

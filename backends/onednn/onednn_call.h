@@ -87,10 +87,14 @@ struct OneDnnCallOptions {
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kRule;
 };
 
-// Output pixels (H_out x W_out) from which kRule runs a 3x3 conv on
-// oneDNN's Winograd kernel: at 28x28 and 56x56 it measured 1.5-2.6x faster
-// than the direct one at 1 thread, at 14x14 about as fast, at 7x7 slower.
+// Output pixels (H_out x W_out) and channels (in and out) from which kRule
+// runs a 3x3 conv on oneDNN's Winograd kernel. In models, with 64 to 192
+// channels at 28x28 and 56x56 it measured 1.5-2x faster than the direct
+// kernel at 1 thread; at 14x14 as fast, at 7x7 slower (its weights are
+// 16/9 the direct ones' bytes), and from 128 to 32 channels (densenet) 1.2x
+// slower.
 inline constexpr int64_t kWinogradMinOutputPixels = 28 * 28;
+inline constexpr int64_t kWinogradMinChannels = 64;
 
 // "rule", "caller", "any", "nhwc", "blocked8", "blocked16"; and back
 // (InvalidArgument for anything else).

@@ -407,19 +407,21 @@ bool CpuHasWinograd() {
   }
 }
 
-// A 3x3 stride-1 conv with 28x28 outputs (resnet's second stage) on
-// nChw16c buffers runs on oneDNN's Winograd kernel by the rule where the CPU
-// has one, within the same tolerance of the reference as the direct kernel;
-// kDirect keeps it direct; smaller outputs are Winograd only when asked; a
-// 1x1 conv never.
+// A 3x3 stride-1 conv with 28x28 outputs and 64 to 80 channels (like
+// resnet's second stage) on nChw16c buffers runs on oneDNN's Winograd kernel
+// by the rule where the CPU has one, within the same tolerance of the
+// reference as the direct kernel; kDirect keeps it direct; smaller outputs
+// or fewer output channels are Winograd only when asked; a 1x1 conv never.
 TEST(OneDnnCallConv, Winograd3x3AtLargeOutputsByRule) {
   using Algo = OneDnnCallOptions::ConvAlgorithm;
-  Case c = ConvCase({{1, 32, 28, 28}, 48, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+  Case c = ConvCase({{1, 64, 28, 28}, 80, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
                     {PostOp::Sum(), PostOp::Relu()}, 87);
   AddPostOpData(c, 88);
   Case small = ConvCase({{1, 16, 8, 8}, 16, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
                         {PostOp::Relu()}, 89);
-  for (const Case* k : {&c, &small}) {
+  Case narrow = ConvCase({{1, 128, 28, 28}, 32, {3, 3}, Params({1, 1}, {1, 1}, {1, 1})},
+                         {}, 91);
+  for (const Case* k : {&c, &small, &narrow}) {
     const bool large = k == &c;
     const Tensor want = Reference(*k);
     for (const Algo algo : {Algo::kRule, Algo::kDirect, Algo::kWinograd}) {
@@ -435,7 +437,8 @@ TEST(OneDnnCallConv, Winograd3x3AtLargeOutputsByRule) {
       const bool wino = absl::StrContains(call->impl_name(), "wino");
       const bool want_wino =
           CpuHasWinograd() && (algo == Algo::kWinograd || (algo == Algo::kRule && large));
-      EXPECT_EQ(wino, want_wino) << call->impl_name() << (large ? " 28x28" : " 8x8");
+      EXPECT_EQ(wino, want_wino) << call->impl_name() << " " << k->call.ToString() << " "
+                                 << k->call.weights.shape[0] << "x" << k->call.weights.shape[1];
       // nChw16c is AVX-512's own block (AVX2 kernels reorder it to nChw8c).
       if (CpuHasWinograd()) EXPECT_EQ(call->reorders_per_call(), 0) << call->impl_name();
       ExpectNear(want, got->data<float>(), call->impl_name());
