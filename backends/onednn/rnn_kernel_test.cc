@@ -466,12 +466,13 @@ struct QuantCase {
   int64_t seq = 5, batch = 1, input = 6, hidden = 37;
   bool is_uint8 = false, per_column = false, zero_point = true, peephole = false;
   bool init = false;
+  bool zp_absent = false;  // no zero point input: 0
 
   std::string Describe() const {
     return absl::StrCat(direction, " batch ", batch, " hidden ", hidden,
                         is_uint8 ? " u8" : " s8", per_column ? " per column" : " per direction",
-                        zero_point ? " zp" : " no zp", peephole ? " P" : "",
-                        init ? " h0 c0" : "");
+                        zp_absent ? " zp absent" : zero_point ? " zp" : " zp 0",
+                        peephole ? " P" : "", init ? " h0 c0" : "");
   }
 };
 
@@ -508,7 +509,9 @@ void CheckQuantized(const QuantCase& c) {
   if (c.init) absl::StrAppend(&text, ", %h0: ", state, ", %c0: ", state);
   absl::StrAppend(&text, ") -> (%y, %yh, %yc) opset 17 {\n  %w = constant ", print(w),
                   "\n  %b = constant ", print(b), "\n  %q = constant ", print(q),
-                  "\n  %s = constant ", print(scale), "\n  %z = constant ", print(zp), "\n");
+                  "\n  %s = constant ", print(scale), "\n");
+  if (!c.zp_absent) absl::StrAppend(&text, "  %z = constant ", print(zp), "\n");
+  const char* dq_args = c.zp_absent ? "%s" : "%s, %z";
   if (c.per_column) {
     // Per column: the rows of q viewed as [D*4H, H], scale on axis 0.
     Tensor dims(DType::kI64, {2}), back(DType::kI64, {3});
@@ -519,11 +522,11 @@ void CheckQuantized(const QuantCase& c) {
     back.data<int64_t>()[2] = H;
     absl::StrAppend(&text, "  %dims = constant ", print(dims), "\n  %back = constant ",
                     print(back), "\n  %q2 = Reshape(%q, %dims) : ", c.is_uint8 ? "u8" : "i8",
-                    "[", D * G * H, ",", H,
-                    "]\n  %r2 = DequantizeLinear(%q2, %s, %z) {axis=0} : f32[", D * G * H, ",",
-                    H, "]\n  %r = Reshape(%r2, %back) : f32[", D, ",", G * H, ",", H, "]\n");
+                    "[", D * G * H, ",", H, "]\n  %r2 = DequantizeLinear(%q2, ", dq_args,
+                    ") {axis=0} : f32[", D * G * H, ",", H,
+                    "]\n  %r = Reshape(%r2, %back) : f32[", D, ",", G * H, ",", H, "]\n");
   } else {
-    absl::StrAppend(&text, "  %r = DequantizeLinear(%q, %s, %z) {axis=0} : f32[", D, ",",
+    absl::StrAppend(&text, "  %r = DequantizeLinear(%q, ", dq_args, ") {axis=0} : f32[", D, ",",
                     G * H, ",", H, "]\n");
   }
   if (c.peephole) absl::StrAppend(&text, "  %p = constant ", print(peep), "\n");
@@ -553,7 +556,7 @@ void CheckQuantized(const QuantCase& c) {
   rq.q = q.raw_data();
   rq.is_uint8 = c.is_uint8;
   rq.scale = scale.data<float>();
-  rq.zero_point = zp.raw_data();
+  rq.zero_point = c.zp_absent ? nullptr : zp.raw_data();
   rq.per_column = c.per_column;
   absl::StatusOr<std::unique_ptr<RnnSequence>> seq =
       RnnSequence::Create(shape, w.data<float>(), rq, b.data<float>(),
@@ -623,6 +626,19 @@ TEST(RnnSequenceInt8Recurrence, ShapesPeepholesAndZeroPoints) {
       c.per_column = hidden != 1;
       c.peephole = true;
       c.init = true;
+      CheckQuantized(c);
+    }
+  }
+}
+
+TEST(RnnSequenceInt8Recurrence, AbsentZeroPointIsZero) {
+  for (bool u8 : {false, true}) {
+    for (bool per_column : {false, true}) {
+      QuantCase c;
+      c.direction = "bidirectional";
+      c.is_uint8 = u8;
+      c.per_column = per_column;
+      c.zp_absent = true;
       CheckQuantized(c);
     }
   }

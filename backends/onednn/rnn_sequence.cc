@@ -528,7 +528,7 @@ absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::CreateImpl(
                           : static_cast<const int8_t*>(rq->q)[i];
     };
     auto zp_at = [&](int64_t i) -> int64_t {
-      if (rq->zero_point == nullptr) return shift;
+      if (rq->zero_point == nullptr) return 0;
       return rq->is_uint8 ? static_cast<const uint8_t*>(rq->zero_point)[i]
                           : static_cast<const int8_t*>(rq->zero_point)[i];
     };
