@@ -1324,3 +1324,69 @@ graph g(%x: f32[?]) -> (%y) opset 13 {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Two residual blocks: each block's input is last read by the conv its Add
+// fuses into (a sum post-op), so the memory plan gives the residual and the
+// conv's output one place (decision 0073) and the call accumulates in place.
+TEST(CompiledModel, ResidualSumsAccumulateInPlaceAndMatchTheReference) {
+  auto w = [](uint32_t seed) {
+    ir::Tensor t = Random({16, 16, 3, 3}, seed);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] *= 0.08f;  // ~1 / sqrt(fan-in)
+    return ir::PrintTensor(t, ir::PrintOptions::Full());
+  };
+  std::string text = "graph g(%x: f32[1,16,8,8]) -> (%y) opset 13 {\n";
+  for (int i = 0; i < 6; ++i) {
+    absl::StrAppend(&text, "  %w", i, " = constant ", w(60 + i), "\n");
+  }
+  absl::StrAppend(&text, R"(
+  %a = Conv(%x, %w0) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+  %h0 = Relu(%a) : f32[1,16,8,8]
+  %c1 = Conv(%h0, %w1) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+  %r1 = Relu(%c1) : f32[1,16,8,8]
+  %c2 = Conv(%r1, %w2) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+  %s1 = Add(%c2, %h0) : f32[1,16,8,8]
+  %h1 = Relu(%s1) : f32[1,16,8,8]
+  %c3 = Conv(%h1, %w3) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+  %r3 = Relu(%c3) : f32[1,16,8,8]
+  %c4 = Conv(%r3, %w4) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+  %s2 = Add(%h1, %c4) : f32[1,16,8,8]
+  %h2 = Relu(%s2) : f32[1,16,8,8]
+  %y = Conv(%h2, %w5) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+}
+)");
+  // Parsed as written (the test Parse would replace the scaled weights).
+  auto parse = [&] {
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+    EXPECT_TRUE(g.ok()) << g.status();
+    return *std::move(g);
+  };
+  const std::vector<ir::Tensor> in = {Random({1, 16, 8, 8}, 59)};
+  absl::StatusOr<std::vector<ir::Tensor>> want = interp::Run(parse(), in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int threads : {1, 2}) {
+    CompileOptions options = Options();
+    options.threads = threads;
+    absl::StatusOr<std::unique_ptr<CompiledModel>> model =
+        Compiler(options).CompileGraph(parse());
+    ASSERT_TRUE(model.ok()) << model.status();
+    for (int run = 0; run < 2; ++run) {
+      absl::StatusOr<std::vector<ir::Tensor>> got = (*model)->Run(in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      interp::CompareResult r =
+          interp::CompareTensors((*got)[0], (*want)[0], interp::Tolerance{1e-4, 1e-5, {}});
+      EXPECT_TRUE(r.ok) << threads << " thread(s), run " << run << ": " << r.message << "\n"
+                        << (*model)->report().ToText();
+    }
+    int sums = 0;
+    for (const KernelReport& k : (*model)->report().kernels) {
+      sums += std::count(k.post_ops.begin(), k.post_ops.end(), "sum");
+    }
+    EXPECT_EQ(sums, 2) << (*model)->report().ToText();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

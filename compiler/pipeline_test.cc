@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/layout_oracle.h"
 #include "compiler/dump.h"
 #include "compiler/report.h"
@@ -231,6 +232,49 @@ TEST(Pipeline, QdqPatternsAskTheLibraryAndTheReportSaysWhy) {
   EXPECT_EQ(report.qdq_patterns[0].op, "");
   EXPECT_THAT(report.qdq_patterns[0].reason, HasSubstr("refused"));
   EXPECT_THAT(report.ToText(), HasSubstr("QDQ patterns: 1, 0 as integer calls; in f32: 1x Conv: refused"));
+}
+
+// Attention's Q x K^T in a QDQ model (u8 x u8 activations, 4-D): the
+// oracle, asked with K as a run-time input, takes the int8 call where
+// oneDNN has VNNI; K is then written as s8 by a shifted QuantizeLinear.
+TEST(Pipeline, QdqActivationMatMulAsksTheLibraryWithARuntimeB) {
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(R"(
+graph main(%qin: f32[1,2,8,16], %kin: f32[1,2,16,8]) -> (%y) opset 13 {
+  %as = constant f32[] 0.021
+  %az = constant u8[] 129
+  %bs = constant f32[] 0.02
+  %bz = constant u8[] 125
+  %ys = constant f32[] 0.11
+  %yz = constant u8[] 127
+  %a = QuantizeLinear(%qin, %as, %az) : u8[1,2,8,16]
+  %b = QuantizeLinear(%kin, %bs, %bz) : u8[1,2,16,8]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[1,2,8,16]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[1,2,16,8]
+  %c = MatMul(%ad, %bd) : f32[1,2,8,8]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[1,2,8,8]
+}
+)");
+  ASSERT_TRUE(g.ok()) << g.status();
+  PipelineOptions o;
+  o.stop_after = Stage::kGraphPasses;
+  Target t = ScalarTarget();
+  t.library_call_oracle = onednn::LibraryCallOracle();
+  CompileReport report;
+  ReportObserver observe(&report);
+  absl::StatusOr<CompiledProgram> p = Compile(*std::move(g), t, o, &observe);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(report.qdq_patterns.size(), 1u);
+  const std::string text = ir::PrintGraph(p->graph);
+  const std::string isa = onednn::OneDnnCpuIsa();
+  if (!absl::StrContains(isa, "vnni") && !absl::StrContains(isa, "amx") &&
+      !absl::StrContains(isa, "bf16")) {
+    EXPECT_THAT(report.qdq_patterns[0].reason, HasSubstr("no VNNI"));
+    GTEST_SKIP() << "a run-time B is refused without VNNI (" << isa << ")";
+  }
+  EXPECT_EQ(report.qdq_patterns[0].op, "QLinearMatMul") << report.qdq_patterns[0].reason;
+  EXPECT_THAT(text, HasSubstr("%b.s8 = QuantizeLinear(%kin, %bs, %b.s8.zero_point) : i8[1,2,16,8]"));
+  EXPECT_THAT(text, HasSubstr("= QLinearMatMul(%a, %as, %az, %b.s8, %bs,"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("MatMul(%ad")));
 }
 
 TEST(Pipeline, Refusals) {

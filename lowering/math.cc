@@ -436,11 +436,13 @@ absl::Status LowerQLinearMatMul(Lowerer& L, const ir::Node& n) {
   KILN_RETURN_IF_ERROR(CheckQuantInput(L, 5, "b_zero_point", b.dtype, cols));
   KILN_RETURN_IF_ERROR(CheckQuantInput(L, 6, "y_scale", DType::kInvalid));
   KILN_RETURN_IF_ERROR(CheckQuantInput(L, 7, "y_zero_point", y_type));
-  // Constant 2-D B and constant parameters: the library's int8 matmul when
-  // it runs the call (LoweringOptions::library_call asks it; oneDNN without
-  // VNNI refuses full-range weights), else the loop kernel below.
-  bool library = a.shape.size() >= 2 && b.shape.size() == 2;
-  for (int i = 1; i < 8; ++i) library = library && L.ConstantInput(i) != nullptr;
+  // Constant parameters and a constant 2-D B, or a runtime B of rank >= 2
+  // (batched like A): the library's int8 matmul when it runs the call
+  // (LoweringOptions::library_call asks it; oneDNN without VNNI refuses
+  // full-range weights, oneDNN 2.6 a runtime u8 B), else the loop kernel below.
+  const bool constant_b = L.ConstantInput(3) != nullptr;
+  bool library = a.shape.size() >= 2 && (constant_b ? b.shape.size() == 2 : b.shape.size() >= 2);
+  for (int i : {1, 2, 4, 5, 6, 7}) library = library && L.ConstantInput(i) != nullptr;
   if (library) {
     KILN_ASSIGN_OR_RETURN(const bool taken, L.TryLibraryCall(n));
     if (taken) return absl::OkStatus();

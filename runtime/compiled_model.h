@@ -264,7 +264,7 @@ struct CompileReport {
   struct QdqPattern {
     std::string node;    // the Conv / Gemm / MatMul
     std::string anchor;  // its op
-    std::string op;      // "QLinearConv" / "QLinearMatMul", or empty
+    std::string op;      // "QLinearConv" / "QLinearMatMul" / "MatMulInteger", or empty
     std::string reason;
   };
   std::vector<QdqPattern> qdq_patterns;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -531,6 +532,20 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> BuildExecutable(
   // Memory.
   MemoryPlanOptions mo;
   mo.share = !eager;
+  // A oneDNN call's sum post-op accumulates into its operand's bytes when the
+  // operand dies there (decision 0073): no copy of it into dst per run. A
+  // step the interpreter runs reads all its inputs before writing, so the
+  // shared place is right whichever backend the call ends up on.
+  if (mo.share && xo.use_onednn) {
+    for (size_t k = 0; k < program.kernels.size(); ++k) {
+      const Kernel& kernel = program.kernels[k];
+      if (kernel.kind != Kernel::Kind::kExtern || ir::loop::IsReferenceCall(kernel)) continue;
+      if (std::optional<int> i = onednn::SumOperandInput(program, kernel)) {
+        mo.in_place.push_back(
+            {static_cast<int>(k), kernel.call.inputs[*i], kernel.call.outputs[0]});
+      }
+    }
+  }
   KILN_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(program, mo));
   exe->offsets_ = plan.offsets;
   exe->arena_bytes_ = plan.arena_bytes;

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/message.h"
@@ -58,10 +61,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
     }
   }
   struct Item {
-    int32_t buffer;
+    int32_t buffer;  // the group's first member (its root)
     int64_t bytes;
+    int first, last;  // the group's live range
   };
-  std::vector<Item> items;
+  std::vector<int64_t> bytes_of(n, -1);
   for (size_t b = 0; b < n; ++b) {
     const Buffer& buf = program.buffers[b];
     if (buf.kind != BufferKind::kIntermediate || plan.first_use[b] < 0) continue;
@@ -72,19 +76,58 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
       return absl::InvalidArgumentError(
           absl::StrCat("buffer '", EscapeForMessage(buf.name), "' has no valid storage size"));
     }
-    items.push_back({static_cast<int32_t>(b), AlignUp(std::max<int64_t>(*elems * esize, 1))});
+    bytes_of[b] = AlignUp(std::max<int64_t>(*elems * esize, 1));
+    // Offsets stay below this sum, so they cannot overflow either.
+    if (plan.intermediate_bytes > std::numeric_limits<int64_t>::max() / 2 - bytes_of[b]) {
+      return absl::InvalidArgumentError("intermediate buffers overflow int64 bytes");
+    }
+    plan.intermediate_bytes += bytes_of[b];
+  }
+  // In-place pairs join groups (union by smaller root: deterministic).
+  std::vector<int32_t> root(n);
+  for (size_t b = 0; b < n; ++b) root[b] = static_cast<int32_t>(b);
+  auto find = [&](int32_t b) {
+    while (root[b] != b) b = root[b] = root[root[b]];
+    return b;
+  };
+  if (options.share) {
+    for (const InPlaceUse& u : options.in_place) {
+      const auto valid = [&](int32_t b) {
+        return b >= 0 && static_cast<size_t>(b) < n && bytes_of[b] >= 0;
+      };
+      if (!valid(u.input) || !valid(u.output) || u.input == u.output ||
+          bytes_of[u.input] != bytes_of[u.output] || plan.last_use[u.input] != u.kernel ||
+          plan.first_use[u.output] != u.kernel) {
+        continue;
+      }
+      const int32_t a = find(u.input), b = find(u.output);
+      if (a == b) continue;
+      root[std::max(a, b)] = std::min(a, b);
+      plan.shared_in_place.push_back(u);
+    }
+  }
+  std::vector<Item> items;
+  std::vector<int> item_of(n, -1);
+  for (size_t b = 0; b < n; ++b) {
+    if (bytes_of[b] < 0) continue;
+    const int32_t r = find(static_cast<int32_t>(b));
+    if (item_of[r] < 0) {
+      item_of[r] = static_cast<int>(items.size());
+      items.push_back({r, bytes_of[b], plan.first_use[b], plan.last_use[b]});
+    }
+    Item& it = items[item_of[r]];
+    it.bytes = std::max(it.bytes, bytes_of[b]);
+    it.first = std::min(it.first, plan.first_use[b]);
+    it.last = std::max(it.last, plan.last_use[b]);
   }
   // Largest first; ties by first use so the plan is deterministic.
   std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
     if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    return plan.first_use[x.buffer] < plan.first_use[y.buffer];
+    return x.first < y.first;
   });
   std::vector<Item> placed;
+  std::vector<int64_t> group_offset(n, -1);
   for (const Item& it : items) {
-    if (plan.intermediate_bytes > std::numeric_limits<int64_t>::max() / 2 - it.bytes) {
-      return absl::InvalidArgumentError("intermediate buffers overflow int64 bytes");
-    }
-    plan.intermediate_bytes += it.bytes;
     int64_t offset = 0;
     if (!options.share) {
       offset = plan.arena_bytes;
@@ -92,9 +135,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
       // Address ranges of live-overlapping placed buffers, by offset.
       std::vector<std::pair<int64_t, int64_t>> busy;
       for (const Item& p : placed) {
-        const bool overlap = plan.first_use[p.buffer] <= plan.last_use[it.buffer] &&
-                             plan.first_use[it.buffer] <= plan.last_use[p.buffer];
-        if (overlap) busy.push_back({plan.offsets[p.buffer], plan.offsets[p.buffer] + p.bytes});
+        const bool overlap = p.first <= it.last && it.first <= p.last;
+        if (overlap) busy.push_back({group_offset[p.buffer], group_offset[p.buffer] + p.bytes});
       }
       std::sort(busy.begin(), busy.end());
       for (const auto& [begin, end] : busy) {
@@ -102,9 +144,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
         offset = std::max(offset, end);
       }
     }
-    plan.offsets[it.buffer] = offset;
+    group_offset[it.buffer] = offset;
     plan.arena_bytes = std::max(plan.arena_bytes, offset + it.bytes);
     placed.push_back(it);
+  }
+  for (size_t b = 0; b < n; ++b) {
+    if (bytes_of[b] < 0) continue;
+    plan.offsets[b] = group_offset[find(static_cast<int32_t>(b))];
   }
   return plan;
 }

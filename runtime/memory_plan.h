@@ -21,9 +21,21 @@ namespace kiln::runtime {
 // Every arena offset is a multiple of this (cache line; AVX-512 vectors).
 inline constexpr int64_t kArenaAlignment = 64;
 
+// Kernel `kernel` may write its output buffer `output` over its input
+// buffer `input` (a library call's sum post-op accumulates in place).
+struct InPlaceUse {
+  int kernel = -1;
+  int32_t input = -1;
+  int32_t output = -1;
+};
+
 struct MemoryPlanOptions {
   // false: every intermediate gets its own bytes (eager mode, ablations).
   bool share = true;
+  // With `share`: pairs that get one place when `input` is last touched by
+  // `kernel`, `output` first touched by it, both are intermediates of the
+  // same size. Other pairs are ignored.
+  std::vector<InPlaceUse> in_place;
 };
 
 struct MemoryPlan {
@@ -36,6 +48,8 @@ struct MemoryPlan {
   // Per buffer index: the first and last kernel touching it (-1 if none).
   std::vector<int> first_use;
   std::vector<int> last_use;
+  // The MemoryPlanOptions::in_place pairs that got one place.
+  std::vector<InPlaceUse> shared_in_place;
 };
 
 // Buffers every kernel reads and writes, as buffer indices (loads, indirect
@@ -47,8 +61,10 @@ struct KernelAccess {
 KernelAccess AccessesOf(const ir::loop::Kernel& kernel);
 
 // Greedy by size (largest first, lowest offset that fits among the
-// already placed buffers whose live ranges overlap). InvalidArgument when a
-// buffer's storage size is unknown or the arena would overflow int64.
+// already placed buffers whose live ranges overlap); buffers joined by
+// in-place pairs are placed as one, live over the union of their ranges.
+// InvalidArgument when a buffer's storage size is unknown or the arena would
+// overflow int64.
 absl::StatusOr<MemoryPlan> PlanMemory(const ir::loop::LoopProgram& program,
                                       const MemoryPlanOptions& options = {});
 

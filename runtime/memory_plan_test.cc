@@ -2,7 +2,10 @@
 // between buffers alive at the same time, and eager (no sharing) plans.
 #include "runtime/memory_plan.h"
 
+#include <algorithm>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "ir/loop/loop_ir.h"
@@ -53,7 +56,7 @@ TEST(PlanMemory, ChainReusesEveryOtherBuffer) {
 
 TEST(PlanMemory, NoSharingGivesEveryBufferItsOwnBytes) {
   LoopProgram p = Chain({16, 32, 16});
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(p, {.share = false});
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(p, {.share = false, .in_place = {}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->arena_bytes, 64 + 128 + 64);
   EXPECT_EQ(plan->arena_bytes, plan->intermediate_bytes);
@@ -87,6 +90,88 @@ TEST(PlanMemory, BuffersAliveTogetherNeverOverlap) {
       }
     }
     EXPECT_LE(plan->arena_bytes, plan->intermediate_bytes);
+  }
+}
+
+TEST(PlanMemory, InPlacePairSharesOnePlace) {
+  // k1 reads t0 last and writes t1 first: one place, live over [0, 2].
+  LoopProgram p = Chain({100, 100, 100, 100});
+  const int32_t t0 = p.FindBuffer("t0"), t1 = p.FindBuffer("t1");
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(p, {.share = true, .in_place = {{1, t0, t1}}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->offsets[t0], plan->offsets[t1]);
+  ASSERT_EQ(plan->shared_in_place.size(), 1u);
+  EXPECT_EQ(plan->shared_in_place[0].kernel, 1);
+  // t2 is alive with t1 (kernel 2); t3 only after it: still two slots.
+  EXPECT_NE(plan->offsets[p.FindBuffer("t2")], plan->offsets[t1]);
+  EXPECT_EQ(plan->arena_bytes, 2 * 448);
+  EXPECT_EQ(plan->intermediate_bytes, 4 * 448);
+}
+
+TEST(PlanMemory, InPlacePairsThatDoNotHoldAreIgnored) {
+  LoopProgram p = Chain({100, 100, 200});
+  const int32_t t0 = p.FindBuffer("t0"), t1 = p.FindBuffer("t1"), t2 = p.FindBuffer("t2");
+  const int32_t x = p.FindBuffer("x");
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(
+      p, {.share = true,
+          .in_place = {{0, t0, t1},     // t0 is read after kernel 0
+                       {1, t0, t2},     // t2 is first written by kernel 2
+                       {2, t1, t2},     // different sizes
+                       {0, x, t0},      // x is not an intermediate
+                       {1, t1, t1},     // one buffer
+                       {1, 99, t1}}});  // not a buffer
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->shared_in_place.empty());
+  EXPECT_NE(plan->offsets[t0], plan->offsets[t1]);
+  EXPECT_NE(plan->offsets[t1], plan->offsets[t2]);
+  // Without sharing, pairs change nothing.
+  absl::StatusOr<MemoryPlan> eager = PlanMemory(p, {.share = false, .in_place = {{1, t0, t1}}});
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_TRUE(eager->shared_in_place.empty());
+  EXPECT_EQ(eager->arena_bytes, eager->intermediate_bytes);
+}
+
+TEST(PlanMemory, InPlaceChainsOverlapOnlyAtTheirHandOffs) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<int64_t> sizes;
+    for (int k = 0; k < 12; ++k) sizes.push_back(1 + rng() % 3 * 64);
+    LoopProgram p = Chain(sizes);
+    // A kernel late in the program reads t1: t1 is not dead after k2.
+    const int32_t z = p.AddBuffer("z", DType::kF32, {1}, BufferKind::kOutput);
+    KernelBuilder b(&p, "late", {1});
+    b.Store(z, b.i(0), b.Load(p.FindBuffer("t1"), b.i(0)));
+    MemoryPlanOptions options;
+    for (int k = 1; k < 12; ++k) {
+      options.in_place.push_back({k, p.FindBuffer("t" + std::to_string(k - 1)),
+                                  p.FindBuffer("t" + std::to_string(k))});
+    }
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(p, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (const InPlaceUse& u : plan->shared_in_place) {
+      EXPECT_NE(p.buffers[u.input].name, "t1");
+      EXPECT_EQ(sizes[u.kernel - 1], sizes[u.kernel]);
+      EXPECT_EQ(plan->offsets[u.input], plan->offsets[u.output]);
+    }
+    for (size_t a = 0; a < p.buffers.size(); ++a) {
+      if (plan->offsets[a] < 0) continue;
+      const int64_t a_end = plan->offsets[a] + 4 * *p.buffers[a].StorageSize();
+      EXPECT_LE(a_end, plan->arena_bytes);
+      for (size_t c = a + 1; c < p.buffers.size(); ++c) {
+        if (plan->offsets[c] < 0) continue;
+        const bool live_together = plan->first_use[a] <= plan->last_use[c] &&
+                                   plan->first_use[c] <= plan->last_use[a];
+        const int64_t c_end = plan->offsets[c] + 4 * *p.buffers[c].StorageSize();
+        const bool bytes_overlap = plan->offsets[a] < c_end && plan->offsets[c] < a_end;
+        if (!live_together || !bytes_overlap) continue;
+        const bool hand_off = std::any_of(
+            plan->shared_in_place.begin(), plan->shared_in_place.end(),
+            [&](const InPlaceUse& u) {
+              return u.input == static_cast<int32_t>(a) && u.output == static_cast<int32_t>(c);
+            });
+        EXPECT_TRUE(hand_off) << p.buffers[a].name << " and " << p.buffers[c].name;
+      }
+    }
   }
 }
 

@@ -54,6 +54,7 @@ struct SumCopy {
   float scale = 1.0f;
   bool dense = false;  // both row-major: one memcpy
   int64_t bytes = 0;
+  int64_t storage_bytes = 0;  // the operand buffer's whole extent
   Shape shape;
   std::vector<int64_t> src_strides, dst_strides;
 };
@@ -209,6 +210,10 @@ struct Translation {
   std::vector<PointerSource> binary;  // per binary post-op, in order
   std::optional<SumCopy> sum;
   TensorSpec sum_operand;  // the sum operand's buffer, when `sum` is set
+  // The sum rewritten as binary add `sum_binary` (SumAsBinaryAdd), reading
+  // `sum_binary_bytes` bytes of its operand.
+  int sum_binary = -1;
+  int64_t sum_binary_bytes = 0;
 };
 
 // The sum post-op as a binary add of its operand (read in place of the copy
@@ -223,6 +228,8 @@ bool SumAsBinaryAdd(Translation& t) {
     if (p.kind == PostOpKind::kSum) {
       p = PostOp::Add(t.sum_operand);
       t.binary.insert(t.binary.begin() + binaries_before, {t.sum->input, nullptr});
+      t.sum_binary = binaries_before;
+      t.sum_binary_bytes = t.sum->storage_bytes;
       t.sum.reset();
       return true;
     }
@@ -591,30 +598,61 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
   return absl::OkStatus();
 }
 
+// An activation B (a runtime s8 operand, batched like A: attention's
+// Q x K^T and softmax x V in a QDQ model): B's zero point stays with the call
+// (oneDNN's common weights zero point) and nothing is prepacked. A u8 B is
+// refused: oneDNN 2.6 takes s8 weights only, and graph pass fuse-qdq writes
+// the u8 B of a QDQ pattern as s8 (b - 128, zero point - 128) where it is
+// produced. Without VNNI the weights' range cannot be checked at build time,
+// so the call is refused there.
+absl::Status TranslateRuntimeB(const Translator& tr, int64_t b_slot, int64_t bzp_slot,
+                               IntegerCall& q, Translation& t) {
+  const Buffer& bb = tr.InputBuffer(b_slot);
+  if (bb.dtype != ir::DType::kI8) {
+    return tr.Unimplemented("a runtime ", ir::DTypeName(bb.dtype),
+                            " B: oneDNN 2.6's integer matmul takes s8 weights");
+  }
+  if (!HasVnni()) {
+    return tr.Unimplemented("a runtime B on ", OneDnnCpuIsa(),
+                            " (no VNNI): its values cannot be checked to fit [-64, 64]");
+  }
+  KILN_ASSIGN_OR_RETURN(q.weights_zero_point, ScalarZeroPoint(tr, bzp_slot, "B's zero point"));
+  t.call.weights = Translator::Spec(bb);
+  t.weights_input = tr.Input(b_slot);
+  return absl::OkStatus();
+}
+
 // MatMulInteger(A, B, a_zero_point, b_zero_point) -> s32, and
 // QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-// y_scale, y_zero_point) -> u8/s8, with constant 2-D B.
+// y_scale, y_zero_point) -> u8/s8, with constant 2-D B or a runtime s8 B
+// (TranslateRuntimeB).
 absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translation& t) {
   FusedCall& c = t.call;
   c.kind = CallKind::kMatMul;
-  const int64_t a_slot = 0, b_slot = qlinear ? 3 : 1;
+  const int64_t a_slot = 0, b_slot = qlinear ? 3 : 1, bzp_slot = qlinear ? 5 : 3;
   if (!tr.Has(a_slot) || !tr.Has(b_slot)) return tr.Invalid("needs A and B");
   const Buffer& ab = tr.InputBuffer(a_slot);
   const Buffer& bb = tr.InputBuffer(b_slot);
-  if (ab.shape.size() < 2 || bb.shape.size() != 2) {
-    return tr.Unimplemented("integer MatMul with a 1-D operand or batched B");
+  const bool runtime_b = tr.Constant(b_slot) == nullptr;
+  if (ab.shape.size() < 2 || bb.shape.size() < 2 || (!runtime_b && bb.shape.size() != 2)) {
+    return tr.Unimplemented("integer MatMul with a 1-D operand or a batched constant B");
   }
-  t.weights = tr.Constant(b_slot);
-  if (t.weights == nullptr) return tr.Unimplemented("B is not a constant buffer");
   c.src = Translator::Spec(ab);
-  c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   c.dst = Translator::Spec(tr.OutputBuffer());
   t.src_input = tr.Input(a_slot);
   IntegerCall q;
   KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, 2, "A's zero point"));
+  const int64_t n = bb.shape.back();
+  if (runtime_b) {
+    KILN_RETURN_IF_ERROR(TranslateRuntimeB(tr, b_slot, bzp_slot, q, t));
+    if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
+    c.integer = std::move(q);
+    return absl::OkStatus();
+  }
+  t.weights = tr.Constant(b_slot);
+  c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   KILN_ASSIGN_OR_RETURN(std::vector<double> bzp,
-                        QuantConstant(tr, qlinear ? 5 : 3, "B's zero point", 0));
-  const int64_t n = bb.shape[1];
+                        QuantConstant(tr, bzp_slot, "B's zero point", 0));
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
@@ -847,6 +885,8 @@ absl::Status TranslatePostOps(const Translator& tr, Translation& t) {
           copy.scale = a;
           copy.dense = operand.IsRowMajor() && dst.IsRowMajor();
           copy.bytes = ir::NumElements(dst.shape) * static_cast<int64_t>(sizeof(float));
+          copy.storage_bytes =
+              operand.StorageSize().value_or(0) * static_cast<int64_t>(sizeof(float));
           copy.shape = dst.shape;
           copy.src_strides = operand.strides;
           copy.dst_strides = dst.strides;
@@ -1059,6 +1099,11 @@ struct OneDnnExternKernel::Impl {
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
   std::vector<int64_t> copy_index;
+  // The sum run as binary add `sum_binary`: when the memory plan gave its
+  // operand dst's bytes (SumOperandInput), Run reads it from this copy, since
+  // the call may write dst before its post-ops read the operand.
+  int sum_binary = -1;
+  std::vector<char> sum_operand_copy;
 };
 
 OneDnnExternKernel::OneDnnExternKernel(std::unique_ptr<Impl> impl)
@@ -1132,6 +1177,8 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
   impl->sum = std::move(t.sum);
   if (impl->sum) impl->copy_index.assign(impl->sum->shape.size(), 0);
+  impl->sum_binary = t.sum_binary;
+  if (t.sum_binary >= 0) impl->sum_operand_copy.resize(static_cast<size_t>(t.sum_binary_bytes));
 
   ExternKernelInfo& info = impl->info;
   const FusedCall& fc = impl->call->call();
@@ -1173,6 +1220,10 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
         m.binary[i].input >= 0 ? inputs[m.binary[i].input] : m.binary[i].owned;
   }
   void* dst = outputs[0];
+  if (m.sum_binary >= 0 && m.binary_ptrs[m.sum_binary] == dst) {
+    std::memcpy(m.sum_operand_copy.data(), dst, m.sum_operand_copy.size());
+    m.binary_ptrs[m.sum_binary] = m.sum_operand_copy.data();
+  }
   if (m.sum) {
     const float* from = static_cast<const float*>(inputs[m.sum->input]);
     if (from != dst || m.sum->scale != 1.0f) {
@@ -1220,6 +1271,44 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());
   return *blocks;
+}
+
+std::optional<int> SumOperandInput(const LoopProgram& program, const Kernel& kernel) {
+  if (kernel.kind != Kernel::Kind::kExtern || OneDnnRnnKernel::Handles(kernel.call.op) ||
+      kernel.call.outputs.size() != 1) {
+    return std::nullopt;
+  }
+  const std::map<int32_t, std::shared_ptr<const Tensor>> no_constants;
+  Translator tr(program, kernel, no_constants);
+  if (!tr.ReadSlots().ok()) return std::nullopt;
+  absl::StatusOr<std::vector<std::string>> kinds = tr.StringList("post_ops");
+  absl::StatusOr<std::vector<double>> alphas = tr.Floats("post_op_alphas");
+  absl::StatusOr<std::vector<int64_t>> slots = tr.Ints("post_op_inputs");
+  if (!kinds.ok() || !alphas.ok() || !slots.ok() || alphas->size() != kinds->size() ||
+      slots->size() != kinds->size()) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < kinds->size(); ++i) {
+    if ((*kinds)[i] != "sum") continue;
+    if ((*alphas)[i] != 1.0 || !tr.Has((*slots)[i])) return std::nullopt;
+    const int input = tr.Input((*slots)[i]);
+    const int32_t operand = kernel.call.inputs[input];
+    const int32_t dst = kernel.call.outputs[0];
+    const Buffer& a = program.buffers[operand];
+    const Buffer& b = program.buffers[dst];
+    // The same bytes in the same layout, read by this call in one role.
+    if (operand == dst || a.dtype != ir::DType::kF32 || b.dtype != ir::DType::kF32 ||
+        a.shape != b.shape || a.strides != b.strides ||
+        a.StorageSize() != b.StorageSize() || !a.StorageSize().has_value()) {
+      return std::nullopt;
+    }
+    if (std::count(kernel.call.inputs.begin(), kernel.call.inputs.end(), operand) != 1 ||
+        std::count(kernel.call.inputs.begin(), kernel.call.inputs.end(), dst) != 0) {
+      return std::nullopt;
+    }
+    return input;
+  }
+  return std::nullopt;
 }
 
 bool NativeBf16() {

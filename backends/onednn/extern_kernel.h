@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,16 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
     const ir::loop::LoopProgram& program, const ir::loop::Kernel& kernel,
     const std::map<int32_t, std::shared_ptr<const ir::Tensor>>& constants,
     const OneDnnCallOptions& options = {});
+
+// The index into kernel.call.inputs of the operand of the call's sum
+// post-op when it may share its bytes with the call's output: a sum at
+// scale 1 accumulates into dst in place, so once the operand is dead after
+// this call the memory plan can give both buffers one place and the copy of
+// the operand into dst goes away. Requires f32 buffers of one shape and
+// layout, the operand read in no other role, dst not read. A call that
+// runs the sum as a binary add instead copies the operand aside first.
+std::optional<int> SumOperandInput(const ir::loop::LoopProgram& program,
+                                   const ir::loop::Kernel& kernel);
 
 // Whether oneDNN implementation `impl` (ExternKernelInfo::impl, a note in
 // parentheses after the name allowed) gives the same bits at any thread

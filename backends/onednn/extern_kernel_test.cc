@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -576,6 +577,84 @@ graph main(%a: f32[1,9,12], %r: f32[1,9,8]) -> (%y) opset 17 {
   EXPECT_TRUE(r.info.call == "matmul[9x12x8]+bias+sum" ||
               r.info.call == "matmul[9x12x8]+bias+add[1x9x8]")
       << r.info.call;
+}
+
+// The memory plan may give the residual the output's bytes (decision
+// 0073): whether the call keeps the sum or runs it as a binary add (which
+// would read the operand after writing dst), the result is the reference's.
+TEST(ExternKernelFused, MatMulResidualSumInTheOutputsBytes) {
+  const std::string text = absl::Substitute(R"(
+graph main(%a: f32[1,9,12], %r: f32[1,9,8]) -> (%y) opset 17 {
+  %w = constant $0
+  %bias = constant $1
+  %y = kiln.FusedMatMul(%a, %w, %bias, %r) {post_ops=["add", "sum"],
+      post_op_alphas=[0.0, 1.0], post_op_betas=[0.0, 0.0],
+      post_op_inputs=[2, 3]} : f32[1,9,8]
+}
+)",
+                                            C({12, 8}, 32), C({8}, 33));
+  absl::StatusOr<Lowered> l = Lower(text);
+  ASSERT_TRUE(l.ok()) << l.status();
+  const std::optional<int> operand = SumOperandInput(l->lp.program, *l->ext);
+  ASSERT_TRUE(operand.has_value());
+  EXPECT_EQ(l->lp.program.buffers[l->ext->call.inputs[*operand]].name,
+            l->lp.program.buffers[l->lp.inputs[1]].name);
+  auto k = OneDnnExternKernel::Create(l->lp.program, *l->ext, l->lp.constants, {});
+  ASSERT_TRUE(k.ok()) << k.status();
+  Tensor a = Random(DType::kF32, {1, 9, 12}, 36);
+  Tensor r = Random(DType::kF32, {1, 9, 8}, 37);
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(l->graph, {a, r});
+  ASSERT_TRUE(want.ok()) << want.status();
+  interp::Tolerance tol;
+  tol.rtol = 1e-4;
+  tol.atol = 1e-5;
+  for (int run = 0; run < 2; ++run) {  // the second run reuses the first's pointers
+    Tensor y = r;
+    std::vector<void*> inputs(l->ext->call.inputs.size(), nullptr);
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      auto c = l->lp.constants.find(l->ext->call.inputs[j]);
+      if (c != l->lp.constants.end()) inputs[j] = const_cast<void*>(c->second->raw_data());
+    }
+    inputs[0] = a.raw_data();
+    inputs[*operand] = y.raw_data();
+    ASSERT_TRUE((*k)->Run(inputs, {y.raw_data()}).ok());
+    interp::CompareResult c = interp::CompareTensors(y, (*want)[0], tol);
+    EXPECT_TRUE(c.ok) << (*k)->info().call << ": " << c.message;
+  }
+}
+
+// Only a sum at scale 1 between f32 buffers of one layout may share bytes.
+TEST(ExternKernelFused, SumOperandInputNeedsScaleOneAndOneLayout) {
+  const std::string conv = R"(
+graph main(%x: f32[1,2,3,5], %r: f32[1,3,3,5]) -> (%y) opset 17 {
+  %w = constant $0
+  %y = kiln.FusedConv(%x, %w, %r) {pads=[1, 1, 1, 1], post_ops=["sum", "relu"],
+      post_op_alphas=[$1, 0.0], post_op_betas=[0.0, 0.0], post_op_inputs=[2, -1]}
+      : f32[1,3,3,5]
+}
+)";
+  absl::StatusOr<Lowered> one = Lower(absl::Substitute(conv, C({3, 2, 3, 3}, 38), "1.0"));
+  ASSERT_TRUE(one.ok()) << one.status();
+  const std::optional<int> operand = SumOperandInput(one->lp.program, *one->ext);
+  ASSERT_TRUE(operand.has_value());
+  EXPECT_EQ(one->ext->call.inputs[*operand], one->lp.inputs[1]);
+  ir::loop::LoopProgram strided = one->lp.program;
+  strided.buffers[one->ext->call.inputs[*operand]].strides = {45, 1, 15, 3};
+  EXPECT_FALSE(SumOperandInput(strided, *one->ext).has_value());
+  absl::StatusOr<Lowered> half = Lower(absl::Substitute(conv, C({3, 2, 3, 3}, 38), "0.5"));
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_FALSE(SumOperandInput(half->lp.program, *half->ext).has_value());
+  // Not a sum: no operand.
+  absl::StatusOr<Lowered> plain = Lower(absl::Substitute(R"(
+graph main(%x: f32[1,2,3,5]) -> (%y) opset 17 {
+  %w = constant $0
+  %y = kiln.FusedConv(%x, %w) {pads=[1, 1, 1, 1], post_ops=["relu"], post_op_alphas=[0.0],
+      post_op_betas=[0.0], post_op_inputs=[-1]} : f32[1,3,3,5]
+}
+)",
+                                                         C({3, 2, 3, 3}, 39)));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(SumOperandInput(plain->lp.program, *plain->ext).has_value());
 }
 
 TEST(ExternKernelFused, MatMulAddGeluErf) {

@@ -140,6 +140,10 @@ absl::Status ValidateInteger(const FusedCall& call) {
     return Error(call, absl::StrCat("src zero point ", q.src_zero_point,
                                     " is outside the src type's range"));
   }
+  if (q.weights_zero_point < -128 || q.weights_zero_point > 127) {
+    return Error(call, absl::StrCat("weights zero point ", q.weights_zero_point,
+                                    " is outside s8's range"));
+  }
   if (d == DType::kI32 && (!q.scales.empty() || q.dst_zero_point != 0)) {
     return Error(call, "an s32 dst takes no scales or zero point");
   }

@@ -147,10 +147,11 @@ struct PostOp {
 
 // The integer form of a call (ConvInteger, MatMulInteger, QLinearConv,
 // QLinearMatMul and the QDQ patterns rewritten into them): src u8/s8,
-// weights s8 with a zero point of 0 (a weight zero point is subtracted from
-// the constant weights before the call), bias s32 or f32, dst s32 / u8 / s8
-// / f32. The call computes, with acc the exact s32 accumulation
-// sum (src - src_zero_point) * weights,
+// weights s8 (a weight zero point is subtracted from constant weights
+// before the call; runtime weights, a matmul's activation B, keep theirs in
+// weights_zero_point), bias s32 or f32, dst s32 / u8 / s8 / f32. The call
+// computes, with acc the exact s32 accumulation
+// sum (src - src_zero_point) * (weights - weights_zero_point),
 //   dst = saturate(round_half_even(post_ops(scale * (acc + bias))) + dst_zero_point)
 // in f32 (oneDNN's output scales, post-ops and zero points, applied in that
 // order). ONNX rounds before adding the zero point; both agree except on
@@ -158,6 +159,8 @@ struct PostOp {
 // (docs/quantization.md).
 struct IntegerCall {
   int32_t src_zero_point = 0;
+  // Nonzero only for runtime weights (oneDNN's common weights zero point).
+  int32_t weights_zero_point = 0;
   // Empty: scale 1 (an s32 dst). One value: per tensor. dst channels (C of a
   // conv, N of a matmul / linear) values: per output channel.
   std::vector<float> scales;

@@ -390,5 +390,81 @@ graph main(%a: i8[2,4,16]) -> (%y) opset 10 {
                                          true));
 }
 
+// QLinearMatMul with a run-time B (attention in a QDQ model): batched 4-D,
+// s8 B over its whole range with a nonzero zero point (oneDNN's weights
+// zero point), nonzero src and dst zero points.
+std::string RuntimeBGraph(DType at, DType yt, int az, int bz, int yz) {
+  return absl::Substitute(R"(
+graph main(%a: $0[1,3,20,40], %b: i8[1,3,40,24]) -> (%y) opset 10 {
+  %as = constant f32[] 0.021
+  %az = constant $0[] $2
+  %bs = constant f32[] 0.02
+  %bz = constant i8[] $3
+  %ys = constant f32[] 0.11
+  %yz = constant $1[] $4
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : $1[1,3,20,24]
+}
+)", at == DType::kU8 ? "u8" : "i8", yt == DType::kU8 ? "u8" : "i8", az, bz, yz);
+}
+
+TEST(IntegerCall, QLinearMatMulRuntimeBBatched) {
+  if (!Vnni()) {
+    EXPECT_TRUE(absl::IsUnimplemented(
+        CreateStatus(RuntimeBGraph(DType::kU8, DType::kU8, 129, -3, 127))));
+    GTEST_SKIP() << "a runtime B is refused without VNNI (" << OneDnnCpuIsa() << ")";
+  }
+  EXPECT_EQ(CheckAgainstReference(RuntimeBGraph(DType::kU8, DType::kU8, 129, -3, 127)).call,
+            "matmul[3*20x40x24 u8s8->u8]");
+  CheckAgainstReference(RuntimeBGraph(DType::kU8, DType::kU8, 0, 0, 0), 11);
+  CheckAgainstReference(RuntimeBGraph(DType::kI8, DType::kI8, -7, 5, -2), 12);
+  CheckAgainstReference(RuntimeBGraph(DType::kU8, DType::kI8, 200, -128, 3), 13);
+}
+
+// B broadcast over A's batch, and a 3-D call.
+TEST(IntegerCall, QLinearMatMulRuntimeBBroadcast) {
+  if (!Vnni()) GTEST_SKIP() << "a runtime B is refused without VNNI";
+  CheckAgainstReference(R"(
+graph main(%a: u8[4,6,32], %b: i8[1,32,9]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 113
+  %bs = constant f32[] 0.01
+  %bz = constant i8[] 17
+  %ys = constant f32[] 0.3
+  %yz = constant u8[] 118
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[4,6,9]
+}
+)");
+}
+
+// oneDNN 2.6 takes s8 weights only: a run-time u8 B is refused with the
+// reason (fuse-qdq writes it as s8 where it is produced).
+TEST(IntegerCall, QLinearMatMulRuntimeU8BIsRefused) {
+  const absl::Status s = CreateStatus(R"(
+graph main(%a: u8[2,4,8], %b: u8[2,8,3]) -> (%y) opset 10 {
+  %as = constant f32[] 0.05
+  %az = constant u8[] 113
+  %bs = constant f32[] 0.01
+  %bz = constant u8[] 128
+  %ys = constant f32[] 0.3
+  %yz = constant u8[] 118
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : u8[2,4,3]
+}
+)");
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "runtime u8 B")) << s;
+}
+
+// MatMulInteger on a run-time s8 B (the f32-result QDQ form): s32 exactly.
+TEST(IntegerCall, MatMulIntegerRuntimeB) {
+  if (!Vnni()) GTEST_SKIP() << "a runtime B is refused without VNNI";
+  EXPECT_EQ(CheckAgainstReference(R"(
+graph main(%a: u8[1,2,12,32], %b: i8[1,2,32,10]) -> (%y) opset 10 {
+  %az = constant u8[] 129
+  %bz = constant i8[] -3
+  %y = MatMulInteger(%a, %b, %az, %bz) : i32[1,2,12,10]
+}
+)").call, "matmul[2*12x32x10 u8s8->s32]");
+}
+
 }  // namespace
 }  // namespace kiln::onednn

@@ -400,6 +400,9 @@ void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
   if (!call.integer.has_value()) return;
   const IntegerCall& q = *call.integer;
   if (q.src_zero_point != 0) attr->set_zero_points(DNNL_ARG_SRC, 0, {q.src_zero_point});
+  if (q.weights_zero_point != 0) {
+    attr->set_zero_points(DNNL_ARG_WEIGHTS, 0, {q.weights_zero_point});
+  }
   if (q.dst_zero_point != 0) attr->set_zero_points(DNNL_ARG_DST, 0, {q.dst_zero_point});
   if (q.scales.size() == 1) {
     attr->set_output_scales(0, q.scales);

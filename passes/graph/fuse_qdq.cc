@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
 #include "passes/graph/rewrite_util.h"
@@ -21,6 +22,17 @@ using ir::Tensor;
 using ir::ValueId;
 
 absl::Status Refuse(absl::string_view why) { return absl::UnimplementedError(why); }
+
+std::string NodeName(const ir::Graph& g, const ir::Node& n) {
+  if (!n.name.empty()) return n.name;
+  return n.outputs.empty() || n.outputs[0] == ir::kNoValue ? n.op : g.value(n.outputs[0]).name;
+}
+
+// InvalidArgument naming `n` and its op: the model breaks ONNX's rules.
+absl::Status Invalid(const ir::Graph& g, const ir::Node& n, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("node '", NodeName(g, n), "' (", n.op, "): ", why));
+}
 
 bool IsQuant8(DType t) { return t == DType::kU8 || t == DType::kI8; }
 
@@ -56,7 +68,8 @@ absl::StatusOr<QParams> ReadParams(const ir::Graph& g, const ir::Node& n, const 
     p.z = g.shared_constant(p.zero_point);
     if (p.z == nullptr) return Refuse(absl::StrCat(what, "'s zero point is not a constant"));
     if (p.z->num_elements() != 1 && p.z->num_elements() != p.s->num_elements()) {
-      return Refuse(absl::StrCat(what, "'s zero point does not match its scale"));
+      return Invalid(g, n, absl::StrCat("its zero point has ", p.z->num_elements(),
+                                        " values and its scale ", p.s->num_elements()));
     }
   }
   KILN_ASSIGN_OR_RETURN(p.axis, n.AttrOr<int64_t>("axis", 1));
@@ -64,11 +77,14 @@ absl::StatusOr<QParams> ReadParams(const ir::Graph& g, const ir::Node& n, const 
 }
 
 // A constant input of the integer node: an existing graph constant, or a
-// new one (named `name` when added), or absent.
+// new one (named `name` when added), or absent. The activation B of a
+// MatMul is the one run-time slot: no tensor, `dtype` and `shape` only.
 struct Slot {
   ValueId existing = ir::kNoValue;
   std::shared_ptr<const Tensor> tensor;
   std::string name;
+  DType dtype = DType::kInvalid;
+  ir::Shape shape;
 };
 
 Slot Existing(const ir::Graph& g, ValueId v) { return {v, g.shared_constant(v), ""}; }
@@ -80,6 +96,19 @@ Tensor Zero(DType t) {
   return t == DType::kU8 ? Tensor::Scalar<uint8_t>(0) : Tensor::Scalar<int8_t>(0);
 }
 
+// An activation B of a MatMul pattern that is u8, as the s8 value
+// b - 128 the integer call reads (oneDNN 2.6 takes s8 weights only). When
+// B is a QuantizeLinear's result with a constant zero point zq, a second
+// QuantizeLinear of the same input with zero point zq - 128 writes it (the
+// same rounding and saturation, shifted: loop fusion computes it in the
+// kernel that produced B); otherwise QuantizeLinear(DequantizeLinear(b, 1,
+// 128), 1, 0) does, exactly.
+struct ShiftB {
+  ValueId b = ir::kNoValue;
+  int producer = -1;  // B's QuantizeLinear, or -1
+  int zero_point = 0;  // its zero point
+};
+
 // The integer node a pattern becomes, before it is added to the graph.
 struct Rewrite {
   std::string op;
@@ -88,6 +117,9 @@ struct Rewrite {
   ir::Shape x_shape;        // as the integer node reads it
   bool reshape = false;     // Gemm: x to [M, K, 1, 1], the result back to [M, N]
   std::vector<Slot> slots;  // inputs 1.. of the integer node
+  std::optional<ShiftB> shift_b;  // a u8 activation B, read as s8
+  // MatMulInteger of an f32 pattern: the result is Cast(acc, f32) * this.
+  std::optional<float> to_float_scale;
   DType y_dtype = DType::kU8;
   ir::Shape y_shape;  // the integer node's output
 };
@@ -144,8 +176,11 @@ class Matcher {
   }
 
   absl::StatusOr<Rewrite> Match(const ir::Node& q, const ir::Node& anchor, const ir::Node* act) const;
+  absl::StatusOr<Rewrite> MatchToFloat(const ir::Node& anchor) const;
 
  private:
+  absl::StatusOr<QParams> MatchInput(const ir::Node& dx, Rewrite& r) const;
+  absl::Status MatchActivationB(const ir::Node& dw, const ir::Node& dx, Rewrite& r) const;
   absl::Status CheckActivation(const ir::Node& act, const QParams& y, DType y_dtype) const;
   absl::StatusOr<Slot> IntegerBias(const ir::Node& anchor, int64_t channels, const QParams& x,
                                    const QParams& w, float beta) const;
@@ -218,6 +253,103 @@ absl::StatusOr<Slot> Matcher::IntegerBias(const ir::Node& anchor, int64_t channe
   return New(std::move(t), g_.value(b).name + ".quantized");
 }
 
+// DQ(a) x DQ(b) -> MatMul -> Q with b an activation (attention's
+// Q x K^T and softmax x V): QLinearMatMul on the run-time b, batched like a
+// (ONNX's MatMul broadcasting). Fills slots 2-4 of `r` (b, b_scale,
+// b_zero_point) and, for a u8 b, `r.shift_b`.
+// The input side of a pattern: `dx` reads u8/i8 of known shape (r.x) and
+// its zero point, if any, has that type.
+absl::StatusOr<QParams> Matcher::MatchInput(const ir::Node& dx, Rewrite& r) const {
+  r.x = dx.inputs[0];
+  const ir::Value& xv = g_.value(r.x);
+  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
+    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
+  }
+  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
+  if (x.z != nullptr && x.z->dtype() != xv.dtype) {
+    return Invalid(g_, dx, absl::StrCat("its zero point is ", ir::DTypeName(x.z->dtype()),
+                                        " and its input ", ir::DTypeName(xv.dtype)));
+  }
+  return x;
+}
+
+absl::Status Matcher::MatchActivationB(const ir::Node& dw, const ir::Node& dx,
+                                       Rewrite& r) const {
+  const ValueId b = dw.inputs[0];
+  const ir::Value& bv = g_.value(b);
+  if (!IsQuant8(bv.dtype) || !bv.shape_known) {
+    return Refuse("the weights are not a u8/i8 constant, nor a u8/i8 activation of known shape");
+  }
+  if (bv.shape.size() < 2 || g_.value(dx.inputs[0]).shape.size() < 2) {
+    return Refuse("a MatMul of activations with a 1-D operand");
+  }
+  KILN_ASSIGN_OR_RETURN(const QParams w, ReadParams(g_, dw, "the weights' DequantizeLinear"));
+  if (w.z != nullptr && w.z->dtype() != bv.dtype) {
+    return Invalid(g_, dw, absl::StrCat("its zero point is ", ir::DTypeName(w.z->dtype()),
+                                        " and its input ", ir::DTypeName(bv.dtype)));
+  }
+  if (!w.per_tensor()) {
+    return Refuse("per-axis scale of an activation B (the integer call takes one)");
+  }
+  Slot runtime;
+  runtime.dtype = DType::kI8;
+  runtime.shape = bv.shape;
+  r.slots.push_back(std::move(runtime));
+  r.slots.push_back(Existing(g_, w.scale));
+  if (bv.dtype == DType::kI8) {
+    r.slots[0].existing = b;
+    r.slots.push_back(w.zero_point != ir::kNoValue ? Existing(g_, w.zero_point)
+                                                   : New(Zero(DType::kI8), bv.name + ".zero_point"));
+    return absl::OkStatus();
+  }
+  // u8 b: read b - 128 with zero point zp - 128.
+  ShiftB shift;
+  shift.b = b;
+  const int bq = ProducerIndex(b);
+  if (const ir::Node* q = Producer(b, "QuantizeLinear");
+      q != nullptr && q->has_input(2) && q->outputs.size() == 1 && !q->HasAttr("output_dtype")) {
+    absl::StatusOr<QParams> p = ReadParams(g_, *q, "B's QuantizeLinear");
+    if (p.ok() && p->per_tensor() && p->z != nullptr && p->z->dtype() == DType::kU8 &&
+        p->z->num_elements() == 1) {
+      shift.producer = bq;
+      shift.zero_point = static_cast<int>(p->ZeroPoint(0));
+    }
+  }
+  r.shift_b = shift;
+  r.slots.push_back(New(Tensor::Scalar<int8_t>(static_cast<int8_t>(w.ZeroPoint(0) - 128)),
+                        bv.name + ".s8.zero_point"));
+  return absl::OkStatus();
+}
+
+// DQ(a) x DQ(b) -> MatMul with an f32 result read by no QuantizeLinear
+// and b an activation: MatMulInteger(a, b, a_zp, b_zp) -> Cast(f32) ->
+// Mul(a_scale * b_scale), the multiplier a product in f32 (what ONNX
+// Runtime's MatMulIntegerToFloat computes).
+absl::StatusOr<Rewrite> Matcher::MatchToFloat(const ir::Node& anchor) const {
+  const ir::Node& dx = *Producer(anchor.inputs[0], "DequantizeLinear");
+  const ir::Node& dw = *Producer(anchor.inputs[1], "DequantizeLinear");
+  const ir::Value& out = g_.value(anchor.outputs[0]);
+  if (out.dtype != DType::kF32 || !out.shape_known) return Refuse("the MatMul's result is not f32 of known shape");
+  Rewrite r;
+  KILN_ASSIGN_OR_RETURN(const QParams x, MatchInput(dx, r));
+  const ir::Value& xv = g_.value(r.x);
+  if (!x.per_tensor()) return Refuse("per-axis input scale (the integer call takes one)");
+  KILN_RETURN_IF_ERROR(MatchActivationB(dw, dx, r));
+  KILN_ASSIGN_OR_RETURN(const QParams w, ReadParams(g_, dw, "the weights' DequantizeLinear"));
+  // MatMulInteger(A, B, a_zero_point, b_zero_point): slots B, a_zp, b_zp.
+  Slot b = std::move(r.slots[0]), bz = std::move(r.slots[2]);
+  r.slots = {std::move(b),
+             x.zero_point != ir::kNoValue ? Existing(g_, x.zero_point)
+                                          : New(Zero(xv.dtype), xv.name + ".zero_point"),
+             std::move(bz)};
+  r.to_float_scale = x.Scale(0) * w.Scale(0);
+  r.x_shape = xv.shape;
+  r.y_dtype = DType::kI32;
+  r.y_shape = out.shape;
+  r.op = "MatMulInteger";
+  return r;
+}
+
 absl::StatusOr<Rewrite> Matcher::Match(const ir::Node& q, const ir::Node& anchor,
                                        const ir::Node* act) const {
   const ir::Node& dx = *Producer(anchor.inputs[0], "DequantizeLinear");
@@ -237,20 +369,33 @@ absl::StatusOr<Rewrite> Matcher::Match(const ir::Node& q, const ir::Node& anchor
   if (!y.per_tensor()) return Refuse("per-axis output scale (the integer call takes one)");
   if (act != nullptr) KILN_RETURN_IF_ERROR(CheckActivation(*act, y, r.y_dtype));
   // Input.
-  r.x = dx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(const QParams x, MatchInput(dx, r));
   const ir::Value& xv = g_.value(r.x);
-  if (!IsQuant8(xv.dtype) || !xv.shape_known) {
-    return Refuse("the input's DequantizeLinear does not read u8/i8 of known shape");
+  if (y.z != nullptr && y.z->dtype() != r.y_dtype) {
+    return Invalid(g_, q, absl::StrCat("its zero point is ", ir::DTypeName(y.z->dtype()),
+                                       " and its output ", ir::DTypeName(r.y_dtype)));
   }
-  KILN_ASSIGN_OR_RETURN(const QParams x, ReadParams(g_, dx, "the input's DequantizeLinear"));
   if (!x.per_tensor()) return Refuse("per-axis input scale (the integer call takes one)");
   // Weights.
   const std::shared_ptr<const Tensor> wq = g_.shared_constant(dw.inputs[0]);
+  if (wq == nullptr && anchor.op == "MatMul") {
+    KILN_RETURN_IF_ERROR(MatchActivationB(dw, dx, r));
+    r.slots.insert(r.slots.begin(), {Existing(g_, x.scale), x.zero_point != ir::kNoValue
+                                         ? Existing(g_, x.zero_point)
+                                         : New(Zero(xv.dtype), xv.name + ".zero_point")});
+    r.slots.push_back(Existing(g_, y.scale));
+    r.slots.push_back(y.zero_point != ir::kNoValue ? Existing(g_, y.zero_point)
+                                                   : New(Zero(r.y_dtype), qv.name + ".zero_point"));
+    r.x_shape = xv.shape;
+    r.y_shape = qv.shape;
+    r.op = "QLinearMatMul";
+    return r;
+  }
   if (wq == nullptr || !IsQuant8(wq->dtype())) return Refuse("the weights are not a u8/i8 constant");
   KILN_ASSIGN_OR_RETURN(const QParams w, ReadParams(g_, dw, "the weights' DequantizeLinear"));
-  if ((x.z != nullptr && x.z->dtype() != xv.dtype) || (w.z != nullptr && w.z->dtype() != wq->dtype()) ||
-      (y.z != nullptr && y.z->dtype() != r.y_dtype)) {
-    return Refuse("a zero point's type is not its tensor's");
+  if (w.z != nullptr && w.z->dtype() != wq->dtype()) {
+    return Invalid(g_, dw, absl::StrCat("its zero point is ", ir::DTypeName(w.z->dtype()),
+                                        " and its input ", ir::DTypeName(wq->dtype())));
   }
   // The axis of the weights that holds output channels, and how many.
   const std::string& op = anchor.op;
@@ -322,11 +467,6 @@ absl::StatusOr<Rewrite> Matcher::Match(const ir::Node& q, const ir::Node& anchor
   return r;
 }
 
-std::string NodeName(const ir::Graph& g, const ir::Node& n) {
-  if (!n.name.empty()) return n.name;
-  return n.outputs.empty() || n.outputs[0] == ir::kNoValue ? n.op : g.value(n.outputs[0]).name;
-}
-
 // The integer node alone, for the oracle.
 ir::Graph CallGraph(const ir::Graph& g, const Rewrite& r, const std::string& name) {
   ir::Graph call("qdq_call");
@@ -335,9 +475,15 @@ ir::Graph CallGraph(const ir::Graph& g, const Rewrite& r, const std::string& nam
   call.AddInput(x);
   std::vector<ValueId> inputs = {x};
   for (size_t i = 0; i < r.slots.size(); ++i) {
-    const ValueId v = call.AddValue(absl::StrCat("c", i), r.slots[i].tensor->dtype(),
-                                    r.slots[i].tensor->shape());
-    call.SetConstant(v, r.slots[i].tensor);
+    const Slot& s = r.slots[i];
+    if (s.tensor == nullptr) {  // the activation B
+      const ValueId v = call.AddValue(absl::StrCat("c", i), s.dtype, s.shape);
+      call.AddInput(v);
+      inputs.push_back(v);
+      continue;
+    }
+    const ValueId v = call.AddValue(absl::StrCat("c", i), s.tensor->dtype(), s.tensor->shape());
+    call.SetConstant(v, s.tensor);
     inputs.push_back(v);
   }
   const ValueId y = call.AddValue("y", r.y_dtype, r.y_shape);
@@ -372,6 +518,27 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
   std::vector<Found> found;
   {
     const Matcher m(*graph);
+    std::vector<bool> q_anchor(graph->nodes().size(), false);  // seen with a Q
+    // The pattern's outcome: found, or left f32 with the reason.
+    auto decide = [&](QdqPattern p, absl::StatusOr<Rewrite> r, size_t at, size_t a,
+                      int act) -> absl::Status {
+      // A model that breaks ONNX's rules is an error, not a pattern left f32.
+      if (absl::IsInvalidArgument(r.status())) return r.status();
+      absl::Status taken = r.status();
+      if (taken.ok() && oracle_) {
+        const ir::Graph call = CallGraph(*graph, *r, p.node);
+        taken = oracle_(call, call.nodes().front());
+      }
+      if (!taken.ok()) {
+        p.reason = std::string(taken.message());
+        patterns_.push_back(std::move(p));
+        return absl::OkStatus();
+      }
+      p.op = r->op;
+      patterns_.push_back(p);
+      found.push_back({at, a, act, *std::move(r), p.node});
+      return absl::OkStatus();
+    };
     for (size_t i = 0; i < graph->nodes().size(); ++i) {
       const ir::Node& q = graph->nodes()[i];
       if (!q.domain.empty() || q.op != "QuantizeLinear" || q.inputs.empty()) continue;
@@ -391,32 +558,79 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
           m.Producer(anchor.inputs[1], "DequantizeLinear") == nullptr) {
         continue;
       }
-      QdqPattern p{NodeName(*graph, anchor), anchor.op, "", ""};
-      absl::StatusOr<Rewrite> r =
-          m.Match(q, anchor, act >= 0 ? &graph->nodes()[act] : nullptr);
-      absl::Status taken = r.status();
-      if (taken.ok() && oracle_) {
-        const ir::Graph call = CallGraph(*graph, *r, p.node);
-        taken = oracle_(call, call.nodes().front());
-      }
-      if (!taken.ok()) {
-        p.reason = std::string(taken.message());
-        patterns_.push_back(std::move(p));
+      q_anchor[a] = true;
+      KILN_RETURN_IF_ERROR(decide({NodeName(*graph, anchor), anchor.op, "", ""},
+                                  m.Match(q, anchor, act >= 0 ? &graph->nodes()[act] : nullptr),
+                                  i, static_cast<size_t>(a), act));
+    }
+    // MatMuls of two dequantized activations whose result stays f32.
+    for (size_t i = 0; i < graph->nodes().size(); ++i) {
+      const ir::Node& n = graph->nodes()[i];
+      if (q_anchor[i] || !n.domain.empty() || n.op != "MatMul" || n.inputs.size() != 2 ||
+          n.outputs.size() != 1) {
         continue;
       }
-      p.op = r->op;
-      patterns_.push_back(p);
-      found.push_back({i, static_cast<size_t>(a), act, *std::move(r), p.node});
+      const ir::Node* dw = m.Producer(n.inputs[1], "DequantizeLinear");
+      if (m.Producer(n.inputs[0], "DequantizeLinear") == nullptr || dw == nullptr ||
+          graph->IsConstant(dw->inputs[0])) {
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(
+          decide({NodeName(*graph, n), n.op, "", ""}, m.MatchToFloat(n), i, i, -1));
     }
   }
   if (found.empty()) return false;
   std::vector<bool> remove(graph->nodes().size(), false);
   std::vector<std::vector<ir::Node>> replace(graph->nodes().size());
+  // A constant added to the graph.
+  auto add_constant = [&](const std::string& name, Tensor t) {
+    const ValueId v = graph->AddValue(UniqueName(*graph, name), t.dtype(), t.shape());
+    graph->SetConstant(v, std::move(t));
+    return v;
+  };
+  absl::flat_hash_map<ValueId, ValueId> s8_of;  // u8 activation B -> its s8 form
   for (Found& f : found) {
     const Rewrite& r = f.rewrite;
     const ValueId q_out = graph->nodes()[f.q].outputs[0];
     std::vector<ValueId> inputs = {r.x};
     std::vector<ir::Node>& nodes = replace[f.q];
+    ValueId b_s8 = ir::kNoValue;
+    if (r.shift_b.has_value()) {
+      const ShiftB& sb = *r.shift_b;
+      if (auto it = s8_of.find(sb.b); it != s8_of.end()) {
+        b_s8 = it->second;
+      } else {
+        const ir::Value& bv = graph->value(sb.b);
+        const std::string base = bv.name + ".s8";
+        const ir::Shape shape = bv.shape;
+        b_s8 = graph->AddValue(UniqueName(*graph, base), DType::kI8, shape);
+        ir::Node quantize;
+        quantize.op = "QuantizeLinear";
+        quantize.outputs = {b_s8};
+        if (sb.producer >= 0) {
+          const ir::Node& bq = graph->nodes()[sb.producer];
+          quantize.attrs = bq.attrs;
+          quantize.inputs = {bq.inputs[0], bq.inputs[1],
+                             add_constant(base + ".zero_point",
+                                          Tensor::Scalar<int8_t>(
+                                              static_cast<int8_t>(sb.zero_point - 128)))};
+        } else {
+          const ValueId f32 =
+              graph->AddValue(UniqueName(*graph, base + ".f32"), DType::kF32, shape);
+          const ValueId one = add_constant(base + ".one", Tensor::Scalar<float>(1.0f));
+          ir::Node dequantize;
+          dequantize.op = "DequantizeLinear";
+          dequantize.inputs = {sb.b, one,
+                               add_constant(base + ".u8_zero_point", Tensor::Scalar<uint8_t>(128))};
+          dequantize.outputs = {f32};
+          nodes.push_back(std::move(dequantize));
+          quantize.inputs = {f32, one,
+                             add_constant(base + ".zero_point", Tensor::Scalar<int8_t>(0))};
+        }
+        nodes.push_back(std::move(quantize));
+        s8_of[sb.b] = b_s8;
+      }
+    }
     if (r.reshape) {
       const ValueId x4 = graph->AddValue(UniqueName(*graph, graph->value(r.x).name + ".as_1x1"),
                                          graph->value(r.x).dtype, r.x_shape);
@@ -428,6 +642,10 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
         inputs.push_back(s.existing);
         continue;
       }
+      if (s.tensor == nullptr) {  // a u8 activation B, as s8
+        inputs.push_back(b_s8);
+        continue;
+      }
       const ValueId v = graph->AddValue(UniqueName(*graph, s.name), s.tensor->dtype(), s.tensor->shape());
       graph->SetConstant(v, s.tensor);
       inputs.push_back(v);
@@ -435,6 +653,10 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
     ValueId out = q_out;
     if (r.reshape) {
       out = graph->AddValue(UniqueName(*graph, graph->value(q_out).name + ".1x1"), r.y_dtype, r.y_shape);
+    }
+    if (r.to_float_scale.has_value()) {
+      out = graph->AddValue(UniqueName(*graph, graph->value(q_out).name + ".i32"), r.y_dtype,
+                            r.y_shape);
     }
     ir::Node call;
     call.name = f.name;
@@ -444,6 +666,21 @@ absl::StatusOr<bool> FuseQdq::Run(ir::Graph* graph) {
     call.attrs = r.attrs;
     nodes.push_back(std::move(call));
     if (r.reshape) nodes.push_back(Reshape(graph, out, q_out, graph->value(q_out).shape));
+    if (r.to_float_scale.has_value()) {
+      const std::string base = graph->value(q_out).name;
+      const ValueId f32 = graph->AddValue(UniqueName(*graph, base + ".f32"), DType::kF32, r.y_shape);
+      ir::Node cast;
+      cast.op = "Cast";
+      cast.inputs = {out};
+      cast.outputs = {f32};
+      cast.attrs["to"] = int64_t{1};
+      nodes.push_back(std::move(cast));
+      ir::Node mul;
+      mul.op = "Mul";
+      mul.inputs = {f32, add_constant(base + ".scale", Tensor::Scalar<float>(*r.to_float_scale))};
+      mul.outputs = {q_out};
+      nodes.push_back(std::move(mul));
+    }
     remove[f.anchor] = true;
     if (f.act >= 0) remove[f.act] = true;
   }

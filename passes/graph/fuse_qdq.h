@@ -21,7 +21,7 @@ namespace kiln::passes {
 struct QdqPattern {
   std::string node;  // the Conv / Gemm / MatMul (its name, or its result's)
   std::string anchor;  // its op
-  std::string op;      // "QLinearConv" / "QLinearMatMul", empty when left f32
+  std::string op;      // "QLinearConv" / "QLinearMatMul" / "MatMulInteger", empty when left f32
   std::string reason;  // why it stayed f32
 };
 
@@ -34,8 +34,20 @@ struct QdqPattern {
 //   DQ(x [M,K]) , DQ(W const) [, C] -> Gemm [-> Relu | Clip] -> Q
 //       => Reshape -> QLinearConv (1x1, with bias) -> Reshape
 //   DQ(x) , DQ(B const 2-D) -> MatMul [-> Relu | Clip] -> Q   => QLinearMatMul
+//   DQ(a) , DQ(b) -> MatMul [-> Relu | Clip] -> Q               => QLinearMatMul
 // where x's and the output's scale and zero point are one constant each and
-// the weights' one or one per output channel. The bias (a DequantizeLinear
+// the weights' one or one per output channel. In the last form b is an
+// activation (attention's Q x K^T, softmax x V), batched like a, with one
+// constant scale and zero point; a u8 b is read as the s8 value b - 128
+// with zero point - 128 (the call library takes s8 B only), written by a
+// QuantizeLinear of b's own input with the shifted zero point when b is a
+// QuantizeLinear's result (so it is computed where b is), else by
+// QuantizeLinear(DequantizeLinear(b, 1, 128), 1, 0). A zero point whose type
+// is not its tensor's, or whose count is not its scale's, is
+// InvalidArgument naming the node (ONNX forbids both). A MatMul of two
+// dequantized activations whose f32 result no QuantizeLinear reads becomes
+//   MatMulInteger(a, b [as s8], a_zp, b_zp) -> Cast(f32) -> Mul(a_scale * b_scale)
+// (ONNX Runtime's MatMulIntegerToFloat), listed with op "MatMulInteger". The bias (a DequantizeLinear
 // of i32 or an f32 constant) becomes i32 in units of x_scale * w_scale[c]:
 // as it is when its scale is that product (onnxruntime's), else rounded once
 // (at most half a unit of the accumulator, within the one-step rule of

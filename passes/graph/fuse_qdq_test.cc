@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/substitute.h"
 #include "interp/compare.h"
+#include "ir/graph/text.h"
 #include "passes/pass_test_util.h"
 
 namespace kiln::passes {
@@ -323,6 +324,176 @@ TEST(FuseQdq, OracleRefusalKeepsTheF32PatternWithItsReason) {
   ASSERT_EQ(pass.patterns().size(), 1u);
   EXPECT_EQ(pass.patterns()[0].node, "c");
   EXPECT_EQ(pass.patterns()[0].reason, "weights outside [-64, 64] and no VNNI");
+}
+
+// Attention's Q x K^T in a QDQ model: both operands u8 activations, batched
+// 4-D, nonzero zero points. b is a QuantizeLinear's result, so its s8 form
+// b - 128 is a second QuantizeLinear of the same input (zero point 125 - 128).
+TEST(FuseQdq, ActivationTimesActivationBecomesQLinearMatMulWithS8B) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%qin: f32[1,2,4,16], %kin: f32[1,2,16,5]) -> (%y) opset 13 {
+  %as = constant f32[] 0.021
+  %az = constant u8[] 129
+  %bs = constant f32[] 0.02
+  %bz = constant u8[] 125
+  %ys = constant f32[] 0.11
+  %yz = constant u8[] 127
+  %a = QuantizeLinear(%qin, %as, %az) : u8[1,2,4,16]
+  %b = QuantizeLinear(%kin, %bs, %bz) : u8[1,2,16,5]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[1,2,4,16]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[1,2,16,5]
+  %c = MatMul(%ad, %bd) : f32[1,2,4,5]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[1,2,4,5]
+}
+// CHECK: %b.s8.zero_point = constant i8[] -3
+// CHECK: %b.s8.zero_point.1 = constant i8[] -3
+// CHECK: %b.s8 = QuantizeLinear(%kin, %bs, %b.s8.zero_point) : i8[1,2,16,5]
+// CHECK: %y = QLinearMatMul(%a, %as, %az, %b.s8, %bs, %b.s8.zero_point.1, %ys, %yz) name="c"
+// CHECK-NOT: MatMul(
+)", OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+  ASSERT_EQ(pass.patterns().size(), 1u);
+  EXPECT_EQ(pass.patterns()[0].op, "QLinearMatMul");
+}
+
+// softmax x V with a u8 b that is not a QuantizeLinear's result (a
+// Transpose of one): b - 128 is computed as Q(DQ(b, 1, 128), 1, 0). a's
+// zero point is 0 (a softmax's), b broadcasts over a's batch.
+TEST(FuseQdq, ActivationBNotFromAQuantizeIsShiftedExactly) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%p: f32[2,3,4,6], %vin: f32[1,1,5,6]) -> (%y) opset 13 {
+  %as = constant f32[] 0.003921569
+  %az = constant u8[] 0
+  %bs = constant f32[] 0.0222
+  %bz = constant u8[] 131
+  %ys = constant f32[] 0.009
+  %yz = constant u8[] 130
+  %a = QuantizeLinear(%p, %as, %az) : u8[2,3,4,6]
+  %v = QuantizeLinear(%vin, %bs, %bz) : u8[1,1,5,6]
+  %b = Transpose(%v) {perm=[0, 1, 3, 2]} : u8[1,1,6,5]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[2,3,4,6]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[1,1,6,5]
+  %c = MatMul(%ad, %bd) : f32[2,3,4,5]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[2,3,4,5]
+}
+// CHECK: %b.s8.f32 = DequantizeLinear(%b, %b.s8.one, %b.s8.u8_zero_point) : f32[1,1,6,5]
+// CHECK: %b.s8 = QuantizeLinear(%b.s8.f32, %b.s8.one, %b.s8.zero_point) : i8[1,1,6,5]
+// CHECK: %y = QLinearMatMul(%a, %as, %az, %b.s8, %bs, %b.s8.zero_point.1, %ys, %yz) name="c"
+)", OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+}
+
+// s8 x s8 -> s8 (ONNX allows every u8/s8 combination of a, b and y): b is
+// read as it is.
+TEST(FuseQdq, S8ActivationsTakeBAsItIs) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%qin: f32[3,4,16], %kin: f32[3,16,7]) -> (%y) opset 13 {
+  %as = constant f32[] 0.02
+  %az = constant i8[] -5
+  %bs = constant f32[] 0.015
+  %bz = constant i8[] 3
+  %ys = constant f32[] 0.08
+  %yz = constant i8[] -2
+  %a = QuantizeLinear(%qin, %as, %az) : i8[3,4,16]
+  %b = QuantizeLinear(%kin, %bs, %bz) : i8[3,16,7]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[3,4,16]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[3,16,7]
+  %c = MatMul(%ad, %bd) : f32[3,4,7]
+  %y = QuantizeLinear(%c, %ys, %yz) : i8[3,4,7]
+}
+// CHECK: %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) name="c"
+// CHECK-NOT: .s8
+)", OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+}
+
+TEST(FuseQdq, ActivationBWithPerAxisScaleStaysF32) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%qin: f32[4,6], %kin: f32[6,3]) -> (%y) opset 13 {
+  %as = constant f32[] 0.02
+  %az = constant u8[] 128
+  %bs = constant f32[3] [0.01, 0.02, 0.03]
+  %bz = constant u8[3] [120, 128, 130]
+  %ys = constant f32[] 0.08
+  %yz = constant u8[] 128
+  %a = QuantizeLinear(%qin, %as, %az) : u8[4,6]
+  %b = QuantizeLinear(%kin, %bs, %bz) {axis=1} : u8[6,3]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[4,6]
+  %bd = DequantizeLinear(%b, %bs, %bz) {axis=1} : f32[6,3]
+  %c = MatMul(%ad, %bd) : f32[4,3]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[4,3]
+}
+// CHECK: %c = MatMul(%ad, %bd)
+)", OneStep());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->changed);
+  ASSERT_EQ(pass.patterns().size(), 1u);
+  EXPECT_THAT(pass.patterns()[0].reason, HasSubstr("per-axis scale of an activation B"));
+}
+
+// ONNX: a (De)QuantizeLinear's zero point has its tensor's type and its
+// scale's shape. Either broken is InvalidArgument naming the node.
+TEST(FuseQdq, InconsistentZeroPointsNameTheNode) {
+  const std::string graph = R"(
+graph main(%a: u8[2,4,6], %b: u8[2,6,3]) -> (%y) opset 13 {
+  %as = constant f32[] 0.02
+  %az = constant u8[] 128
+  %bs = constant f32[] 0.015
+  %bz = constant $0
+  %ys = constant f32[] 0.08
+  %yz = constant u8[] 128
+  %ad = DequantizeLinear(%a, %as, %az) : f32[2,4,6]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[2,6,3]
+  %c = MatMul(%ad, %bd) : f32[2,4,3]
+  %y = QuantizeLinear(%c, %ys, %yz) : u8[2,4,3]
+}
+)";
+  for (const char* bad : {"i8[] 3", "u8[2] [1, 2]"}) {
+    absl::StatusOr<ir::Graph> g = ir::ParseGraph(absl::Substitute(graph, bad));
+    ASSERT_TRUE(g.ok()) << g.status();
+    FuseQdq pass;
+    absl::StatusOr<bool> r = pass.Run(&*g);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr("node 'bd' (DequantizeLinear)")) << r.status();
+  }
+}
+
+// DQ(a) x DQ(b) -> MatMul whose f32 result no QuantizeLinear reads: the
+// exact integer product, converted and scaled once (ONNX Runtime's
+// MatMulIntegerToFloat); b u8, read as s8.
+TEST(FuseQdq, ActivationMatMulWithF32ResultBecomesMatMulIntegerTimesScale) {
+  FuseQdq pass;
+  absl::StatusOr<PassCheckResult> r = RunPassAndCheck(pass, R"(
+graph main(%qin: f32[2,3,16], %kin: f32[2,16,5]) -> (%c) opset 13 {
+  %as = constant f32[] 0.021
+  %az = constant u8[] 129
+  %bs = constant f32[] 0.02
+  %bz = constant u8[] 125
+  %a = QuantizeLinear(%qin, %as, %az) : u8[2,3,16]
+  %b = QuantizeLinear(%kin, %bs, %bz) : u8[2,16,5]
+  %ad = DequantizeLinear(%a, %as, %az) : f32[2,3,16]
+  %bd = DequantizeLinear(%b, %bs, %bz) : f32[2,16,5]
+  %c = MatMul(%ad, %bd) : f32[2,3,5]
+}
+// CHECK: %c.scale = constant f32[] 0.00042
+// CHECK: %b.s8 = QuantizeLinear(%kin, %bs, %b.s8.zero_point)
+// CHECK: %c.i32 = MatMulInteger(%a, %b.s8, %az, %b.s8.zero_point.1) name="c" : i32[2,3,5]
+// CHECK: %c.f32 = Cast(%c.i32) {to=1}
+// CHECK: %c = Mul(%c.f32, %c.scale)
+// CHECK-NOT: MatMul(
+)", {1e-5, 1e-6, std::nullopt});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->changed);
+  ASSERT_EQ(pass.patterns().size(), 1u);
+  EXPECT_EQ(pass.patterns()[0].op, "MatMulInteger");
 }
 
 }  // namespace

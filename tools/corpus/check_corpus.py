@@ -196,6 +196,13 @@ def check_one(m, args):
             res["check_noopt"] = "PASS" if rc2 == 0 else "FAIL"
         except Exception as e:  # noqa: BLE001 — recorded
             res["check_noopt"] = f"ERROR {type(e).__name__}: {e}"[:200]
+        # The int8 rule (docs/quantization.md, as peer_bench.py applies it):
+        # within the tolerance of either ORT reference, its fused int8 kernels
+        # or ONNX's Q/DQ arithmetic (graph optimizations off); the table shows
+        # both errors and which one passed.
+        if res["check"] == "FAIL" and res.get("check_noopt") == "PASS":
+            res["check"] = "PASS"
+            res["check_basis"] = "ORT unfused"
     if rc != 0:
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         errs = [ln for ln in lines if re.search(r"error|FAIL|failed|unsupported|too large",
@@ -231,7 +238,8 @@ def write_md(results, path):
         n = r.get("max_rel_err_noopt")
         noopt = f"{r.get('check_noopt')} {n:.1e}" if n is not None else \
             r.get("check_noopt", "")
-        L.append(f"| {r['name']} | {r['origin']} | {r['precision']} | {r['check']} | "
+        verdict = r["check"] + (f" ({r['check_basis']})" if r.get("check_basis") else "")
+        L.append(f"| {r['name']} | {r['origin']} | {r['precision']} | {verdict} | "
                  f"{rel_s} ({r['max_rel_tolerance']:g}) | {noopt} | "
                  f"{e.get('kernels', '—')} | "
                  f"{e.get('scalar_kernels', '—')} | {e.get('library_calls', '—')} | "
