@@ -558,6 +558,73 @@ void CheckQuantized(const QuantCase& c) {
   rq.scale = scale.data<float>();
   rq.zero_point = c.zp_absent ? nullptr : zp.raw_data();
   rq.per_column = c.per_column;
+
+  // The same LSTM as graph pass fuse-dequantize-lstm writes it
+  // (kiln.FusedLSTM, scales [D] or [D, 4H]), lowered and run as an extern
+  // kernel in each form: the 8-bit recurrence, and oneDNN's primitive over
+  // the dequantized R.
+  {
+    const Shape pshape = c.per_column ? Shape{D, G * H} : Shape{D};
+    absl::StatusOr<Tensor> s2 = scale.Reshaped(pshape);
+    absl::StatusOr<Tensor> z2 = zp.Reshaped(pshape);
+    ASSERT_TRUE(s2.ok() && z2.ok());
+    std::string fused = absl::StrCat("graph main(%x: f32[", c.seq, ",", N, ",", c.input, "]");
+    if (c.init) absl::StrAppend(&fused, ", %h0: ", state, ", %c0: ", state);
+    absl::StrAppend(&fused, ") -> (%y, %yh, %yc) opset 17 {\n  %w = constant ", print(w),
+                    "\n  %b = constant ", print(b), "\n  %q = constant ", print(q),
+                    "\n  %s = constant ", print(*s2), "\n");
+    if (!c.zp_absent) absl::StrAppend(&fused, "  %z = constant ", print(*z2), "\n");
+    if (c.peephole) absl::StrAppend(&fused, "  %p = constant ", print(peep), "\n");
+    absl::StrAppend(&fused, "  %y, %yh, %yc = kiln.FusedLSTM(%x, %w, %q, %b, _, ",
+                    c.init ? "%h0, %c0, " : "_, _, ", c.peephole ? "%p, " : "_, ",
+                    c.zp_absent ? "%s" : "%s, %z", ") {direction=\"", c.direction,
+                    "\", hidden_size=", H, "} : f32[", c.seq, ",", D, ",", N, ",", H, "], ",
+                    state, ", ", state, "\n}\n");
+    absl::StatusOr<Lowered> l = Lower(fused);
+    ASSERT_TRUE(l.ok()) << l.status() << "\n" << fused;
+    const ir::loop::Kernel& ext = *l->ext;
+    EXPECT_EQ(ext.call.op, "kiln.FusedLSTM");
+    using Form = OneDnnCallOptions::RnnForm;
+    for (Form form : {Form::kAuto, Form::kSequence, Form::kPrimitive}) {
+      OneDnnCallOptions options;
+      options.rnn_form = form;
+      absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> k =
+          OneDnnExternKernel::Create(l->lp.program, ext, l->lp.constants, options);
+      ASSERT_TRUE(k.ok()) << k.status();
+      const bool sequence = form == Form::kSequence || (form == Form::kAuto && N <= 2);
+      EXPECT_EQ(absl::StartsWith((*k)->info().impl, "kiln:lstm_steps_s8r("), sequence)
+          << (*k)->info().impl;
+      std::map<int32_t, Tensor> storage;
+      for (size_t i = 0; i < inputs.size(); ++i) storage.emplace(l->lp.inputs[i], inputs[i]);
+      for (const auto& [buf, data] : l->lp.constants) storage.emplace(buf, *data);
+      for (int32_t buf : ext.call.outputs) {
+        const ir::loop::Buffer& bb = l->lp.program.buffers[buf];
+        Tensor t(bb.dtype, bb.shape);
+        for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = NAN;
+        storage.emplace(buf, std::move(t));
+      }
+      std::vector<void*> in_ptrs, out_ptrs;
+      for (int32_t buf : ext.call.inputs) {
+        ASSERT_TRUE(storage.count(buf)) << "extern reads a buffer computed by a loop kernel";
+        in_ptrs.push_back(storage.at(buf).raw_data());
+      }
+      for (int32_t buf : ext.call.outputs) out_ptrs.push_back(storage.at(buf).raw_data());
+      for (int rep = 0; rep < 2; ++rep) {
+        absl::Status st = (*k)->Run(in_ptrs, out_ptrs);
+        ASSERT_TRUE(st.ok()) << st;
+      }
+      interp::Tolerance tol;
+      tol.rtol = 1e-4;
+      tol.atol = 1e-5;
+      ASSERT_EQ(l->lp.outputs.size(), 3u);
+      for (size_t o = 0; o < 3; ++o) {
+        interp::CompareResult r =
+            interp::CompareTensors(storage.at(l->lp.outputs[o]), (*want)[o], tol);
+        EXPECT_TRUE(r.ok) << (*k)->info().call << ": output " << o << ": " << r.message;
+      }
+    }
+  }
+
   absl::StatusOr<std::unique_ptr<RnnSequence>> seq =
       RnnSequence::Create(shape, w.data<float>(), rq, b.data<float>(),
                           c.peephole ? peep.data<float>() : nullptr, true, "test");
