@@ -25,7 +25,8 @@ namespace {
 
 // The graph passes kiln's eager mode turns off: they fold or fuse ops.
 constexpr const char* kEagerDisabledGraphPasses[] = {
-    "fuse-qdq", "fold-batch-norm", "fold-binary-into-weights", "fuse-onednn-post-ops"};
+    "fuse-qdq", "fuse-dequantize-lstm", "fold-batch-norm", "fold-binary-into-weights",
+    "fuse-onednn-post-ops"};
 
 // Each pipeline's options: the passes to skip and the observer's hooks.
 struct PassOptions {

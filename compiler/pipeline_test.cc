@@ -128,8 +128,8 @@ TEST(Pipeline, DumpObserverWritesGraphLoopAndCpp) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(ReadFile(dir + "/graph/00-input.txt"), HasSubstr("= BatchNormalization("));
   // fold-batch-norm changed the graph; fold-constant-transpose had nothing.
-  EXPECT_EQ(ReadFile(dir + "/graph/06-fold-constant-transpose.txt"), "(unchanged)\n");
-  EXPECT_THAT(ReadFile(dir + "/graph/07-fold-batch-norm.txt"),
+  EXPECT_EQ(ReadFile(dir + "/graph/07-fold-constant-transpose.txt"), "(unchanged)\n");
+  EXPECT_THAT(ReadFile(dir + "/graph/08-fold-batch-norm.txt"),
               ::testing::Not(HasSubstr("= BatchNormalization(")));
   EXPECT_THAT(ReadFile(dir + "/loop/00-input.txt"), HasSubstr("kernel "));
   EXPECT_TRUE(fs::exists(dir + "/loop/06-propagate-layout.txt"));

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "passes/graph/fuse_dequantize_lstm.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph/fuse_qdq.h"
 
@@ -22,6 +23,11 @@ absl::Status ReportObserver::AfterGraphPass(int index, const passes::GraphPass* 
   }
   if (const auto* qdq = dynamic_cast<const passes::FuseQdq*>(pass)) {
     for (const auto& p : qdq->patterns()) {
+      report_->qdq_patterns.push_back({p.node, p.anchor, p.op, p.reason});
+    }
+  }
+  if (const auto* lstm = dynamic_cast<const passes::FuseDequantizeLstm*>(pass)) {
+    for (const auto& p : lstm->patterns()) {
       report_->qdq_patterns.push_back({p.node, p.anchor, p.op, p.reason});
     }
   }

@@ -1,10 +1,12 @@
 // File: interp/fused.cc — reference kernels of kiln's own fused library-call ops
-// (domain "kiln"): FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm. Each
-// runs its anchor with the ONNX op's reference kernel, then applies the post-op
-// chain in order.
+// (domain "kiln"): FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm run
+// their anchor with the ONNX op's reference kernel, then apply the post-op
+// chain in order; FusedLSTM runs the reference DequantizeLinear on its 8-bit
+// R, then the reference LSTM.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -194,9 +196,72 @@ absl::StatusOr<std::vector<Tensor>> Fused(OpContext& ctx,
   return std::vector<Tensor>{std::move(y)};
 }
 
+// kiln.FusedLSTM (passes/graph/fuse_dequantize_lstm.h): inputs X, W, R_q, B,
+// sequence_lens, initial_h, initial_c, P, R_scale, R_zero_point; the LSTM's
+// R is DequantizeLinear(R_q, R_scale, R_zero_point) with R_q [D, 4H, H] and
+// R_scale [D] (per direction) or [D, 4H] (per column), the zero point of the
+// scale's shape or absent.
+absl::StatusOr<std::vector<Tensor>> FusedLstm(OpContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* q, ctx.Input(2));
+  KILN_ASSIGN_OR_RETURN(const Tensor* scale, ctx.Input(8));
+  const Tensor* zp = ctx.has_input(9) ? ctx.inputs[9] : nullptr;
+  if (q->rank() != 3) return ctx.Error("R_q must have rank 3, got ", q->TypeString());
+  const Shape per_direction = {q->dim(0)};
+  const Shape per_column = {q->dim(0), q->dim(1)};
+  if (scale->shape() != per_direction && scale->shape() != per_column) {
+    return ctx.Error("R_scale is ", scale->TypeString(), "; it must be ",
+                     ir::ShapeToString(per_direction), " or ", ir::ShapeToString(per_column));
+  }
+  if (zp != nullptr && zp->shape() != scale->shape()) {
+    return ctx.Error("R_zero_point is ", zp->TypeString(), " but R_scale is ",
+                     scale->TypeString());
+  }
+  // Both forms are one DequantizeLinear along axis 0: per column over R_q
+  // viewed as [D * 4H, H].
+  const int64_t rows = scale->num_elements();
+  KILN_ASSIGN_OR_RETURN(Tensor q2, q->ShareReshaped({rows, q->num_elements() / rows}));
+  KILN_ASSIGN_OR_RETURN(Tensor s2, scale->ShareReshaped({rows}));
+  std::optional<Tensor> z2;
+  if (zp != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Tensor z, zp->ShareReshaped({rows}));
+    z2 = std::move(z);
+  }
+  ir::Node dq = ctx.node;
+  dq.domain.clear();
+  dq.op = "DequantizeLinear";
+  dq.attrs.clear();
+  dq.attrs["axis"] = int64_t{0};
+  dq.inputs = {ctx.node.inputs[2], ctx.node.inputs[8],
+               zp != nullptr ? ctx.node.inputs[9] : ir::kNoValue};
+  dq.outputs.clear();  // f32, the scale's type
+  const OpKernel* dequantize = OpRegistry::Default().Find("DequantizeLinear");
+  const OpKernel* lstm_kernel = OpRegistry::Default().Find("LSTM");
+  if (dequantize == nullptr || lstm_kernel == nullptr) {
+    return kiln::InternalError("no reference kernel for DequantizeLinear or LSTM");
+  }
+  OpContext dq_ctx{dq, ctx.graph, std::max<int64_t>(ctx.opset, 13),
+                   {&q2, &s2, z2.has_value() ? &*z2 : nullptr}, ctx.run_subgraph,
+                   ctx.max_result_elements};
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> r, (*dequantize)(dq_ctx));
+  if (r.empty()) return kiln::InternalError("DequantizeLinear kernel produced nothing");
+  KILN_ASSIGN_OR_RETURN(Tensor r3, r[0].Reshaped(q->shape()));
+
+  ir::Node lstm = ctx.node;
+  lstm.domain.clear();
+  lstm.op = "LSTM";
+  if (lstm.inputs.size() > 8) lstm.inputs.resize(8);
+  std::vector<const Tensor*> inputs(ctx.inputs.begin(),
+                                    ctx.inputs.begin() + std::min(ctx.num_inputs(), 8));
+  inputs[2] = &r3;
+  OpContext lstm_ctx{lstm, ctx.graph, ctx.opset, std::move(inputs), ctx.run_subgraph,
+                     ctx.max_result_elements};
+  return (*lstm_kernel)(lstm_ctx);
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry* r) {
+  r->Register("kiln.FusedLSTM", FusedLstm);
   for (const char* op : {"Conv", "ConvTranspose", "MatMul", "Gemm"}) {
     const std::string anchor = op;
     r->Register(absl::StrCat("kiln.Fused", op),

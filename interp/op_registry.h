@@ -95,7 +95,8 @@ void RegisterObjectDetectionOps(OpRegistry* registry);
 void RegisterRnnOps(OpRegistry* registry);
 void RegisterControlFlowOps(OpRegistry* registry);
 // kiln's own ops (domain "kiln"), registered as "kiln.<Op>": the fused
-// library calls FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm.
+// library calls FusedConv, FusedConvTranspose, FusedMatMul, FusedGemm and
+// FusedLSTM.
 void RegisterFusedOps(OpRegistry* registry);
 
 }  // namespace kiln::interp

@@ -7,8 +7,9 @@
 
 namespace kiln::lowering {
 
-// kiln's fused library-call ops (passes/graph/fuse_onednn_post_ops.h):
-// "FusedConv", "FusedConvTranspose", "FusedMatMul", "FusedGemm". LowerGraph
+// kiln's fused library-call ops (passes/graph/fuse_onednn_post_ops.h,
+// fuse_dequantize_lstm.h): "FusedConv", "FusedConvTranspose", "FusedMatMul",
+// "FusedGemm", "FusedLSTM". LowerGraph
 // lowers domain-"kiln" nodes of these ops to "kiln.Fused*" extern kernels
 // carrying all their attributes.
 bool IsKilnFusedOp(absl::string_view op);

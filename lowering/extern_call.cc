@@ -30,11 +30,13 @@ namespace {
 
 constexpr char kFusedNodesAttr[] = "fused_nodes";
 
-// Integer library calls read their scales, zero points and weights when the
+// Integer library calls (and kiln.FusedLSTM, whose 8-bit R is packed with its
+// scales and zero points) read their scales, zero points and weights when the
 // call is built (the weights minus their zero point, requantization scales):
 // every constant input, splats included, is passed as its constant buffer.
 // Other calls keep splat constants as the fill kernels lowering gives them.
 bool ReadsConstantBuffers(const ir::Node& n) {
+  if (n.domain == ir::loop::kKilnDomain) return n.op == "FusedLSTM";  // its 8-bit R
   return n.domain.empty() && (n.op == "ConvInteger" || n.op == "QLinearConv" ||
                               n.op == "MatMulInteger" || n.op == "QLinearMatMul");
 }

@@ -1,7 +1,8 @@
 // File: lowering/fused.cc — lowerings of kiln's own ops (domain "kiln"): the
 // fused library calls the default graph pipeline makes
-// (passes/graph/fuse_onednn_post_ops.h) lower to "kiln.Fused*" extern kernels
-// carrying all their attributes, like the ONNX ops they replace.
+// (passes/graph/fuse_onednn_post_ops.h, fuse_dequantize_lstm.h) lower to
+// "kiln.Fused*" extern kernels carrying all their attributes, like the ONNX
+// ops they replace.
 #include <algorithm>
 #include <iterator>
 
@@ -12,8 +13,8 @@
 namespace kiln::lowering {
 namespace {
 
-constexpr const char* kKilnFusedOps[] = {"FusedConv", "FusedConvTranspose",
-                                         "FusedMatMul", "FusedGemm"};
+constexpr const char* kKilnFusedOps[] = {"FusedConv", "FusedConvTranspose", "FusedMatMul",
+                                         "FusedGemm", "FusedLSTM"};
 
 }  // namespace
 

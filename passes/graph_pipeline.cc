@@ -16,6 +16,7 @@
 #include "passes/graph/fold_cast_chains.h"
 #include "passes/graph/fold_constant_transpose.h"
 #include "passes/graph/fold_dequantize_linear.h"
+#include "passes/graph/fuse_dequantize_lstm.h"
 #include "passes/graph/fuse_qdq.h"
 #include "passes/graph/fuse_onednn_post_ops.h"
 #include "passes/graph/integer_calls_in_f32.h"
@@ -34,8 +35,9 @@ constexpr std::unique_ptr<GraphPass> (*kGraphPasses[])() = {
     Create<EliminateIdentity>,
     Create<FoldBatchNorm>,          Create<FoldBinaryIntoWeights>,
     Create<FoldCastChains>,         Create<FoldConstantTranspose>,
-    Create<FoldDequantizeLinear>,   Create<FuseOneDnnPostOps>,
-    Create<FuseQdq>,                Create<IntegerCallsInF32>,
+    Create<FoldDequantizeLinear>,   Create<FuseDequantizeLstm>,
+    Create<FuseOneDnnPostOps>,      Create<FuseQdq>,
+    Create<IntegerCallsInF32>,
 };
 
 }  // namespace
@@ -106,8 +108,11 @@ GraphPipeline DefaultGraphPipeline(IntegerCallOracle integer_call_oracle) {
   // between a bias and its Conv gone). The call library decides which
   // patterns become integer calls.
   p.Add(std::make_unique<FuseQdq>(integer_call_oracle));
-  // Right after: what fuse-qdq left in f32 gets constant f32 weights, which
-  // the folds below and oneDNN's prepacking need.
+  // An LSTM's R as DequantizeLinear of 8-bit constants likewise, before the
+  // fold makes it f32: the library keeps big ones 8-bit (decision 0074).
+  p.Add(std::make_unique<FuseDequantizeLstm>(integer_call_oracle));
+  // Right after: what fuse-qdq and fuse-dequantize-lstm left in f32 gets
+  // constant f32 weights, which the folds below and oneDNN's prepacking need.
   p.Add(std::make_unique<FoldDequantizeLinear>());
   // Before the weight folds: MatMul(x, Transpose(W)) must read a plain
   // constant for its W to be foldable (and prepackable later).

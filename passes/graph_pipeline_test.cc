@@ -50,9 +50,9 @@ TEST(GraphPipeline, DefaultOrder) {
   EXPECT_EQ(DefaultGraphPipeline().PassNames(),
             (std::vector<std::string>{
                 "compute-f16-in-f32", "fold-cast-chains", "eliminate-identity",
-                "fuse-qdq", "fold-dequantize-linear", "fold-constant-transpose", "fold-batch-norm",
-                "fold-binary-into-weights", "integer-calls-in-f32", "fuse-onednn-post-ops",
-                "eliminate-dead-code"}));
+                "fuse-qdq", "fuse-dequantize-lstm", "fold-dequantize-linear",
+                "fold-constant-transpose", "fold-batch-norm", "fold-binary-into-weights",
+                "integer-calls-in-f32", "fuse-onednn-post-ops", "eliminate-dead-code"}));
 }
 
 // The registry and the default pipeline name the same passes.
@@ -89,14 +89,14 @@ TEST(GraphPipeline, RunsAllPassesAndObservesEach) {
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
                             "3 eliminate-identity 1", "4 fuse-qdq 0",
-                            "5 fold-dequantize-linear 0", "6 fold-constant-transpose 0",
-                            "7 fold-batch-norm 0", "8 fold-binary-into-weights 0",
-                            "9 integer-calls-in-f32 0", "10 fuse-onednn-post-ops 0",
-                            "11 eliminate-dead-code 1"}));
+                            "5 fuse-dequantize-lstm 0", "6 fold-dequantize-linear 0",
+                            "7 fold-constant-transpose 0", "8 fold-batch-norm 0",
+                            "9 fold-binary-into-weights 0", "10 integer-calls-in-f32 0",
+                            "11 fuse-onednn-post-ops 0", "12 eliminate-dead-code 1"}));
   EXPECT_NE(seen.texts[0].find("Identity"), std::string::npos);
   EXPECT_EQ(seen.texts[3].find("Identity"), std::string::npos);
-  EXPECT_NE(seen.texts[10].find("Exp"), std::string::npos);
-  EXPECT_EQ(seen.texts[11].find("Exp"), std::string::npos);
+  EXPECT_NE(seen.texts[11].find("Exp"), std::string::npos);
+  EXPECT_EQ(seen.texts[12].find("Exp"), std::string::npos);
 }
 
 TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
@@ -109,9 +109,9 @@ TEST(GraphPipeline, DisabledPassIsNotObservedAndObserverErrorStops) {
   EXPECT_EQ(seen.calls, (std::vector<std::string>{
                             "0 input 0", "1 compute-f16-in-f32 0", "2 fold-cast-chains 0",
                             "3 eliminate-identity 1", "4 fuse-qdq 0",
-                            "5 fold-dequantize-linear 0", "6 fold-constant-transpose 0",
-                            "8 fold-binary-into-weights 0", "9 integer-calls-in-f32 0",
-                            "10 fuse-onednn-post-ops 0"}));
+                            "5 fuse-dequantize-lstm 0", "6 fold-dequantize-linear 0",
+                            "7 fold-constant-transpose 0", "9 fold-binary-into-weights 0",
+                            "10 integer-calls-in-f32 0", "11 fuse-onednn-post-ops 0"}));
   opts.observer = [](int index, const GraphPass*, bool, const ir::Graph&) {
     return index == 2 ? absl::InternalError("stop") : absl::OkStatus();
   };

@@ -45,8 +45,12 @@ using ir::loop::kAttrInputSlots;
 using ir::loop::kAttrOutputSlots;
 using ir::loop::kOnnxOpPrefix;
 
-// ONNX input / output positions.
-enum InputSlot { kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kNumInputSlots };
+// ONNX input / output positions; kiln.FusedLSTM's R is 8-bit, its scale and
+// zero point follow P.
+enum InputSlot {
+  kX = 0, kW, kR, kB, kSeqLens, kInitH, kInitC, kP, kRScale, kRZeroPoint, kNumInputSlots
+};
+constexpr int kOnnxInputSlots = kRScale;
 enum OutputSlot { kY = 0, kYh, kYc, kNumOutputSlots };
 
 enum class Cell { kLstm, kGru, kLbrGru, kRnn };
@@ -67,10 +71,15 @@ struct Problem {
   std::string activation_name;
   // Call input index of each ONNX input slot (-1: absent), call output
   // index of each output slot.
-  int in[kNumInputSlots] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int in[kNumInputSlots] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
   int out[kNumOutputSlots] = {-1, -1, -1};
-  // Constant data of W, R, B, P (nullptr: absent or read at Run).
+  // Constant data of W, R, B, P (nullptr: absent or read at Run; R: until
+  // dequantized, for an 8-bit R).
   const float* constant[kNumInputSlots] = {};
+  // kiln.FusedLSTM: R as 8-bit constants (decision 0074).
+  bool quantized_r = false;
+  QuantizedRecurrence r8;
+  const Tensor* r8_q = nullptr;
 };
 
 // Reads the call's attributes and buffers; every error names the kernel.
@@ -151,8 +160,9 @@ absl::Status ReadActivations(const Reader& rd, Problem& pb) {
 absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
   const Kernel& k = rd.kernel();
   Problem pb;
-  if (op == "LSTM") {
+  if (op == "LSTM" || op == "FusedLSTM") {
     pb.cell = Cell::kLstm;
+    pb.quantized_r = op == "FusedLSTM";
   } else if (op == "GRU") {
     pb.cell = Cell::kGru;
   } else {
@@ -164,7 +174,9 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
   if (in_slots.size() != k.call.inputs.size() || out_slots.size() != k.call.outputs.size()) {
     return rd.Invalid("slot attributes do not match the call's buffers");
   }
-  const int max_in = pb.cell == Cell::kLstm ? kNumInputSlots : kInitC;
+  const int max_in = pb.quantized_r           ? kNumInputSlots
+                     : pb.cell == Cell::kLstm ? kOnnxInputSlots
+                                              : kInitC;
   const int max_out = pb.cell == Cell::kLstm ? kNumOutputSlots : kYc;
   for (size_t j = 0; j < in_slots.size(); ++j) {
     const int64_t s = in_slots[j];
@@ -180,6 +192,7 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
     if (pb.in[s] < 0) return rd.Invalid("input ", s, " (X, W or R) is missing");
   }
   if (k.call.outputs.empty()) return rd.Invalid("no outputs");
+  if (pb.quantized_r && pb.in[kRScale] < 0) return rd.Invalid("input R_scale is missing");
 
   // Attributes: only those this mapping understands, at values it computes
   // exactly as ONNX does.
@@ -249,10 +262,10 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
     }
   }
   const int64_t D = pb.dirs, G = pb.gates, H = pb.hidden, N = pb.batch;
-  const Shape want_in[kNumInputSlots] = {
+  const Shape want_in[kOnnxInputSlots] = {
       {pb.seq, N, pb.input}, {D, G * H, pb.input}, {D, G * H, H}, {D, 2 * G * H},
       {N},                   {D, N, H},            {D, N, H},     {D, 3 * H}};
-  for (int s = 0; s < kNumInputSlots; ++s) {
+  for (int s = 0; s < kOnnxInputSlots; ++s) {
     if (pb.in[s] < 0) continue;
     const Buffer& b = buffer_of_input(s);
     if (b.shape != want_in[s]) {
@@ -261,6 +274,12 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
     }
     if (!b.IsRowMajor()) return rd.Unimplemented("input '", b.name, "' is strided");
     if (s == kSeqLens) continue;
+    if (s == kR && pb.quantized_r) {
+      if (b.dtype != ir::DType::kI8 && b.dtype != ir::DType::kU8) {
+        return rd.Invalid("8-bit R ('", b.name, "') is ", ir::DTypeName(b.dtype));
+      }
+      continue;
+    }
     if (b.dtype != ir::DType::kF32) {
       return rd.Unimplemented("buffer '", b.name, "' is ", ir::DTypeName(b.dtype),
                               ": oneDNN RNN calls run f32 only");
@@ -298,10 +317,63 @@ absl::StatusOr<Problem> ReadProblem(const Reader& rd, absl::string_view op) {
     }
   }
   for (int s : {kW, kR, kB, kP}) {
-    if (pb.in[s] < 0) continue;
+    if (pb.in[s] < 0 || (s == kR && pb.quantized_r)) continue;
     if (const Tensor* t = rd.ConstantOfInput(pb.in[s])) pb.constant[s] = t->data<float>();
   }
+  if (pb.quantized_r) {
+    // The 8-bit R, its scales ([D] or [D, 4H]) and zero points: constants.
+    const Tensor* q = rd.ConstantOfInput(pb.in[kR]);
+    const Tensor* scale = rd.ConstantOfInput(pb.in[kRScale]);
+    const Tensor* zp = pb.in[kRZeroPoint] >= 0 ? rd.ConstantOfInput(pb.in[kRZeroPoint]) : nullptr;
+    if (q == nullptr || scale == nullptr || (pb.in[kRZeroPoint] >= 0 && zp == nullptr)) {
+      return rd.Unimplemented("8-bit R, its scale or zero point known only at run time");
+    }
+    const Shape per_direction = {D}, per_column = {D, G * H};
+    if (scale->dtype() != ir::DType::kF32 ||
+        (scale->shape() != per_direction && scale->shape() != per_column)) {
+      return rd.Invalid("R_scale is ", scale->TypeString(), "; it must be f32",
+                        ir::ShapeToString(per_direction), " or f32",
+                        ir::ShapeToString(per_column));
+    }
+    if (zp != nullptr && (zp->dtype() != q->dtype() || zp->shape() != scale->shape())) {
+      return rd.Invalid("R_zero_point is ", zp->TypeString(), "; it must be ",
+                        ir::DTypeName(q->dtype()), ir::ShapeToString(scale->shape()));
+    }
+    pb.r8_q = q;
+    pb.r8.q = q->raw_data();
+    pb.r8.is_uint8 = q->dtype() == ir::DType::kU8;
+    pb.r8.scale = scale->data<float>();
+    pb.r8.zero_point = zp != nullptr ? zp->raw_data() : nullptr;
+    pb.r8.per_column = scale->rank() == 2;
+  }
   return pb;
+}
+
+// R = (q - zero_point) * scale in f32, as DequantizeLinear rounds it, for
+// oneDNN's primitive.
+std::vector<float> DequantizedR(const Problem& p) {
+  const QuantizedRecurrence& r = p.r8;
+  const int64_t D = p.dirs, rows = p.gates * p.hidden, K = p.hidden;
+  std::vector<float> out(D * rows * K);
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t j = 0; j < rows; ++j) {
+      const int64_t at = r.per_column ? d * rows + j : d;
+      const float scale = r.scale[at];
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t i = (d * rows + j) * K + k;
+        float v, z = 0.0f;
+        if (r.is_uint8) {
+          v = static_cast<const uint8_t*>(r.q)[i];
+          if (r.zero_point != nullptr) z = static_cast<const uint8_t*>(r.zero_point)[at];
+        } else {
+          v = static_cast<const int8_t*>(r.q)[i];
+          if (r.zero_point != nullptr) z = static_cast<const int8_t*>(r.zero_point)[at];
+        }
+        out[i] = (v - z) * scale;
+      }
+    }
+  }
+  return out;
 }
 
 // [D][G*H][K] (ONNX W or R) -> ldigo [1][D][K][G][H], oneDNN gate g read
@@ -435,6 +507,8 @@ struct OneDnnRnnKernel::Impl {
   // Set when the LSTM or GRU runs as a projection matmul plus kiln's
   // recurrence instead of `prim` (decisions 0065, 0069).
   std::unique_ptr<RnnSequence> sequence;
+  // An 8-bit R dequantized for `prim` (released once packed).
+  std::vector<float> r_dequantized;
 
   absl::Status PackAll(absl::Span<void* const> inputs) {
     const Problem& p = pb;
@@ -463,7 +537,8 @@ OneDnnRnnKernel::OneDnnRnnKernel(std::unique_ptr<Impl> impl) : impl_(std::move(i
 OneDnnRnnKernel::~OneDnnRnnKernel() = default;
 
 bool OneDnnRnnKernel::Handles(absl::string_view call_op) {
-  return call_op == "onnx.LSTM" || call_op == "onnx.GRU" || call_op == "onnx.RNN";
+  return call_op == "onnx.LSTM" || call_op == "onnx.GRU" || call_op == "onnx.RNN" ||
+         call_op == "kiln.FusedLSTM";
 }
 
 absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
@@ -475,7 +550,7 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   if (kernel.kind != Kernel::Kind::kExtern || !Handles(op)) {
     return rd.Unimplemented("not an ONNX recurrent op");
   }
-  absl::ConsumePrefix(&op, kOnnxOpPrefix);
+  if (!absl::ConsumePrefix(&op, kOnnxOpPrefix)) absl::ConsumePrefix(&op, ir::loop::kKilnOpPrefix);
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.where = rd.Where();
@@ -485,6 +560,7 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   m.num_outputs = kernel.call.outputs.size();
   m.gate_map = p.cell == Cell::kLstm ? kLstmGates : kIdentityGates;
   for (int s : {kW, kR, kB, kP}) {
+    if (s == kR && p.quantized_r) continue;  // a constant (ReadProblem)
     if (p.in[s] >= 0 && p.constant[s] == nullptr) m.runtime_weights = true;
   }
 
@@ -516,6 +592,10 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
   absl::StrAppend(&call, "]");
   if (p.in[kB] >= 0) absl::StrAppend(&call, "+bias");
   if (p.in[kP] >= 0) absl::StrAppend(&call, "+peephole");
+  if (p.quantized_r) {
+    absl::StrAppend(&call, p.r8.is_uint8 ? "+r_u8" : "+r_s8",
+                    p.r8.per_column ? "_per_column" : "_per_direction");
+  }
 
   KILN_ASSIGN_OR_RETURN(const bool use_sequence,
                         ChooseSequence(rd, p, m.runtime_weights, options.rnn_form));
@@ -530,10 +610,17 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
     shape.hidden = H;
     shape.dirs = D;
     shape.reverse = p.direction == "reverse";
-    KILN_ASSIGN_OR_RETURN(m.sequence,
-                          RnnSequence::Create(shape, p.constant[kW], p.constant[kR],
-                                              p.constant[kB], p.constant[kP],
-                                              options.prepack_weights, m.where));
+    if (p.quantized_r) {
+      KILN_ASSIGN_OR_RETURN(m.sequence,
+                            RnnSequence::Create(shape, p.constant[kW], p.r8, p.constant[kB],
+                                                p.constant[kP], options.prepack_weights,
+                                                m.where));
+    } else {
+      KILN_ASSIGN_OR_RETURN(m.sequence,
+                            RnnSequence::Create(shape, p.constant[kW], p.constant[kR],
+                                                p.constant[kB], p.constant[kP],
+                                                options.prepack_weights, m.where));
+    }
     ExternKernelInfo& info = m.info;
     info.op = CellName(p.cell);
     info.call = call;
@@ -543,6 +630,12 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
     return std::unique_ptr<OneDnnRnnKernel>(new OneDnnRnnKernel(std::move(impl)));
   }
 
+  if (p.quantized_r) {
+    // oneDNN 2.6's RNN primitive takes f32 weights here: the 8-bit R is
+    // dequantized once, as DequantizeLinear would (decision 0074).
+    m.r_dequantized = DequantizedR(p);
+    m.pb.constant[kR] = m.r_dequantized.data();
+  }
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
@@ -661,6 +754,8 @@ absl::StatusOr<std::unique_ptr<OneDnnRnnKernel>> OneDnnRnnKernel::Create(
     // The plain copies are no longer read when reordered.
     if (m.w_reorder) std::vector<float>().swap(m.w_plain);
     if (m.r_reorder) std::vector<float>().swap(m.r_plain);
+    m.pb.constant[kR] = nullptr;
+    std::vector<float>().swap(m.r_dequantized);
   }
   return std::unique_ptr<OneDnnRnnKernel>(new OneDnnRnnKernel(std::move(impl)));
 }

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "backends/onednn/extern_kernel.h"
+#include "backends/onednn/rnn_sequence.h"
 #include "backends/onednn/threads.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/tensor.h"
@@ -454,6 +455,294 @@ TEST(RnnKernelLstmSequence, AutoFollowsTheRule) {
           << op << " batch " << batch << ": " << info.impl;
     }
   }
+}
+
+// ---- LSTM over 8-bit recurrent weights (RnnSequence with a
+// QuantizedRecurrence) against the reference interpreter running the ONNX
+// pattern DequantizeLinear(q, scale, zero point) -> LSTM's R.
+
+struct QuantCase {
+  std::string direction = "forward";
+  int64_t seq = 5, batch = 1, input = 6, hidden = 37;
+  bool is_uint8 = false, per_column = false, zero_point = true, peephole = false;
+  bool init = false;
+  bool zp_absent = false;  // no zero point input: 0
+
+  std::string Describe() const {
+    return absl::StrCat(direction, " batch ", batch, " hidden ", hidden,
+                        is_uint8 ? " u8" : " s8", per_column ? " per column" : " per direction",
+                        zp_absent ? " zp absent" : zero_point ? " zp" : " zp 0",
+                        peephole ? " P" : "", init ? " h0 c0" : "");
+  }
+};
+
+void CheckQuantized(const QuantCase& c) {
+  SCOPED_TRACE(c.Describe());
+  const int64_t D = c.direction == "bidirectional" ? 2 : 1, H = c.hidden, G = 4, N = c.batch;
+  std::mt19937 gen(77 + static_cast<uint32_t>(H * 3 + N + D));
+  const DType qt = c.is_uint8 ? DType::kU8 : DType::kI8;
+  Tensor q(qt, {D, G * H, H});
+  for (int64_t i = 0; i < q.num_elements(); ++i) {
+    if (c.is_uint8) {
+      q.data<uint8_t>()[i] = static_cast<uint8_t>(gen() % 256);
+    } else {
+      q.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(gen() % 256) - 128);
+    }
+  }
+  const int64_t params = c.per_column ? D * G * H : D;
+  Tensor scale(DType::kF32, {params}), zp(qt, {params});
+  for (int64_t i = 0; i < params; ++i) {
+    scale.data<float>()[i] = 0.002f + 0.01f * static_cast<float>(gen() % 1000) / 1000.0f;
+    if (c.is_uint8) {
+      zp.data<uint8_t>()[i] = c.zero_point ? static_cast<uint8_t>(100 + gen() % 56) : 0;
+    } else {
+      zp.data<int8_t>()[i] =
+          c.zero_point ? static_cast<int8_t>(static_cast<int>(gen() % 21) - 10) : 0;
+    }
+  }
+  const Tensor w = Random(DType::kF32, {D, G * H, c.input}, 2);
+  const Tensor b = Random(DType::kF32, {D, 2 * G * H}, 4);
+  const Tensor peep = Random(DType::kF32, {D, 3 * H}, 5);
+  auto print = [](const Tensor& t) { return ir::PrintTensor(t, ir::PrintOptions::Full()); };
+  const std::string state = absl::StrCat("f32[", D, ",", N, ",", H, "]");
+  std::string text = absl::StrCat("graph main(%x: f32[", c.seq, ",", N, ",", c.input, "]");
+  if (c.init) absl::StrAppend(&text, ", %h0: ", state, ", %c0: ", state);
+  absl::StrAppend(&text, ") -> (%y, %yh, %yc) opset 17 {\n  %w = constant ", print(w),
+                  "\n  %b = constant ", print(b), "\n  %q = constant ", print(q),
+                  "\n  %s = constant ", print(scale), "\n");
+  if (!c.zp_absent) absl::StrAppend(&text, "  %z = constant ", print(zp), "\n");
+  const char* dq_args = c.zp_absent ? "%s" : "%s, %z";
+  if (c.per_column) {
+    // Per column: the rows of q viewed as [D*4H, H], scale on axis 0.
+    Tensor dims(DType::kI64, {2}), back(DType::kI64, {3});
+    dims.data<int64_t>()[0] = D * G * H;
+    dims.data<int64_t>()[1] = H;
+    back.data<int64_t>()[0] = D;
+    back.data<int64_t>()[1] = G * H;
+    back.data<int64_t>()[2] = H;
+    absl::StrAppend(&text, "  %dims = constant ", print(dims), "\n  %back = constant ",
+                    print(back), "\n  %q2 = Reshape(%q, %dims) : ", c.is_uint8 ? "u8" : "i8",
+                    "[", D * G * H, ",", H, "]\n  %r2 = DequantizeLinear(%q2, ", dq_args,
+                    ") {axis=0} : f32[", D * G * H, ",", H,
+                    "]\n  %r = Reshape(%r2, %back) : f32[", D, ",", G * H, ",", H, "]\n");
+  } else {
+    absl::StrAppend(&text, "  %r = DequantizeLinear(%q, ", dq_args, ") {axis=0} : f32[", D, ",",
+                    G * H, ",", H, "]\n");
+  }
+  if (c.peephole) absl::StrAppend(&text, "  %p = constant ", print(peep), "\n");
+  absl::StrAppend(&text, "  %y, %yh, %yc = LSTM(%x, %w, %r, %b, _, ",
+                  c.init ? "%h0, %c0" : "_, _", c.peephole ? ", %p" : "",
+                  ") {direction=\"", c.direction, "\", hidden_size=", H, "} : f32[", c.seq, ",",
+                  D, ",", N, ",", H, "], ", state, ", ", state, "\n}\n");
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<Tensor> inputs = {Random(DType::kF32, {c.seq, N, c.input}, 11)};
+  if (c.init) {
+    inputs.push_back(Random(DType::kF32, {D, N, H}, 12));
+    inputs.push_back(Random(DType::kF32, {D, N, H}, 13));
+  }
+  absl::StatusOr<std::vector<Tensor>> want = interp::Run(*g, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(want->size(), 3u);
+
+  RnnSequenceShape shape;
+  shape.seq = c.seq;
+  shape.batch = N;
+  shape.input = c.input;
+  shape.hidden = H;
+  shape.dirs = D;
+  shape.reverse = c.direction == "reverse";
+  QuantizedRecurrence rq;
+  rq.q = q.raw_data();
+  rq.is_uint8 = c.is_uint8;
+  rq.scale = scale.data<float>();
+  rq.zero_point = c.zp_absent ? nullptr : zp.raw_data();
+  rq.per_column = c.per_column;
+
+  // The same LSTM as graph pass fuse-dequantize-lstm writes it
+  // (kiln.FusedLSTM, scales [D] or [D, 4H]), lowered and run as an extern
+  // kernel in each form: the 8-bit recurrence, and oneDNN's primitive over
+  // the dequantized R.
+  {
+    const Shape pshape = c.per_column ? Shape{D, G * H} : Shape{D};
+    absl::StatusOr<Tensor> s2 = scale.Reshaped(pshape);
+    absl::StatusOr<Tensor> z2 = zp.Reshaped(pshape);
+    ASSERT_TRUE(s2.ok() && z2.ok());
+    std::string fused = absl::StrCat("graph main(%x: f32[", c.seq, ",", N, ",", c.input, "]");
+    if (c.init) absl::StrAppend(&fused, ", %h0: ", state, ", %c0: ", state);
+    absl::StrAppend(&fused, ") -> (%y, %yh, %yc) opset 17 {\n  %w = constant ", print(w),
+                    "\n  %b = constant ", print(b), "\n  %q = constant ", print(q),
+                    "\n  %s = constant ", print(*s2), "\n");
+    if (!c.zp_absent) absl::StrAppend(&fused, "  %z = constant ", print(*z2), "\n");
+    if (c.peephole) absl::StrAppend(&fused, "  %p = constant ", print(peep), "\n");
+    absl::StrAppend(&fused, "  %y, %yh, %yc = kiln.FusedLSTM(%x, %w, %q, %b, _, ",
+                    c.init ? "%h0, %c0, " : "_, _, ", c.peephole ? "%p, " : "_, ",
+                    c.zp_absent ? "%s" : "%s, %z", ") {direction=\"", c.direction,
+                    "\", hidden_size=", H, "} : f32[", c.seq, ",", D, ",", N, ",", H, "], ",
+                    state, ", ", state, "\n}\n");
+    absl::StatusOr<Lowered> l = Lower(fused);
+    ASSERT_TRUE(l.ok()) << l.status() << "\n" << fused;
+    const ir::loop::Kernel& ext = *l->ext;
+    EXPECT_EQ(ext.call.op, "kiln.FusedLSTM");
+    using Form = OneDnnCallOptions::RnnForm;
+    for (Form form : {Form::kAuto, Form::kSequence, Form::kPrimitive}) {
+      OneDnnCallOptions options;
+      options.rnn_form = form;
+      absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> k =
+          OneDnnExternKernel::Create(l->lp.program, ext, l->lp.constants, options);
+      ASSERT_TRUE(k.ok()) << k.status();
+      const bool sequence = form == Form::kSequence || (form == Form::kAuto && N <= 2);
+      EXPECT_EQ(absl::StartsWith((*k)->info().impl, "kiln:lstm_steps_s8r("), sequence)
+          << (*k)->info().impl;
+      std::map<int32_t, Tensor> storage;
+      for (size_t i = 0; i < inputs.size(); ++i) storage.emplace(l->lp.inputs[i], inputs[i]);
+      for (const auto& [buf, data] : l->lp.constants) storage.emplace(buf, *data);
+      for (int32_t buf : ext.call.outputs) {
+        const ir::loop::Buffer& bb = l->lp.program.buffers[buf];
+        Tensor t(bb.dtype, bb.shape);
+        for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = NAN;
+        storage.emplace(buf, std::move(t));
+      }
+      std::vector<void*> in_ptrs, out_ptrs;
+      for (int32_t buf : ext.call.inputs) {
+        ASSERT_TRUE(storage.count(buf)) << "extern reads a buffer computed by a loop kernel";
+        in_ptrs.push_back(storage.at(buf).raw_data());
+      }
+      for (int32_t buf : ext.call.outputs) out_ptrs.push_back(storage.at(buf).raw_data());
+      for (int rep = 0; rep < 2; ++rep) {
+        absl::Status st = (*k)->Run(in_ptrs, out_ptrs);
+        ASSERT_TRUE(st.ok()) << st;
+      }
+      interp::Tolerance tol;
+      tol.rtol = 1e-4;
+      tol.atol = 1e-5;
+      ASSERT_EQ(l->lp.outputs.size(), 3u);
+      for (size_t o = 0; o < 3; ++o) {
+        interp::CompareResult r =
+            interp::CompareTensors(storage.at(l->lp.outputs[o]), (*want)[o], tol);
+        EXPECT_TRUE(r.ok) << (*k)->info().call << ": output " << o << ": " << r.message;
+      }
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<RnnSequence>> seq =
+      RnnSequence::Create(shape, w.data<float>(), rq, b.data<float>(),
+                          c.peephole ? peep.data<float>() : nullptr, true, "test");
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  EXPECT_TRUE(absl::StartsWith((*seq)->impl(), "kiln:lstm_steps_s8r(")) << (*seq)->impl();
+  // 1 byte per recurrent weight, not 4 (the rest is packed alike).
+  const std::vector<float> r_f32(D * G * H * H, 0.0f);
+  absl::StatusOr<std::unique_ptr<RnnSequence>> f32 =
+      RnnSequence::Create(shape, w.data<float>(), r_f32.data(), b.data<float>(),
+                          c.peephole ? peep.data<float>() : nullptr, true, "test");
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  if (H >= 16) {  // below, the per-column scales and zero points weigh more
+    EXPECT_GE((*f32)->packed_bytes() - (*seq)->packed_bytes(), 2 * D * G * H * H)
+        << (*f32)->packed_bytes() << " vs " << (*seq)->packed_bytes();
+  }
+  std::vector<Tensor> got;
+  for (const Tensor& t : *want) {
+    Tensor n(DType::kF32, t.shape());
+    for (int64_t i = 0; i < n.num_elements(); ++i) n.data<float>()[i] = NAN;
+    got.push_back(std::move(n));
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    absl::Status s = (*seq)->Run(inputs[0].data<float>(),
+                                 c.init ? inputs[1].data<float>() : nullptr,
+                                 c.init ? inputs[2].data<float>() : nullptr,
+                                 got[0].data<float>(), got[1].data<float>(),
+                                 got[2].data<float>());
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  interp::Tolerance tol;
+  tol.rtol = 1e-4;
+  tol.atol = 1e-5;
+  for (size_t o = 0; o < 3; ++o) {
+    interp::CompareResult r = interp::CompareTensors(got[o], (*want)[o], tol);
+    EXPECT_TRUE(r.ok) << "output " << o << ": " << r.message;
+  }
+}
+
+TEST(RnnSequenceInt8Recurrence, TypesScalesDirectionsBatches) {
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    for (bool u8 : {false, true}) {
+      for (bool per_column : {false, true}) {
+        for (int64_t batch : {1, 2}) {
+          QuantCase c;
+          c.direction = dir;
+          c.is_uint8 = u8;
+          c.per_column = per_column;
+          c.batch = batch;
+          c.init = batch == 2;
+          CheckQuantized(c);
+        }
+      }
+    }
+  }
+}
+
+TEST(RnnSequenceInt8Recurrence, ShapesPeepholesAndZeroPoints) {
+  for (int64_t hidden : {1, 32, 70}) {
+    for (bool zero_point : {false, true}) {
+      QuantCase c;
+      c.direction = "bidirectional";
+      c.hidden = hidden;
+      c.batch = hidden == 70 ? 3 : 2;
+      c.zero_point = zero_point;
+      c.is_uint8 = hidden == 32;
+      c.per_column = hidden != 1;
+      c.peephole = true;
+      c.init = true;
+      CheckQuantized(c);
+    }
+  }
+}
+
+TEST(RnnSequenceInt8Recurrence, AbsentZeroPointIsZero) {
+  for (bool u8 : {false, true}) {
+    for (bool per_column : {false, true}) {
+      QuantCase c;
+      c.direction = "bidirectional";
+      c.is_uint8 = u8;
+      c.per_column = per_column;
+      c.zp_absent = true;
+      CheckQuantized(c);
+    }
+  }
+}
+
+TEST(RnnSequenceInt8Recurrence, OnOneAndTwoThreadsEveryTarget) {
+  const int before = NumThreads();
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(SetNumThreads(threads).ok());
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      QuantCase c;
+      c.direction = "bidirectional";
+      c.per_column = true;
+      c.is_uint8 = true;
+      c.batch = 2;
+      SCOPED_TRACE(absl::StrCat(threads, " thread(s), ", hwy::TargetName(target)));
+      CheckQuantized(c);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  ASSERT_TRUE(SetNumThreads(before).ok());
+}
+
+TEST(RnnSequenceInt8Recurrence, RefusesAGru) {
+  RnnSequenceShape shape;
+  shape.cell = SequenceCell::kGru;
+  shape.seq = shape.batch = shape.input = shape.hidden = 1;
+  const float w[3] = {0, 0, 0};
+  const int8_t q[3] = {0, 0, 0};
+  const float scale[1] = {1.0f};
+  QuantizedRecurrence rq;
+  rq.q = q;
+  rq.scale = scale;
+  absl::Status s = RnnSequence::Create(shape, w, rq, nullptr, nullptr, true, "node 'g'").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "node 'g'")) << s;
 }
 
 // ---- GRU as a projection matmul plus kiln's recurrence (RnnSequence).

@@ -19,6 +19,11 @@
 // z and r first, then the candidate's product with r * h), then apply the
 // gate math in registers: no [N, G*H] gate buffer is written per step.
 // Padding units stay zero in h (their pre-activations are all zero).
+// 8-bit recurrent weights (an LSTM's, QuantizedRecurrence) keep the same
+// [NB][H][G][U] layout as int8 (uint8 shifted by -128, its zero point
+// too: exact), with per-column f32 scales and zero points [NB][G][U]; the
+// step widens them to f32 in registers, sums h[k] * q over k, subtracts
+// zp * sum(h) and multiplies by the scale once per column.
 #include "backends/onednn/rnn_sequence.h"
 
 #include <algorithm>
@@ -49,6 +54,9 @@ struct StepArgs {
   const float* xw = nullptr;  // row (t*N + n) at xw + (t*N + n)*xw_stride
   int64_t xw_stride = 0;      // this direction's columns start at xw
   const float* r = nullptr;   // [NB][H][G][U]
+  const int8_t* rq = nullptr;     // LSTM, 8-bit: [NB][H][G][U] (r unused)
+  const float* rq_scale = nullptr;  // [NB][G][U]
+  const float* rq_zp = nullptr;     // [NB][G][U], or nullptr (all zero)
   const float* peep = nullptr;  // LSTM: [3][Hp] (i, o, f) or nullptr
   const float* rbh = nullptr;   // linear-before-reset GRU: Rbh [Hp]
   const float* h0 = nullptr;    // [N][H] or nullptr (zeros)
@@ -101,6 +109,29 @@ HWY_INLINE void Accumulate(DF d, const float* w, size_t stride, const float* con
 #pragma GCC unroll 8
     for (size_t j = 0; j < 2 * NG; ++j) {
       const VF wv = hn::LoadU(d, w + (j / 2) * U + (j % 2) * L);
+#pragma GCC unroll 2
+      for (size_t r = 0; r < R; ++r) acc[r][j] = hn::MulAdd(a[r], wv, acc[r][j]);
+    }
+  }
+}
+
+// Accumulate for 8-bit weights: each 16-byte (on AVX-512) group of int8
+// is widened to i32 and converted to f32 in registers.
+template <size_t R, size_t NG>
+HWY_INLINE void AccumulateS8(DF d, const int8_t* w, size_t stride,
+                             const float* const (&h)[R], int64_t H, size_t U,
+                             VF (&acc)[R][2 * NG]) {
+  const size_t L = hn::Lanes(d);
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  for (int64_t k = 0; k < H; ++k, w += stride) {
+    VF a[R];
+#pragma GCC unroll 2
+    for (size_t r = 0; r < R; ++r) a[r] = hn::Set(d, h[r][k]);
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 2 * NG; ++j) {
+      const VF wv = hn::ConvertTo(
+          d, hn::PromoteTo(di, hn::LoadU(d8, w + (j / 2) * U + (j % 2) * L)));
 #pragma GCC unroll 2
       for (size_t r = 0; r < R; ++r) acc[r][j] = hn::MulAdd(a[r], wv, acc[r][j]);
     }
@@ -162,6 +193,53 @@ void LstmStep(DF d, const StepArgs& a, int64_t t, const float* h_prev, float* h_
       VF acc[R][8];
       LoadProjection<4>(d, a, t, n, b, 4, U, acc);
       Accumulate<R, 4>(d, a.r + b * H * 4 * U, 4 * U, h, H, U, acc);
+      for (size_t r = 0; r < R; ++r) {
+        for (size_t v = 0; v < kVecsPerGate; ++v) {
+          Cell(d, acc[r][v], acc[r][2 + v], acc[r][4 + v], acc[r][6 + v], a.peep,
+               b * U + v * L, Hp, a.c + (n + r) * Hp, h_next + (n + r) * Hp);
+        }
+      }
+    }
+  });
+}
+
+// One LSTM step over 8-bit recurrent weights: the integer-weighted sums
+// first, then pre-activation = projection + scale * (sum - zp * sum(h)).
+void LstmStepS8(DF d, const StepArgs& a, int64_t t, const float* h_prev, float* h_next) {
+  const size_t L = hn::Lanes(d), U = kVecsPerGate * L;
+  const size_t Hp = static_cast<size_t>(a.hidden_padded), NB = Hp / U;
+  const int64_t H = a.hidden;
+  ForRows(a.batch, [&](auto rows, int64_t n) {
+    constexpr size_t R = decltype(rows)::value;
+    const float* h[R];
+    VF hsum[R];
+    for (size_t r = 0; r < R; ++r) hsum[r] = hn::Zero(d);
+    for (size_t r = 0; r < R; ++r) {
+      h[r] = h_prev + (n + r) * Hp;
+      if (a.rq_zp != nullptr) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < H; ++k) s += h[r][k];
+        hsum[r] = hn::Set(d, s);
+      }
+    }
+    for (size_t b = 0; b < NB; ++b) {
+      VF acc[R][8];
+      for (size_t r = 0; r < R; ++r) {
+        for (size_t j = 0; j < 8; ++j) acc[r][j] = hn::Zero(d);
+      }
+      AccumulateS8<R, 4>(d, a.rq + b * H * 4 * U, 4 * U, h, H, U, acc);
+      VF proj[R][8];
+      LoadProjection<4>(d, a, t, n, b, 4, U, proj);
+      for (size_t j = 0; j < 8; ++j) {
+        const size_t off = b * 4 * U + (j / 2) * U + (j % 2) * L;
+        const VF scale = hn::LoadU(d, a.rq_scale + off);
+        for (size_t r = 0; r < R; ++r) {
+          if (a.rq_zp != nullptr) {
+            acc[r][j] = hn::NegMulAdd(hn::LoadU(d, a.rq_zp + off), hsum[r], acc[r][j]);
+          }
+          acc[r][j] = hn::MulAdd(scale, acc[r][j], proj[r][j]);
+        }
+      }
       for (size_t r = 0; r < R; ++r) {
         for (size_t v = 0; v < kVecsPerGate; ++v) {
           Cell(d, acc[r][v], acc[r][2 + v], acc[r][4 + v], acc[r][6 + v], a.peep,
@@ -279,7 +357,13 @@ void Steps(const StepArgs& a) {
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = a.reverse ? T - 1 - s : s;
     switch (a.cell) {
-      case SequenceCell::kLstm: LstmStep(d, a, t, h_prev, h_next); break;
+      case SequenceCell::kLstm:
+        if (a.rq != nullptr) {
+          LstmStepS8(d, a, t, h_prev, h_next);
+        } else {
+          LstmStep(d, a, t, h_prev, h_next);
+        }
+        break;
       case SequenceCell::kGru: GruStep(d, a, t, h_prev, h_next); break;
       case SequenceCell::kLbrGru: LbrGruStep(d, a, t, h_prev, h_next); break;
     }
@@ -356,6 +440,9 @@ struct RnnSequence::Impl {
   memory src, weights, bias, dst, scratchpad;
   std::vector<float> weights_plain, bias_plain;
   hwy::AlignedFreeUniquePtr<float[]> recurrence;  // D x [NB][H][G][U]
+  hwy::AlignedFreeUniquePtr<int8_t[]> recurrence_s8;  // 8-bit: D x [NB][H][G][U]
+  hwy::AlignedFreeUniquePtr<float[]> rq_scale;        // 8-bit: D x [NB][G][U]
+  hwy::AlignedFreeUniquePtr<float[]> rq_zp;           // or null: all zero
   hwy::AlignedFreeUniquePtr<float[]> peep;        // LSTM: D x [3][Hp]
   hwy::AlignedFreeUniquePtr<float[]> rbh;         // LBR GRU: D x [Hp]
   hwy::AlignedFreeUniquePtr<float[]> xw;          // [T*N][cols]
@@ -369,12 +456,30 @@ RnnSequence::~RnnSequence() = default;
 absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::Create(
     const RnnSequenceShape& shape, const float* w, const float* r, const float* b,
     const float* p, bool prepack, absl::string_view where) {
+  return CreateImpl(shape, w, r, nullptr, b, p, prepack, where);
+}
+
+absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::Create(
+    const RnnSequenceShape& shape, const float* w, const QuantizedRecurrence& r,
+    const float* b, const float* p, bool prepack, absl::string_view where) {
+  if (shape.cell != SequenceCell::kLstm || r.q == nullptr || r.scale == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": 8-bit recurrent weights need an LSTM, the weights and their "
+                     "scales (got a ", CellName(shape.cell), ")"));
+  }
+  return CreateImpl(shape, w, nullptr, &r, b, p, prepack, where);
+}
+
+absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::CreateImpl(
+    const RnnSequenceShape& shape, const float* w, const float* r,
+    const QuantizedRecurrence* rq, const float* b, const float* p, bool prepack,
+    absl::string_view where) {
   const int64_t T = shape.seq, N = shape.batch, I = shape.input, H = shape.hidden,
                 D = shape.dirs;
   const bool lstm = shape.cell == SequenceCell::kLstm;
   const bool lbr = shape.cell == SequenceCell::kLbrGru;
   if (T <= 0 || N <= 0 || I <= 0 || H <= 0 || (D != 1 && D != 2) || w == nullptr ||
-      r == nullptr || (!lstm && p != nullptr)) {
+      (r == nullptr && rq == nullptr) || (!lstm && p != nullptr)) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": ", CellName(shape.cell), " sequence of seq ", T, " batch ", N,
                      " input ", I, " hidden ", H, " dirs ", D,
@@ -414,20 +519,64 @@ absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::Create(
   }
   // Recurrence weights, per direction [NB][H][G][U].
   const int64_t r_per_dir = NB * H * G * U;
-  m.recurrence = hwy::AllocateAligned<float>(D * r_per_dir);
-  std::fill(m.recurrence.get(), m.recurrence.get() + D * r_per_dir, 0.0f);
-  for (int64_t dd = 0; dd < D; ++dd) {
-    float* dst = m.recurrence.get() + dd * r_per_dir;
-    for (int64_t g = 0; g < G; ++g) {
-      for (int64_t j = 0; j < H; ++j) {
-        const float* row = r + ((dd * G + g) * H + j) * H;
-        for (int64_t k = 0; k < H; ++k) {
-          dst[((j / U * H + k) * G + g) * U + j % U] = row[k];
+  if (rq != nullptr) {
+    // int8 as is; uint8 minus 128 (and its zero point too): the
+    // differences q - zp, all the step uses, are unchanged.
+    const int64_t shift = rq->is_uint8 ? 128 : 0;
+    auto q_at = [&](int64_t i) -> int64_t {
+      return rq->is_uint8 ? static_cast<const uint8_t*>(rq->q)[i]
+                          : static_cast<const int8_t*>(rq->q)[i];
+    };
+    auto zp_at = [&](int64_t i) -> int64_t {
+      if (rq->zero_point == nullptr) return 0;
+      return rq->is_uint8 ? static_cast<const uint8_t*>(rq->zero_point)[i]
+                          : static_cast<const int8_t*>(rq->zero_point)[i];
+    };
+    m.recurrence_s8 = hwy::AllocateAligned<int8_t>(D * r_per_dir);
+    std::fill(m.recurrence_s8.get(), m.recurrence_s8.get() + D * r_per_dir, int8_t{0});
+    m.rq_scale = hwy::AllocateAligned<float>(D * G * Hp);
+    m.rq_zp = hwy::AllocateAligned<float>(D * G * Hp);
+    std::fill(m.rq_scale.get(), m.rq_scale.get() + D * G * Hp, 0.0f);
+    std::fill(m.rq_zp.get(), m.rq_zp.get() + D * G * Hp, 0.0f);
+    bool any_zp = false;
+    for (int64_t dd = 0; dd < D; ++dd) {
+      int8_t* dst = m.recurrence_s8.get() + dd * r_per_dir;
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t j = 0; j < H; ++j) {
+          const int64_t col = dd * G * H + g * H + j;
+          const int64_t param = rq->per_column ? col : dd;
+          const int64_t packed = dd * G * Hp + (j / U * G + g) * U + j % U;
+          m.rq_scale[packed] = rq->scale[param];
+          const int64_t zp = zp_at(param) - shift;
+          m.rq_zp[packed] = static_cast<float>(zp);
+          any_zp = any_zp || zp != 0;
+          for (int64_t k = 0; k < H; ++k) {
+            dst[((j / U * H + k) * G + g) * U + j % U] =
+                static_cast<int8_t>(q_at(col * H + k) - shift);
+          }
         }
       }
     }
+    if (!any_zp) m.rq_zp.reset();
+    m.packed_bytes =
+        static_cast<int64_t>(D * r_per_dir) +
+        static_cast<int64_t>(sizeof(float)) * (m.cols + (any_zp ? 2 : 1) * D * G * Hp);
+  } else {
+    m.recurrence = hwy::AllocateAligned<float>(D * r_per_dir);
+    std::fill(m.recurrence.get(), m.recurrence.get() + D * r_per_dir, 0.0f);
+    for (int64_t dd = 0; dd < D; ++dd) {
+      float* dst = m.recurrence.get() + dd * r_per_dir;
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t j = 0; j < H; ++j) {
+          const float* row = r + ((dd * G + g) * H + j) * H;
+          for (int64_t k = 0; k < H; ++k) {
+            dst[((j / U * H + k) * G + g) * U + j % U] = row[k];
+          }
+        }
+      }
+    }
+    m.packed_bytes = static_cast<int64_t>(sizeof(float)) * (D * r_per_dir + m.cols);
   }
-  m.packed_bytes = static_cast<int64_t>(sizeof(float)) * (D * r_per_dir + m.cols);
   if (p != nullptr) {
     m.peep = hwy::AllocateAligned<float>(D * 3 * Hp);
     std::fill(m.peep.get(), m.peep.get() + D * 3 * Hp, 0.0f);
@@ -490,7 +639,8 @@ absl::StatusOr<std::unique_ptr<RnnSequence>> RnnSequence::Create(
               {DNNL_ARG_BIAS, m.bias},
               {DNNL_ARG_DST, m.dst},
               {DNNL_ARG_SCRATCHPAD, m.scratchpad}};
-    m.impl = absl::StrCat("kiln:", lstm ? "lstm" : "gru", "_steps(",
+    m.impl = absl::StrCat("kiln:", lstm ? "lstm" : "gru", "_steps",
+                          rq != nullptr ? "_s8r(" : "(",
                           HWY_DYNAMIC_DISPATCH(rnn_sequence_internal::StepTarget)(),
                           ")+matmul(", pd.impl_info_str(), ")");
   } catch (const dnnl::error& e) {
@@ -533,7 +683,14 @@ absl::Status RnnSequence::Run(const float* x, const float* h0, const float* c0, 
     a.reverse = sh.dirs == 2 ? dd == 1 : sh.reverse;
     a.xw = m.xw.get() + dd * G * Hp;
     a.xw_stride = m.cols;
-    a.r = m.recurrence.get() + dd * (Hp / m.units) * H * G * m.units;
+    const int64_t r_per_dir = (Hp / m.units) * H * G * m.units;
+    if (m.recurrence_s8) {
+      a.rq = m.recurrence_s8.get() + dd * r_per_dir;
+      a.rq_scale = m.rq_scale.get() + dd * G * Hp;
+      a.rq_zp = m.rq_zp ? m.rq_zp.get() + dd * G * Hp : nullptr;
+    } else {
+      a.r = m.recurrence.get() + dd * r_per_dir;
+    }
     a.peep = m.peep ? m.peep.get() + dd * 3 * Hp : nullptr;
     a.rbh = m.rbh ? m.rbh.get() + dd * Hp : nullptr;
     a.h0 = h0 != nullptr ? h0 + dd * N * H : nullptr;

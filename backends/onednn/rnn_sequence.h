@@ -34,6 +34,18 @@ struct RnnSequenceShape {
   bool reverse = false;  // dirs == 1: the one direction runs backwards
 };
 
+// An LSTM's recurrent weights as 8-bit integers, the meaning of
+// DequantizeLinear: R[d, j, k] = (q[d, j, k] - zero_point) * scale, with
+// one scale (and zero point) per direction or per column j (gate g of
+// hidden unit j % H). q is in ONNX's R layout [D, 4*H, H].
+struct QuantizedRecurrence {
+  const void* q = nullptr;
+  bool is_uint8 = false;               // uint8, else int8
+  const float* scale = nullptr;        // [D] or [D, 4*H]
+  const void* zero_point = nullptr;    // q's type, scale's shape; nullptr: 0
+  bool per_column = false;             // scale [D, 4*H]
+};
+
 // Why a class: the projection primitive, the weights packed for it and for
 // the recurrence, and the per-step scratch are built once; Run allocates
 // nothing. Run is not safe to call concurrently on one object.
@@ -48,6 +60,14 @@ class RnnSequence {
   static absl::StatusOr<std::unique_ptr<RnnSequence>> Create(
       const RnnSequenceShape& shape, const float* w, const float* r, const float* b,
       const float* p, bool prepack, absl::string_view where);
+  // The same for an LSTM whose recurrent weights stay 8-bit: the
+  // recurrence widens them to f32 in registers, accumulates
+  // sum_k h[k] * (q[j, k] - zp[j]) in f32 and multiplies it by scale[j]
+  // once per column (a quarter of the bytes streamed per step; the input
+  // projection stays an f32 matmul over w).
+  static absl::StatusOr<std::unique_ptr<RnnSequence>> Create(
+      const RnnSequenceShape& shape, const float* w, const QuantizedRecurrence& r,
+      const float* b, const float* p, bool prepack, absl::string_view where);
 
   ~RnnSequence();
   RnnSequence(const RnnSequence&) = delete;
@@ -59,8 +79,8 @@ class RnnSequence {
                    float* y_h, float* y_c);
 
   // "kiln:lstm_steps(AVX3)+matmul(brg:avx512_core)" ("gru_steps" for a
-  // GRU): the Highway target of the recurrence and oneDNN's implementation
-  // of the projection.
+  // GRU, "lstm_steps_s8r" for 8-bit recurrent weights): the Highway target
+  // of the recurrence and oneDNN's implementation of the projection.
   const std::string& impl() const;
   // The projection weights' layout as oneDNN reports it ("ab", "BA16a64b").
   const std::string& weights_layout() const;
@@ -70,6 +90,10 @@ class RnnSequence {
  private:
   struct Impl;
   explicit RnnSequence(std::unique_ptr<Impl> impl);
+  static absl::StatusOr<std::unique_ptr<RnnSequence>> CreateImpl(
+      const RnnSequenceShape& shape, const float* w, const float* r,
+      const QuantizedRecurrence* rq, const float* b, const float* p, bool prepack,
+      absl::string_view where);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,6 +7,7 @@
 // R [D, 4*H, H], so the dequantized weights are also transposed.
 #include "frontend/onnx/dynamic_quantize_lstm.h"
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
@@ -79,10 +80,10 @@ std::string DirectionName(int64_t d) { return d == 2 ? "bidirectional" : "one di
 class GraphRewriter {
  public:
   GraphRewriter(onnx::GraphProto* g, bool top, const DetachedTensors& detached,
-                absl::string_view base_dir, int64_t max_tensor_bytes,
+                absl::string_view base_dir, int64_t max_tensor_bytes, int64_t opset,
                 absl::flat_hash_set<std::string>* names)
       : g_(g), top_(top), detached_(detached), base_dir_(base_dir),
-        max_tensor_bytes_(max_tensor_bytes), names_(names) {
+        max_tensor_bytes_(max_tensor_bytes), opset_(opset), names_(names) {
     for (TP& t : *g_->mutable_initializer()) constants_[t.name()] = &t;
     for (onnx::NodeProto& n : *g_->mutable_node()) {
       if (!n.domain().empty() || n.op_type() != "Constant" || n.output_size() != 1) continue;
@@ -93,11 +94,22 @@ class GraphRewriter {
   }
 
   absl::Status Run() {
+    std::vector<std::vector<onnx::NodeProto>> before(g_->node_size());
+    bool inserted = false;
     for (int i = 0; i < g_->node_size(); ++i) {
       onnx::NodeProto* node = g_->mutable_node(i);
       if (!IsDynamicQuantizeLstm(*node)) continue;
-      KILN_RETURN_IF_ERROR(RewriteNode(node, i));
+      KILN_RETURN_IF_ERROR(RewriteNode(node, i, &before[i]));
+      inserted |= !before[i].empty();
     }
+    if (!inserted) return absl::OkStatus();
+    // The nodes computing a rewritten LSTM's R go right before it.
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (int i = 0; i < g_->node_size(); ++i) {
+      for (onnx::NodeProto& n : before[i]) *nodes.Add() = std::move(n);
+      *nodes.Add() = std::move(*g_->mutable_node(i));
+    }
+    g_->mutable_node()->Swap(&nodes);
     return absl::OkStatus();
   }
 
@@ -207,13 +219,139 @@ class GraphRewriter {
     }
   }
 
-  std::string FreshName(const std::string& base) {
-    std::string name = absl::StrCat(base, "_dequantized");
-    for (int k = 1; names_->contains(name); ++k) {
-      name = absl::StrCat(base, "_dequantized_", k);
-    }
+  std::string FreshName(const std::string& base, absl::string_view suffix = "_dequantized") {
+    std::string name = absl::StrCat(base, suffix);
+    for (int k = 1; names_->contains(name); ++k) name = absl::StrCat(base, suffix, "_", k);
     names_->insert(name);
     return name;
+  }
+
+  // A new initializer holding `t`; its name.
+  absl::StatusOr<std::string> AddInitializer(const ir::Tensor& t, const std::string& base,
+                                             absl::string_view suffix) {
+    const std::string name = FreshName(base, suffix);
+    KILN_ASSIGN_OR_RETURN(TP proto, TensorToProto(t, name));
+    *g_->add_initializer() = std::move(proto);
+    return name;
+  }
+
+  // Directions [d0, d0 + count) of q [D, K, N] (8-bit), transposed to [count, N, K]:
+  // the same integers in ONNX's weight layout.
+  static ir::Tensor TransposedDirections(const ir::Tensor& q, int64_t d0, int64_t count) {
+    const int64_t K = q.dim(1), N = q.dim(2);
+    ir::Tensor out(q.dtype(), {count, N, K});
+    const auto* src = static_cast<const uint8_t*>(q.raw_data());
+    auto* dst = static_cast<uint8_t*>(out.raw_data());
+    for (int64_t d = 0; d < count; ++d) {
+      const uint8_t* from = src + (d0 + d) * K * N;
+      uint8_t* to = dst + d * N * K;
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k) to[n * K + k] = from[k * N + n];
+      }
+    }
+    return out;
+  }
+
+  // Element `k` of a scale or zero point as a rank-0 tensor.
+  static ir::Tensor ScalarAt(const ir::Tensor& t, int64_t k) {
+    ir::Tensor out(t.dtype(), {});
+    const size_t bytes = ir::DTypeSize(t.dtype());
+    std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + k * bytes, bytes);
+    return out;
+  }
+
+  static bool AllEqual(const ir::Tensor& t) {
+    const size_t bytes = ir::DTypeSize(t.dtype());
+    const auto* p = static_cast<const char*>(t.raw_data());
+    for (int64_t k = 1; k < t.num_elements(); ++k) {
+      if (std::memcmp(p, p + k * bytes, bytes) != 0) return false;
+    }
+    return true;
+  }
+
+  // The LSTM's R as ONNX's DequantizeLinear of the 8-bit weights in ONNX's
+  // layout [D, 4H, H] (decision 0074), the nodes computing it appended to
+  // `nodes`: per tensor when one scale and zero point cover every weight;
+  // per direction on axis 0 and per column of one direction on axis 1 from
+  // opset 13; per direction below opset 13 as one DequantizeLinear per
+  // direction and a Concat. Empty (R stays 0071's f32 initializer) for what
+  // no DequantizeLinear of the model's opset expresses: per-column
+  // parameters of a bidirectional LSTM or below opset 13, any below opset 10.
+  absl::StatusOr<std::string> QuantizedR(const onnx::NodeProto& node, const ir::Tensor& q,
+                                         const std::pair<ir::Tensor, ir::Tensor>& params,
+                                         std::vector<onnx::NodeProto>* nodes) {
+    const ir::Tensor& scale = params.first;
+    const ir::Tensor& zp = params.second;
+    const int64_t D = q.dim(0);
+    const bool per_column = scale.rank() == 2;
+    const bool one_pair = !per_column && AllEqual(scale) && AllEqual(zp);
+    if (opset_ < 10 || (per_column && (D != 1 || opset_ < 13))) return std::string();
+    const std::string& base = node.input(kR);
+    auto dequantize = [&](const std::string& qn, const std::string& sn, const std::string& zn,
+                          const std::string& out, int64_t axis) {
+      onnx::NodeProto dq;
+      dq.set_op_type("DequantizeLinear");
+      dq.set_name(FreshName(base, "_dequantize"));
+      dq.add_input(qn);
+      dq.add_input(sn);
+      dq.add_input(zn);
+      dq.add_output(out);
+      if (axis >= 0) {
+        onnx::AttributeProto* a = dq.add_attribute();
+        a->set_name("axis");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(axis);
+      }
+      nodes->push_back(std::move(dq));
+    };
+    const std::string out = FreshName(base);
+    if (one_pair || per_column || opset_ >= 13) {
+      KILN_ASSIGN_OR_RETURN(std::string qn,
+                            AddInitializer(TransposedDirections(q, 0, D), base, "_onnx_layout"));
+      if (one_pair) {
+        KILN_ASSIGN_OR_RETURN(std::string sn, AddInitializer(ScalarAt(scale, 0), base, "_scale"));
+        KILN_ASSIGN_OR_RETURN(std::string zn, AddInitializer(ScalarAt(zp, 0), base, "_zero_point"));
+        dequantize(qn, sn, zn, out, -1);
+      } else if (per_column) {
+        // [1, 4H] -> [4H], along axis 1 of [1, 4H, H].
+        const ir::Shape columns = {scale.dim(1)};
+        KILN_ASSIGN_OR_RETURN(
+            std::string sn,
+            AddInitializer(ir::Tensor::FromBytes(scale.dtype(), columns, scale.raw_data()), base,
+                           "_scale"));
+        KILN_ASSIGN_OR_RETURN(
+            std::string zn,
+            AddInitializer(ir::Tensor::FromBytes(zp.dtype(), columns, zp.raw_data()), base,
+                           "_zero_point"));
+        dequantize(qn, sn, zn, out, 1);
+      } else {
+        dequantize(qn, node.input(kRScale), node.input(kRZeroPoint), out, 0);
+      }
+      return out;
+    }
+    onnx::NodeProto concat;
+    concat.set_op_type("Concat");
+    concat.set_name(FreshName(base, "_concat"));
+    onnx::AttributeProto* a = concat.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(0);
+    for (int64_t d = 0; d < D; ++d) {
+      const std::string suffix = absl::StrCat("_direction", d);
+      KILN_ASSIGN_OR_RETURN(
+          std::string qn,
+          AddInitializer(TransposedDirections(q, d, 1), base, absl::StrCat(suffix, "_onnx_layout")));
+      KILN_ASSIGN_OR_RETURN(std::string sn, AddInitializer(ScalarAt(scale, d), base,
+                                                           absl::StrCat(suffix, "_scale")));
+      KILN_ASSIGN_OR_RETURN(std::string zn, AddInitializer(ScalarAt(zp, d), base,
+                                                           absl::StrCat(suffix, "_zero_point")));
+      const std::string part = FreshName(base, absl::StrCat(suffix, "_dequantized"));
+      dequantize(qn, sn, zn, part, -1);
+      concat.add_input(part);
+    }
+    concat.add_output(out);
+    nodes->push_back(std::move(concat));
+    return out;
   }
 
   // The f32 ONNX-layout weights for (weights, scale, zero point) slots: a new
@@ -244,7 +382,8 @@ class GraphRewriter {
     return name;
   }
 
-  absl::Status RewriteNode(onnx::NodeProto* node, int index) {
+  absl::Status RewriteNode(onnx::NodeProto* node, int index,
+                           std::vector<onnx::NodeProto>* before) {
     const std::string desc = DescribeNode(*node, index);
     if (node->input_size() != kNumInputs) {
       return Error(desc, absl::StrCat("has ", node->input_size(), " inputs; ", kOpType,
@@ -331,7 +470,10 @@ class GraphRewriter {
     KILN_ASSIGN_OR_RETURN(auto r_params, QuantParams(*node, desc, kRScale, kRZeroPoint,
                                                      weight_type, directions, columns));
     KILN_ASSIGN_OR_RETURN(std::string w_name, Dequantized(*node, desc, kW, kWScale, kWZeroPoint, w, w_params));
-    KILN_ASSIGN_OR_RETURN(std::string r_name, Dequantized(*node, desc, kR, kRScale, kRZeroPoint, r, r_params));
+    KILN_ASSIGN_OR_RETURN(std::string r_name, QuantizedR(*node, r, r_params, before));
+    if (r_name.empty()) {
+      KILN_ASSIGN_OR_RETURN(r_name, Dequantized(*node, desc, kR, kRScale, kRZeroPoint, r, r_params));
+    }
     for (int slot : {kW, kR, kWScale, kWZeroPoint, kRScale, kRZeroPoint}) {
       consumed_.push_back(node->input(slot));
     }
@@ -353,6 +495,7 @@ class GraphRewriter {
   const DetachedTensors& detached_;
   std::string base_dir_;
   int64_t max_tensor_bytes_;
+  int64_t opset_;
   absl::flat_hash_set<std::string>* names_;
   absl::flat_hash_map<std::string, TP*> constants_;
   absl::flat_hash_map<std::string, std::string> dequantized_;
@@ -377,6 +520,10 @@ absl::Status RewriteDynamicQuantizeLstm(onnx::ModelProto* model,
   });
   if (!any) return absl::OkStatus();
 
+  int64_t opset = 0;
+  for (const onnx::OperatorSetIdProto& op : model->opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
+  }
   absl::flat_hash_set<std::string> names;
   CollectNames(model->mutable_graph(), &names);
   std::vector<std::pair<onnx::GraphProto*, std::vector<std::string>>> consumed;
@@ -386,7 +533,7 @@ absl::Status RewriteDynamicQuantizeLstm(onnx::ModelProto* model,
     bool has = false;
     for (const onnx::NodeProto& n : g->node()) has |= IsDynamicQuantizeLstm(n);
     if (!has) return;
-    GraphRewriter rewriter(g, top, detached, base_dir, max_tensor_bytes, &names);
+    GraphRewriter rewriter(g, top, detached, base_dir, max_tensor_bytes, opset, &names);
     status = rewriter.Run();
     consumed.emplace_back(g, rewriter.consumed());
   });

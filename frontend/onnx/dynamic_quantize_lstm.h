@@ -1,8 +1,8 @@
 // File: frontend/onnx/dynamic_quantize_lstm.h — ONNX Runtime's contrib op
 // com.microsoft.DynamicQuantizeLSTM (what onnxruntime.quantization's
-// quantize_dynamic writes for every LSTM) becomes a standard f32 ONNX LSTM
-// over its dequantized constant weights, before the importer checks ops
-// (decision 0071). Internal to frontend/onnx.
+// quantize_dynamic writes for every LSTM) becomes a standard ONNX LSTM over
+// its dequantized constant weights, before the importer checks ops
+// (decisions 0071, 0074). Internal to frontend/onnx.
 #ifndef KILN_FRONTEND_ONNX_DYNAMIC_QUANTIZE_LSTM_H_
 #define KILN_FRONTEND_ONNX_DYNAMIC_QUANTIZE_LSTM_H_
 
@@ -16,10 +16,17 @@
 namespace kiln::frontend::onnx_internal {
 
 // Rewrites every com.microsoft.DynamicQuantizeLSTM node, in every graph, into
-// an ONNX `LSTM` node (same name, inputs, outputs and attributes) whose W and
-// R are new f32 initializers: W[d, j, i] = (Wq[d, i, j] - zp[d, j']) *
-// scale[d, j'], j' = j for per-column, 0 for per-direction parameters (R
-// likewise). Wq, Rq, their scales and zero points must be initializers (or
+// an ONNX `LSTM` node (same name, inputs, outputs and attributes) whose W is
+// a new f32 initializer: W[d, j, i] = (Wq[d, i, j] - zp[d, j']) *
+// scale[d, j'], j' = j for per-column, 0 for per-direction parameters. R
+// stays 8-bit where the model's opset can say so (decision 0074): it is the
+// output of DequantizeLinear over Rq transposed to ONNX's [D, 4H, H] (per
+// tensor when one scale and zero point cover it; per direction on axis 0 and
+// per column of one direction on axis 1 from opset 13; below opset 13, two
+// directions are one per-tensor DequantizeLinear each and a Concat), nodes
+// inserted right before the LSTM; otherwise (per-column parameters of a
+// bidirectional LSTM or below opset 13, any below opset 10) an f32
+// initializer like W. Wq, Rq, their scales and zero points must be initializers (or
 // Constant outputs) of the node's own graph; the quantized weights go away
 // when nothing else reads them, and so does the 'com.microsoft' opset import
 // when no node of that domain is left. `detached` holds the top-level

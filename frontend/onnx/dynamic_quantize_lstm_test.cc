@@ -68,12 +68,13 @@ const TP* Initializer(const onnx::GraphProto& g, const std::string& name) {
 }
 
 // The test's own dequantization, from ONNX Runtime's documented layouts:
-// q [D, K, 4H] (int8 or uint8, raw_data), scale and zero point [D] or
+// q [D, K, 4H] (int8 or uint8, raw_data or int32_data), scale and zero point [D] or
 // [D, 4H] -> f32 [D, 4H, K] = (q - zp) * scale.
 TP DequantizeByHand(const TP& q, const TP& scale, const TP& zp, const std::string& name) {
   const int64_t D = q.dims(0), K = q.dims(1), N = q.dims(2);
   const bool is_signed = q.data_type() == TP::INT8;
   auto value = [&](const TP& t, int64_t i) -> float {
+    if (t.raw_data().empty()) return static_cast<float>(t.int32_data(i));  // typed field
     const auto byte = static_cast<unsigned char>(t.raw_data()[i]);
     return is_signed ? static_cast<float>(static_cast<signed char>(byte))
                      : static_cast<float>(byte);
@@ -124,16 +125,32 @@ std::string AsFloatLstm(onnx::ModelProto m) {
   return m.SerializeAsString();
 }
 
-class DynamicQuantizeLstmModels : public ::testing::TestWithParam<const char*> {};
+// A model and the nodes the import writes for it (R's DequantizeLinear
+// forms, decision 0074), in order.
+struct DqLstmCase {
+  const char* name;
+  std::vector<std::string> ops;
+};
+
+class DynamicQuantizeLstmModels : public ::testing::TestWithParam<DqLstmCase> {};
 
 TEST_P(DynamicQuantizeLstmModels, MatchesOnnxRuntimeAndTheHandDequantizedLstm) {
-  const std::string dir = ModelDir(GetParam());
+  const std::string dir = ModelDir(GetParam().name);
   absl::StatusOr<ImportResult> imported = ImportModelFile(dir + "/model.onnx");
   ASSERT_TRUE(imported.ok()) << imported.status();
   const ir::Graph& g = imported->graph;
-  ASSERT_EQ(g.nodes().size(), 1u);
-  EXPECT_EQ(g.nodes()[0].op, "LSTM");
-  EXPECT_EQ(g.nodes()[0].domain, "");
+  std::vector<std::string> ops;
+  for (const ir::Node& n : g.nodes()) {
+    EXPECT_EQ(n.domain, "");
+    ops.push_back(n.op);
+  }
+  EXPECT_EQ(ops, GetParam().ops);
+  ASSERT_FALSE(g.nodes().empty());
+  ASSERT_EQ(g.nodes().back().op, "LSTM");
+  // W is an f32 constant; R is computed from 8-bit constants when it is a
+  // node's output.
+  EXPECT_TRUE(g.IsConstant(g.nodes().back().inputs[1]));
+  EXPECT_EQ(g.IsConstant(g.nodes().back().inputs[2]), GetParam().ops.size() == 1);
   for (const std::string& w : imported->warnings) {
     EXPECT_THAT(w, ::testing::Not(HasSubstr("com.microsoft")));
   }
@@ -170,8 +187,22 @@ TEST_P(DynamicQuantizeLstmModels, MatchesOnnxRuntimeAndTheHandDequantizedLstm) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ort, DynamicQuantizeLstmModels,
-                         ::testing::Values("bidir_s8", "fwd_s8_per_column", "rev_u8"));
+INSTANTIATE_TEST_SUITE_P(
+    Ort, DynamicQuantizeLstmModels,
+    ::testing::Values(
+        // Per direction, opset 13: one DequantizeLinear on axis 0.
+        DqLstmCase{"bidir_s8", {"DequantizeLinear", "LSTM"}},
+        // Per column of one direction, opset 13: axis 1.
+        DqLstmCase{"fwd_s8_per_column", {"DequantizeLinear", "LSTM"}},
+        // One direction, per tensor.
+        DqLstmCase{"rev_u8", {"DequantizeLinear", "LSTM"}},
+        // Two directions with their own uint8 zero points below opset 13:
+        // one per-tensor DequantizeLinear per direction and a Concat.
+        DqLstmCase{"bidir_u8_opset12",
+                   {"DequantizeLinear", "DequantizeLinear", "Concat", "LSTM"}},
+        // Per column of two directions: R stays an f32 initializer (0071).
+        DqLstmCase{"bidir_s8_per_column", {"LSTM"}}),
+    [](const ::testing::TestParamInfo<DqLstmCase>& info) { return std::string(info.param.name); });
 
 // --- A small model built here, and what is wrong with it. ---
 
@@ -232,38 +263,69 @@ TEST(DynamicQuantizeLstm, SmallModelBecomesOneLstmAndDropsTheQuantizedWeights) {
   onnx::ModelProto proto = s.m.model();
   ASSERT_TRUE(onnx_internal::RewriteDynamicQuantizeLstm(&proto, {}, "", int64_t{1} << 30).ok());
   const onnx::GraphProto& g = proto.graph();
-  ASSERT_EQ(g.node_size(), 1);
-  EXPECT_EQ(g.node(0).op_type(), "LSTM");
-  EXPECT_EQ(g.node(0).domain(), "");
-  EXPECT_EQ(g.node(0).name(), "dq");
-  ASSERT_EQ(g.node(0).input_size(), 3);
-  EXPECT_EQ(g.node(0).input(0), "x");
+  ASSERT_EQ(g.node_size(), 2);
+  const onnx::NodeProto& dq = g.node(0);
+  const onnx::NodeProto& lstm = g.node(1);
+  EXPECT_EQ(lstm.op_type(), "LSTM");
+  EXPECT_EQ(lstm.domain(), "");
+  EXPECT_EQ(lstm.name(), "dq");
+  ASSERT_EQ(lstm.input_size(), 3);
+  EXPECT_EQ(lstm.input(0), "x");
   for (const std::string gone : {"wq", "rq", "ws", "wz", "rs", "rz"}) {
     EXPECT_EQ(Initializer(g, gone), nullptr) << gone;
   }
-  const TP* w = Initializer(g, g.node(0).input(1));
-  const TP* r = Initializer(g, g.node(0).input(2));
+  const TP* w = Initializer(g, lstm.input(1));
   ASSERT_NE(w, nullptr);
-  ASSERT_NE(r, nullptr);
   EXPECT_EQ(w->data_type(), TP::FLOAT);
   EXPECT_THAT(std::vector<int64_t>(w->dims().begin(), w->dims().end()),
               ::testing::ElementsAre(1, 4 * kH, kI));
-  EXPECT_THAT(std::vector<int64_t>(r->dims().begin(), r->dims().end()),
-              ::testing::ElementsAre(1, 4 * kH, kH));
   for (const onnx::OperatorSetIdProto& op : proto.opset_import()) {
     EXPECT_NE(op.domain(), "com.microsoft");
   }
-  // The same values as the test's own dequantization.
-  const TP by_hand = DequantizeByHand(*Initializer(s.m.model().graph(), "rq"),
-                                      *Initializer(s.m.model().graph(), "rs"),
-                                      *Initializer(s.m.model().graph(), "rz"), "r");
-  ASSERT_EQ(r->raw_data().size(), 4u * by_hand.float_data_size());
-  for (int i = 0; i < by_hand.float_data_size(); ++i) {
-    float v;
-    std::memcpy(&v, r->raw_data().data() + 4 * i, 4);
-    EXPECT_EQ(v, by_hand.float_data(i)) << i;
+  // R: DequantizeLinear (per tensor) of rq in ONNX's layout, rs and rz.
+  EXPECT_EQ(dq.op_type(), "DequantizeLinear");
+  EXPECT_EQ(dq.attribute_size(), 0);
+  ASSERT_EQ(dq.input_size(), 3);
+  ASSERT_EQ(dq.output_size(), 1);
+  EXPECT_EQ(dq.output(0), lstm.input(2));
+  const TP* q = Initializer(g, dq.input(0));
+  const TP* scale = Initializer(g, dq.input(1));
+  const TP* zp = Initializer(g, dq.input(2));
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(scale, nullptr);
+  ASSERT_NE(zp, nullptr);
+  EXPECT_EQ(q->data_type(), TP::INT8);
+  EXPECT_THAT(std::vector<int64_t>(q->dims().begin(), q->dims().end()),
+              ::testing::ElementsAre(1, 4 * kH, kH));
+  EXPECT_EQ(scale->dims_size(), 0);
+  EXPECT_EQ(zp->dims_size(), 0);
+  EXPECT_EQ(zp->raw_data(), std::string(1, '\1'));
+  float sv;
+  std::memcpy(&sv, scale->raw_data().data(), 4);
+  EXPECT_EQ(sv, 0.1f);
+  // q[0, j, k] = rq[0, k, j] (ONNX Runtime's layout [D, H, 4H]).
+  const std::vector<int> rq = Ramp(kH * 4 * kH, 5);
+  ASSERT_EQ(q->raw_data().size(), rq.size());
+  for (int64_t j = 0; j < 4 * kH; ++j) {
+    for (int64_t k = 0; k < kH; ++k) {
+      EXPECT_EQ(static_cast<signed char>(q->raw_data()[j * kH + k]), rq[k * 4 * kH + j])
+          << j << "," << k;
+    }
   }
   EXPECT_TRUE(s.Import().ok()) << s.Import().status();
+}
+
+TEST(DynamicQuantizeLstm, BelowOpset10RStaysFloat) {
+  Small s;
+  onnx::ModelProto proto = s.m.model();
+  for (onnx::OperatorSetIdProto& op : *proto.mutable_opset_import()) {
+    if (op.domain().empty()) op.set_version(9);
+  }
+  ASSERT_TRUE(onnx_internal::RewriteDynamicQuantizeLstm(&proto, {}, "", int64_t{1} << 30).ok());
+  ASSERT_EQ(proto.graph().node_size(), 1);
+  const TP* r = Initializer(proto.graph(), proto.graph().node(0).input(2));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->data_type(), TP::FLOAT);
 }
 
 TEST(DynamicQuantizeLstm, WeightsMustBeConstants) {

@@ -17,6 +17,10 @@ int8 kernel, which also quantizes X and h dynamically).
 - rev_u8: a reverse LSTM with peepholes, written by hand as quantize_dynamic
   never writes uint8 LSTM weights: uint8 weights with a nonzero zero point per
   direction.
+- bidir_u8_opset12: a bidirectional LSTM quantized by hand like rev_u8, in an
+  opset-12 model (whose DequantizeLinear has no axis).
+- bidir_s8_per_column: a bidirectional LSTM, quantize_dynamic with
+  per_channel=True.
 """
 import os
 import shutil
@@ -71,7 +75,7 @@ def quantized(model, per_channel):
         shutil.rmtree(tmp)
 
 
-def hand_quantized_u8(model):
+def hand_quantized_u8(model, opset=13):
     """The LSTM as a DynamicQuantizeLSTM with uint8 weights quantized per
     direction with their own zero point (asymmetric, as uint8 is)."""
     g = model.graph
@@ -98,7 +102,7 @@ def hand_quantized_u8(model):
                             domain="com.microsoft")
     node.attribute.extend(lstm.attribute)
     graph = helper.make_graph([node], g.name, list(g.input), list(g.output), new_inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
                                                    helper.make_opsetid("com.microsoft", 1)])
 
 
@@ -128,3 +132,6 @@ def save(model, name):
 save(quantized(lstm_model("bidirectional", False, True, ["Y", "Y_h", "Y_c"]), False), "bidir_s8")
 save(quantized(lstm_model("forward", False, False, ["Y", "Y_h"]), True), "fwd_s8_per_column")
 save(hand_quantized_u8(lstm_model("reverse", True, True, ["Y", "Y_c"])), "rev_u8")
+save(hand_quantized_u8(lstm_model("bidirectional", False, True, ["Y", "Y_h", "Y_c"]), 12),
+     "bidir_u8_opset12")
+save(quantized(lstm_model("bidirectional", False, False, ["Y"]), True), "bidir_s8_per_column")
