@@ -212,8 +212,16 @@ Result ThresholdedRelu(OpContext& ctx) {
       ctx, [=](auto x) { return x > alpha ? x : decltype(x)(0); });
 }
 
+// In double, rounded once to the tensor's type: the correctly rounded f32
+// value (but for ~1e-16 relative). 1.0f / (1.0f + expf(-x)) rounds three
+// times and can be an ulp off, enough to move a quantized sigmoid across a
+// rounding tie (efficientnet_b0.qdq's squeeze-excitation input 87: the f32
+// formula's 0.49887168 / scale is 226.50002, the correctly rounded 0.49887165
+// / scale the tie 226.5, which rounds to even, as ONNX Runtime gives).
 Result Sigmoid(OpContext& ctx) {
-  return Unary<kFloat>(ctx, [](auto x) { return 1 / (1 + std::exp(-x)); });
+  return Unary<kFloat>(ctx, [](auto x) {
+    return static_cast<decltype(x)>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+  });
 }
 
 Result HardSigmoid(OpContext& ctx) {

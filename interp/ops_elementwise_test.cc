@@ -172,6 +172,26 @@ TEST(Activations, ThresholdedReluShrink) {
                DType::kF32, {5}, {-2, 0, 0, 0, 2});
 }
 
+// f32 Sigmoid is the correctly rounded value: equal to 1 / (1 + e^-x)
+// evaluated in long double and rounded once, on a sweep of [-20, 20] and on
+// the efficientnet_b0.qdq input where the f32 formula 1.0f / (1.0f +
+// expf(-x)) is an ulp high (0.49887168 for 0.49887165).
+TEST(Activations, SigmoidIsCorrectlyRoundedInF32) {
+  std::vector<float> xs = {-0.0045133675f};
+  for (int i = 0; i <= 40000; ++i) xs.push_back(-20.0f + 0.001f * static_cast<float>(i));
+  Tensor x(DType::kF32, {static_cast<int64_t>(xs.size())});
+  std::copy(xs.begin(), xs.end(), x.data<float>());
+  const Tensor y = OneNode("Sigmoid").In(x).Run1();
+  int64_t off = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const long double lx = xs[i];
+    const float want = static_cast<float>(1.0L / (1.0L + std::exp(-lx)));
+    off += y.data<float>()[i] != want;
+    if (i == 0) EXPECT_EQ(y.data<float>()[0], want);
+  }
+  EXPECT_EQ(off, 0) << "of " << xs.size();
+}
+
 TEST(Activations, SigmoidFamily) {
   Tensor x = F32({4}, {-100, -1, 0, 3});
   ExpectTensor(OneNode("Sigmoid").In(x).Run1(), DType::kF32, {4},

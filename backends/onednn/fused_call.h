@@ -154,9 +154,9 @@ struct PostOp {
 // sum (src - src_zero_point) * (weights - weights_zero_point),
 //   dst = saturate(round_half_even(post_ops(scale * (acc + bias))) + dst_zero_point)
 // in f32 (oneDNN's output scales, post-ops and zero points, applied in that
-// order). ONNX rounds before adding the zero point; both agree except on
-// exact ties, which is one of the cases of the one-quantization-step rule
-// (docs/quantization.md).
+// order). An 8-bit dst with a zero point gets a round post-op last, so the
+// zero point is added to an integer, as ONNX and ONNX Runtime add it
+// (oneDNN alone rounds scale * acc + zero point, whose f32 sum can round).
 struct IntegerCall {
   int32_t src_zero_point = 0;
   // Nonzero only for runtime weights (oneDNN's common weights zero point).

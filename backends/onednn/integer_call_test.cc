@@ -99,9 +99,11 @@ absl::Status CreateStatus(const std::string& text) {
 }
 
 // Lowers `text` (one integer op reading graph input %x), runs its extern
-// kernel on oneDNN over seeded x and compares with interp::Run: exact for an
-// s32 output, within one step for u8/i8. Returns the call's description.
-ExternKernelInfo CheckAgainstReference(const std::string& text, uint32_t seed = 7) {
+// kernel on oneDNN over seeded x (or `given` inputs) and compares with
+// interp::Run: exact for an s32 output, within `steps` quantization steps for
+// u8/i8. Returns the call's description.
+ExternKernelInfo CheckAgainstReference(const std::string& text, uint32_t seed = 7,
+                                       int steps = 1, const std::vector<Tensor>* given = nullptr) {
   absl::StatusOr<Lowered> l = Lower(text);
   EXPECT_TRUE(l.ok()) << l.status() << "\n" << text;
   if (!l.ok()) return {};
@@ -110,7 +112,7 @@ ExternKernelInfo CheckAgainstReference(const std::string& text, uint32_t seed = 
   std::map<int32_t, Tensor> storage;
   for (size_t i = 0; i < l->graph.inputs().size(); ++i) {
     const ir::Value& v = l->graph.value(l->graph.inputs()[i]);
-    inputs.push_back(RandomQuant(v.dtype, v.shape, seed * 31 + i));
+    inputs.push_back(given ? (*given)[i] : RandomQuant(v.dtype, v.shape, seed * 31 + i));
     storage.emplace(l->lp.inputs[i], inputs.back());
   }
   for (const auto& [b, data] : l->lp.constants) storage.emplace(b, *data);
@@ -135,7 +137,7 @@ ExternKernelInfo CheckAgainstReference(const std::string& text, uint32_t seed = 
   EXPECT_TRUE(want.ok()) << want.status();
   if (!want.ok()) return {};
   interp::Tolerance tol;
-  tol.integer_steps = out.dtype == DType::kI32 ? 0 : 1;
+  tol.integer_steps = out.dtype == DType::kI32 ? 0 : steps;
   const Tensor& got = storage.at(l->lp.outputs[0]);
   interp::CompareResult r = interp::CompareTensors(got, (*want)[0], tol);
   EXPECT_TRUE(r.ok) << (*k)->info().call << " on " << (*k)->info().impl << ": " << r.message
@@ -355,6 +357,74 @@ graph main(%a: u8[6,10]) -> (%y) opset 10 {
 }
 )", Lit(Weights7({10, 4}, 6)));
   EXPECT_EQ(CheckAgainstReference(text).call, "matmul[6x10x4 u8s8->s8]");
+}
+
+// ONNX rounds scale * acc and then adds the zero point to an integer. With
+// scale 0.5 - 2^-25 and acc = a, an odd a gives a/2 less one f32 ulp, which
+// rounds down, but a/2 + 128 less that ulp is not an f32 and its sum rounds
+// to the tie a/2 + 128, which half-to-even rounds up for half of the odd a.
+// The call's round post-op keeps ONNX's order: equal to the reference on
+// every u8 value, conv and matmul, u8 and s8 dst.
+// Depthwise 3x3 weights [16,1,3,3] that are 1 at the centre, 0 elsewhere.
+Tensor CenterTaps() {
+  Tensor w(DType::kI8, {16, 1, 3, 3});
+  for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = i % 9 == 4 ? 1 : 0;
+  return w;
+}
+
+TEST(IntegerCall, RoundsBeforeAddingTheDstZeroPoint) {
+  Tensor every_u8(DType::kU8, {1, 1, 16, 16});
+  for (int v = 0; v < 256; ++v) every_u8.data<uint8_t>()[v] = static_cast<uint8_t>(v);
+  for (const char* yt : {"u8", "i8"}) {
+    const int yz = std::string(yt) == "u8" ? 128 : 100;
+    const std::string conv = absl::Substitute(R"(
+graph main(%x: u8[1,1,16,16]) -> (%y) opset 10 {
+  %xs = constant f32[] 0.49999997
+  %xz = constant u8[] 0
+  %w = constant i8[1,1,1,1] [1]
+  %ws = constant f32[] 1
+  %wz = constant i8[] 0
+  %ys = constant f32[] 1
+  %yz = constant $0[] $1
+  %y = QLinearConv(%x, %xs, %xz, %w, %ws, %wz, %ys, %yz) : $0[1,1,16,16]
+}
+)", yt, yz);
+    const std::vector<Tensor> x = {every_u8};
+    CheckAgainstReference(conv, 0, /*steps=*/0, &x);
+    // Depthwise (16 groups of one channel, 3x3 with one nonzero tap).
+    const std::string dw = absl::Substitute(R"(
+graph main(%x: u8[1,16,4,4]) -> (%y) opset 10 {
+  %xs = constant f32[] 0.49999997
+  %xz = constant u8[] 0
+  %w = constant $2
+  %ws = constant f32[] 1
+  %wz = constant i8[] 0
+  %ys = constant f32[] 1
+  %yz = constant $0[] $1
+  %y = QLinearConv(%x, %xs, %xz, %w, %ws, %wz, %ys, %yz) {group=16, pads=[1, 1, 1, 1]} : $0[1,16,4,4]
+}
+)", yt, yz, Lit(CenterTaps()));
+    Tensor x16(DType::kU8, {1, 16, 4, 4});
+    for (int v = 0; v < 256; ++v) x16.data<uint8_t>()[v] = static_cast<uint8_t>(v);
+    const std::vector<Tensor> xd = {x16};
+    CheckAgainstReference(dw, 0, /*steps=*/0, &xd);
+    const std::string matmul = absl::Substitute(R"(
+graph main(%a: u8[256,1]) -> (%y) opset 10 {
+  %as = constant f32[] 0.49999997
+  %az = constant u8[] 0
+  %b = constant i8[1,1] [1]
+  %bs = constant f32[] 1
+  %bz = constant i8[] 0
+  %ys = constant f32[] 1
+  %yz = constant $0[] $1
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : $0[256,1]
+}
+)", yt, yz);
+    Tensor a(DType::kU8, {256, 1});
+    for (int v = 0; v < 256; ++v) a.data<uint8_t>()[v] = static_cast<uint8_t>(v);
+    const std::vector<Tensor> av = {a};
+    CheckAgainstReference(matmul, 0, /*steps=*/0, &av);
+  }
 }
 
 // An s8 A over the whole range (-128 and 127 included) with a negative and

@@ -422,6 +422,14 @@ dnnl::primitive_attr CallAttr(const FusedCall& call,
                               const std::vector<memory::desc>* operand_mds = nullptr) {
   dnnl::post_ops ops;
   BuildPostOps(call, &ops, binary_args, operand_mds);
+  // An 8-bit dst: round before oneDNN adds the dst zero point, as ONNX and
+  // ONNX Runtime do (oneDNN alone rounds scale * acc + zero point, which
+  // differs where that sum rounds in f32).
+  const ir::DType dst = call.dst.dtype;
+  if (call.integer.has_value() && call.integer->dst_zero_point != 0 &&
+      (dst == ir::DType::kU8 || dst == ir::DType::kI8)) {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
+  }
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

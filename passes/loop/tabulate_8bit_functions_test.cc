@@ -113,9 +113,10 @@ TEST(Tabulate8BitFunctions, UnaryQdqPatternsEqualTheReference) {
   const std::vector<Params> params = {
       {DType::kU8, "0.06719470769166946", 127, "0.003920858260244131", 0},
       {DType::kU8, "0.0031967784743756056", 126, "0.0023597758263349533", 0},
-      // A squeeze-excitation sigmoid whose input 87 lands on an exact tie,
-      // sigmoid / scale = 226.5, in f32 arithmetic only one way: the table
-      // must compute as the reference does (227).
+      // A squeeze-excitation sigmoid (efficientnet_b0.qdq) whose input 87
+      // lands on a tie: the correctly rounded f32 sigmoid / scale is 226.5 in
+      // f32 (226 after rounding to even), the f32 formula's one ulp more
+      // 226.50002 (227). The table must compute as the reference does.
       {DType::kU8, "0.001504455809481442", 90, "0.002202523872256279", 0},
       {DType::kU8, "0.25", 3, "0.05", 128},
       {DType::kI8, "0.04", -5, "0.02", 3},
