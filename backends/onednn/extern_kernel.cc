@@ -204,6 +204,10 @@ struct Translation {
   std::deque<Tensor> owned;  // scaled / reshaped constants (stable addresses)
   int src_input = -1;
   int weights_input = -1;  // runtime weights (MatMul)
+  // A run-time src zero point (one u8 / s8 element, IntegerCall::
+  // runtime_src_zero_point): Run reads it and hands it to the call.
+  int src_zero_point_input = -1;
+  ir::DType src_zero_point_dtype = ir::DType::kU8;
   // An s8 src the call runs as u8 (x + 128, see FlipS8SrcWithoutVnni): Run
   // flips it into a scratch copy first.
   bool flip_src = false;
@@ -471,6 +475,31 @@ absl::StatusOr<int32_t> ScalarZeroPoint(const Translator& tr, int64_t slot,
   return static_cast<int32_t>(v[0]);
 }
 
+// The src zero point of an integer call (node input `slot`): a constant
+// (one value), or one u8 / s8 element computed at run time (what
+// DynamicQuantizeLinear writes), which the call reads at each run as oneDNN's
+// run-time src zero point. A per-row zero point is refused, constant or not.
+absl::Status SrcZeroPoint(const Translator& tr, int64_t slot, const char* what,
+                          IntegerCall& q, Translation& t) {
+  if (!tr.Has(slot) || tr.Constant(slot) != nullptr) {
+    KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, slot, what));
+    return absl::OkStatus();
+  }
+  const Buffer& b = tr.InputBuffer(slot);
+  int64_t count = 1;
+  for (int64_t d : b.shape) count *= d;
+  if (count != 1) {
+    return tr.Unimplemented("a per-row run-time ", what, " (oneDNN takes one value)");
+  }
+  if (b.dtype != ir::DType::kU8 && b.dtype != ir::DType::kI8) {
+    return tr.Invalid(what, " is ", ir::DTypeName(b.dtype), ", not u8 or s8");
+  }
+  q.runtime_src_zero_point = true;
+  t.src_zero_point_input = tr.Input(slot);
+  t.src_zero_point_dtype = b.dtype;
+  return absl::OkStatus();
+}
+
 // oneDNN 2.6 takes s8 weights with a zero point of 0 only. The constant u8
 // or s8 weights minus their zero point (one value, or one per output channel
 // `channel_of(i)` of element i) become the s8 weights the call runs on,
@@ -523,11 +552,11 @@ bool HasVnni() {
 // integer_call_test). The call runs an s8 src as u8 instead, exactly:
 // sum (x - z) * w = sum ((x + 128) - (z + 128)) * w, so Run feeds x + 128
 // (x ^ 0x80 bit for bit) and the src zero point becomes z + 128, which is
-// within [0, 255] for any s8 z.
+// within [0, 255] for any s8 z (a run-time z: Run adds the 128).
 void FlipS8SrcWithoutVnni(Translation& t, IntegerCall& q) {
   if (HasVnni() || t.call.src.dtype != ir::DType::kI8) return;
   t.call.src.dtype = ir::DType::kU8;
-  q.src_zero_point += 128;
+  if (!q.runtime_src_zero_point) q.src_zero_point += 128;
   t.flip_src = true;
 }
 
@@ -583,8 +612,7 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
   KILN_RETURN_IF_ERROR(TranslateConv(tr, /*transpose=*/false, tr.num_slots(), t, slots));
   FusedCall& c = t.call;
   IntegerCall q;
-  KILN_ASSIGN_OR_RETURN(q.src_zero_point,
-                        ScalarZeroPoint(tr, qlinear ? 2 : 2, "input zero point"));
+  KILN_RETURN_IF_ERROR(SrcZeroPoint(tr, 2, "input zero point", q, t));
   KILN_ASSIGN_OR_RETURN(std::vector<double> wzp,
                         QuantConstant(tr, qlinear ? 5 : 3, "weight zero point", 0));
   const int64_t oc = t.weights->shape()[0];
@@ -641,7 +669,7 @@ absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translat
   c.dst = Translator::Spec(tr.OutputBuffer());
   t.src_input = tr.Input(a_slot);
   IntegerCall q;
-  KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, 2, "A's zero point"));
+  KILN_RETURN_IF_ERROR(SrcZeroPoint(tr, 2, "A's zero point", q, t));
   const int64_t n = bb.shape.back();
   if (runtime_b) {
     KILN_RETURN_IF_ERROR(TranslateRuntimeB(tr, b_slot, bzp_slot, q, t));
@@ -1095,6 +1123,9 @@ struct OneDnnExternKernel::Impl {
   // over the src's extent here and passes it instead.
   bool flip_src = false;
   std::vector<uint8_t> flipped;
+  // A run-time src zero point (Translation::src_zero_point_input).
+  int src_zero_point_input = -1;
+  ir::DType src_zero_point_dtype = ir::DType::kU8;
   std::vector<PointerSource> binary;
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
@@ -1172,6 +1203,8 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->src_input = t.src_input;
   impl->weights_input = t.weights_input;
   impl->flip_src = t.flip_src;
+  impl->src_zero_point_input = t.src_zero_point_input;
+  impl->src_zero_point_dtype = t.src_zero_point_dtype;
   if (t.flip_src) impl->flipped.resize(static_cast<size_t>(SpecExtent(t.call.src)));
   impl->binary = std::move(t.binary);
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
@@ -1236,6 +1269,14 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
     for (size_t i = 0; i < m.flipped.size(); ++i) m.flipped[i] = from[i] ^ 0x80;
     src = m.flipped.data();
   }
+  if (m.src_zero_point_input >= 0) {
+    const void* z = inputs[m.src_zero_point_input];
+    int32_t zero_point = m.src_zero_point_dtype == ir::DType::kU8
+                             ? *static_cast<const uint8_t*>(z)
+                             : *static_cast<const int8_t*>(z);
+    if (m.flip_src) zero_point += 128;  // the src runs as x + 128
+    KILN_RETURN_IF_ERROR(m.call->SetSrcZeroPoint(zero_point));
+  }
   absl::Status s =
       m.weights_input >= 0
           ? m.call->Execute(src, inputs[m.weights_input], m.binary_ptrs, dst)
@@ -1248,7 +1289,10 @@ bool OneDnnExternKernel::ReadsInput(size_t input) const {
   const Impl& m = *impl_;
   if (m.rnn != nullptr) return true;
   const int i = static_cast<int>(input);
-  if (i == m.src_input || i == m.weights_input || (m.sum && m.sum->input == i)) return true;
+  if (i == m.src_input || i == m.weights_input || i == m.src_zero_point_input ||
+      (m.sum && m.sum->input == i)) {
+    return true;
+  }
   return std::any_of(m.binary.begin(), m.binary.end(),
                      [i](const auto& b) { return b.input == i; });
 }

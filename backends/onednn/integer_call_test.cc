@@ -466,5 +466,95 @@ graph main(%a: u8[1,2,12,32], %b: i8[1,2,32,10]) -> (%y) opset 10 {
 )").call, "matmul[2*12x32x10 u8s8->s32]");
 }
 
+// The run-time src zero point DynamicQuantizeLinear computes (here a graph
+// input, a seeded value over the whole type): oneDNN's run-time src zero
+// point, read at each run. s32 results exactly, on every CPU for weights in
+// [-64, 64]; full-range weights (u8 minus their zero point) with VNNI only.
+TEST(IntegerCall, MatMulIntegerRuntimeSrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[3,5,40], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[3,5,24]
+}
+)", Lit(Weights7({40, 24}, 2)));
+  for (uint32_t seed : {7u, 8u, 9u}) {
+    const ExternKernelInfo info = CheckAgainstReference(text, seed);
+    EXPECT_EQ(info.call, "matmul[3*5x40x24 u8s8->s32 zp:run]");
+    EXPECT_EQ(info.precision, "int8");
+    EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+  }
+  // quantize_dynamic's defaults: u8 weights with a zero point (w - zp fits s8).
+  const std::string u8w = absl::Substitute(R"(
+graph main(%x: u8[7,64], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 131
+  %y = MatMulInteger(%x, %w, %xz, %wz) : i32[7,33]
+}
+)", Lit(RandomInts(DType::kU8, {64, 33}, 4, 3, 255)));
+  if (Vnni()) {
+    EXPECT_EQ(CheckAgainstReference(u8w, 5).call, "matmul[7x64x33 u8s8->s32 zp:run]");
+  } else {
+    absl::Status s = CreateStatus(u8w);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "saturating"))
+        << s;
+  }
+}
+
+// An s8 src with a run-time s8 zero point: without VNNI the call runs the src
+// as u8 and adds 128 to the zero point it reads.
+TEST(IntegerCall, MatMulIntegerRuntimeS8SrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: i8[6,20], %xz: i8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[6,9]
+}
+)", Lit(Weights7({20, 9}, 6)));
+  for (uint32_t seed : {3u, 4u}) {
+    EXPECT_EQ(CheckAgainstReference(text, seed).call,
+              Vnni() ? "matmul[6x20x9 s8s8->s32 zp:run]" : "matmul[6x20x9 u8s8->s32 zp:run]");
+  }
+}
+
+TEST(IntegerCall, RuntimePerRowSrcZeroPointIsRefused) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[4,6], %xz: u8[4]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[4,3]
+}
+)", Lit(Weights7({6, 3}, 8)));
+  absl::Status s = CreateStatus(text);
+  EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "per-row")) << s;
+}
+
+// ConvInteger with a run-time src zero point and padding (padded elements
+// are the zero point: oneDNN compensates them from the run-time value).
+TEST(IntegerCall, ConvIntegerRuntimeSrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,8,9,9], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = ConvInteger(%x, %w, %xz) {pads=[1, 1, 1, 1]} : i32[1,16,9,9]
+}
+)", Lit(Weights7({16, 8, 3, 3}, 3)));
+  for (uint32_t seed : {7u, 21u}) {
+    const ExternKernelInfo info = CheckAgainstReference(text, seed);
+    EXPECT_EQ(info.call, "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]");
+    EXPECT_EQ(info.precision, "int8");
+    EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+  }
+  const std::string strided = absl::Substitute(R"(
+graph main(%x: u8[2,4,7,6], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 128
+  %y = ConvInteger(%x, %w, %xz, %wz) {strides=[2, 1], pads=[0, 1, 2, 0]} : i32[2,5,4,6]
+}
+)", Lit(RandomQuant(DType::kU8, {5, 4, 3, 2}, 12)));
+  if (Vnni()) {
+    CheckAgainstReference(strided, 13);
+  } else {
+    absl::Status s = CreateStatus(strided);
+    EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::onednn
