@@ -196,6 +196,21 @@ class Translator : public internal::KernelReader {
   bool integer_ = false;
 };
 
+// The few weights of a MatMulInteger whose difference d from their zero
+// point leaves s8: the call runs on clamp(d, -128, 127), and Run adds the
+// rest, dst[m, n] += (x[m, k] - x_zero_point) * (d - clamp(d)), exactly in
+// s32. A and dst are row-major [rows, k] and [rows, n].
+struct WeightResiduals {
+  struct Entry {
+    int64_t k, n;
+    int32_t residual;
+  };
+  std::vector<Entry> entries;
+  int64_t rows = 0, k = 0, n = 0;
+  int32_t src_zero_point = 0;  // a constant one (else the run-time value)
+  ir::DType src_dtype = ir::DType::kU8;
+};
+
 // The parts of the translation Create hands to OneDnnCall and keeps for Run.
 struct Translation {
   FusedCall call;
@@ -208,6 +223,9 @@ struct Translation {
   // runtime_src_zero_point): Run reads it and hands it to the call.
   int src_zero_point_input = -1;
   ir::DType src_zero_point_dtype = ir::DType::kU8;
+  // MatMulInteger's constant weights minus their zero point where that
+  // leaves s8 (WeightResiduals): Run adds them to the s32 dst.
+  WeightResiduals residuals;
   // An s8 src the call runs as u8 (x + 128, see FlipS8SrcWithoutVnni): Run
   // flips it into a scratch copy first.
   bool flip_src = false;
@@ -505,9 +523,16 @@ absl::Status SrcZeroPoint(const Translator& tr, int64_t slot, const char* what,
 // `channel_of(i)` of element i) become the s8 weights the call runs on,
 // which is exact when every difference fits in s8; otherwise Unimplemented
 // (naming why), and the node stays on the reference interpreter.
+//
+// With `residuals` (MatMulInteger with VNNI), differences outside s8 are
+// clamped and recorded in t.residuals (element indices) while they are at
+// most one in kMaxResidualFraction of the weights; Run adds them.
+constexpr int64_t kMaxResidualFraction = 256;
+
 template <typename ChannelOf>
 absl::Status ShiftWeightsToS8(const Translator& tr, const std::vector<double>& zero_points,
-                              int64_t channels, ChannelOf channel_of, Translation& t) {
+                              int64_t channels, ChannelOf channel_of, Translation& t,
+                              bool residuals = false) {
   const Tensor& w = *t.weights;
   if (zero_points.size() != 1 && static_cast<int64_t>(zero_points.size()) != channels) {
     return tr.Invalid(zero_points.size(), " weight zero points for ", channels,
@@ -521,6 +546,14 @@ absl::Status ShiftWeightsToS8(const Translator& tr, const std::vector<double>& z
   for (int64_t i = 0; i < w.num_elements(); ++i) {
     const double z = zero_points.size() == 1 ? zero_points[0] : zero_points[channel_of(i)];
     const double d = w.GetAsDouble(i) - z;
+    if ((d < -128 || d > 127) && residuals &&
+        static_cast<int64_t>(t.residuals.entries.size() + 1) * kMaxResidualFraction <=
+            w.num_elements()) {
+      const double clamped = std::clamp(d, -128.0, 127.0);
+      t.residuals.entries.push_back({i, 0, static_cast<int32_t>(d - clamped)});
+      out[i] = static_cast<int8_t>(clamped);
+      continue;
+    }
     if (d < -128 || d > 127) {
       return tr.Unimplemented(
           "weights minus their zero point do not fit in s8 (", w.GetAsDouble(i), " - ", z,
@@ -681,7 +714,24 @@ absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translat
   c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   KILN_ASSIGN_OR_RETURN(std::vector<double> bzp,
                         QuantConstant(tr, bzp_slot, "B's zero point", 0));
-  KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
+  // Residuals: only for an s32 dst (no requantization) on row-major
+  // operands, and with VNNI (without it the clamped weights overflow anyway).
+  const bool residuals = !qlinear && HasVnni() && c.src.strides.empty() &&
+                         c.dst.strides.empty() && c.dst.dtype == ir::DType::kI32;
+  KILN_RETURN_IF_ERROR(
+      ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t, residuals));
+  if (!t.residuals.entries.empty()) {
+    WeightResiduals& r = t.residuals;
+    for (WeightResiduals::Entry& e : r.entries) {
+      e.n = e.k % n;
+      e.k /= n;
+    }
+    r.k = bb.shape[0];
+    r.n = n;
+    r.rows = SpecExtent(c.src) / r.k;
+    r.src_zero_point = q.src_zero_point;
+    r.src_dtype = c.src.dtype;
+  }
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
@@ -1106,6 +1156,26 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
   return absl::OkStatus();
 }
 
+// dst[m, n] += (x[m, k] - zero_point) * residual for every residual and row.
+template <typename T>
+void AddResidualsOf(const WeightResiduals& r, const T* x, int32_t zero_point, int32_t* dst) {
+  for (int64_t m = 0; m < r.rows; ++m) {
+    const T* row = x + m * r.k;
+    int32_t* out = dst + m * r.n;
+    for (const WeightResiduals::Entry& e : r.entries) {
+      out[e.n] += (static_cast<int32_t>(row[e.k]) - zero_point) * e.residual;
+    }
+  }
+}
+
+void AddResiduals(const WeightResiduals& r, const void* x, int32_t zero_point, int32_t* dst) {
+  if (r.src_dtype == ir::DType::kU8) {
+    AddResidualsOf(r, static_cast<const uint8_t*>(x), zero_point, dst);
+  } else {
+    AddResidualsOf(r, static_cast<const int8_t*>(x), zero_point, dst);
+  }
+}
+
 }  // namespace
 
 struct OneDnnExternKernel::Impl {
@@ -1126,6 +1196,7 @@ struct OneDnnExternKernel::Impl {
   // A run-time src zero point (Translation::src_zero_point_input).
   int src_zero_point_input = -1;
   ir::DType src_zero_point_dtype = ir::DType::kU8;
+  WeightResiduals residuals;
   std::vector<PointerSource> binary;
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
@@ -1205,6 +1276,7 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->flip_src = t.flip_src;
   impl->src_zero_point_input = t.src_zero_point_input;
   impl->src_zero_point_dtype = t.src_zero_point_dtype;
+  impl->residuals = std::move(t.residuals);
   if (t.flip_src) impl->flipped.resize(static_cast<size_t>(SpecExtent(t.call.src)));
   impl->binary = std::move(t.binary);
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
@@ -1217,6 +1289,9 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   const FusedCall& fc = impl->call->call();
   info.op = KindName(fc.kind);
   info.call = fc.ToString();
+  if (!impl->residuals.entries.empty()) {
+    absl::StrAppend(&info.call, "+residuals[", impl->residuals.entries.size(), "]");
+  }
   for (const PostOp& p : fc.post_ops) info.post_ops.push_back(p.ToString());
   info.weight_layout = impl->call->weights_layout();
   info.src_layout = impl->call->src_layout();
@@ -1269,19 +1344,27 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
     for (size_t i = 0; i < m.flipped.size(); ++i) m.flipped[i] = from[i] ^ 0x80;
     src = m.flipped.data();
   }
+  int32_t runtime_zero_point = 0;
   if (m.src_zero_point_input >= 0) {
     const void* z = inputs[m.src_zero_point_input];
-    int32_t zero_point = m.src_zero_point_dtype == ir::DType::kU8
+    runtime_zero_point = m.src_zero_point_dtype == ir::DType::kU8
                              ? *static_cast<const uint8_t*>(z)
                              : *static_cast<const int8_t*>(z);
-    if (m.flip_src) zero_point += 128;  // the src runs as x + 128
-    KILN_RETURN_IF_ERROR(m.call->SetSrcZeroPoint(zero_point));
+    // The src runs as x + 128 when flipped.
+    KILN_RETURN_IF_ERROR(
+        m.call->SetSrcZeroPoint(runtime_zero_point + (m.flip_src ? 128 : 0)));
   }
   absl::Status s =
       m.weights_input >= 0
           ? m.call->Execute(src, inputs[m.weights_input], m.binary_ptrs, dst)
           : m.call->Execute(src, m.binary_ptrs, dst);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
+  if (!m.residuals.entries.empty()) {
+    AddResiduals(m.residuals, inputs[m.src_input],
+                 m.src_zero_point_input >= 0 ? runtime_zero_point
+                                             : m.residuals.src_zero_point,
+                 static_cast<int32_t*>(dst));
+  }
   return absl::OkStatus();
 }
 

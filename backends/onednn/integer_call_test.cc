@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -554,6 +555,52 @@ graph main(%x: u8[2,4,7,6], %xz: u8[]) -> (%y) opset 10 {
     absl::Status s = CreateStatus(strided);
     EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
   }
+}
+
+// u8 weights (quantize_dynamic's default) whose difference from their zero
+// point leaves s8 in a few places: with VNNI the call runs on the clamped
+// weights and adds the residuals in s32, exactly; without VNNI it is refused.
+TEST(IntegerCall, MatMulIntegerWeightsOutsideS8RunAsResiduals) {
+  Tensor w = RandomInts(DType::kU8, {64, 33}, 14, 20, 240);
+  Tensor wz(DType::kU8, {33});
+  for (int n = 0; n < 33; ++n) wz.data<uint8_t>()[n] = n % 2 == 0 ? 120 : 140;
+  // 255 - 120 = 135 and 0 - 140 = -140 leave s8.
+  for (auto [k, n, v] : {std::tuple{3, 0, 255}, {10, 1, 0}, {63, 32, 255}, {0, 5, 0},
+                         {40, 7, 0}}) {
+    w.data<uint8_t>()[k * 33 + n] = static_cast<uint8_t>(v);
+  }
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,7,64], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant $1
+  %y = MatMulInteger(%x, %w, %xz, %wz) : i32[2,7,33]
+}
+)", Lit(w), Lit(wz));
+  if (Vnni()) {
+    for (uint32_t seed : {15u, 16u}) {
+      EXPECT_EQ(CheckAgainstReference(text, seed).call,
+                "matmul[2*7x64x33 u8s8->s32 zp:run]+residuals[5]");
+    }
+    // A constant src zero point takes the same path.
+    const std::string constant_zp = absl::StrReplaceAll(
+        text, {{", %xz: u8[])", ")"}, {"  %wz =", "  %xz = constant u8[] 201\n  %wz ="}});
+    EXPECT_EQ(CheckAgainstReference(constant_zp).call,
+              "matmul[2*7x64x33 u8s8->s32]+residuals[5]");
+  } else {
+    absl::Status s = CreateStatus(text);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+        << s;
+  }
+  // More than one weight in 256 outside s8: refused everywhere.
+  const std::string many = absl::Substitute(R"(
+graph main(%x: u8[4,16], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[4,16]
+}
+)", Lit(RandomQuant(DType::kU8, {16, 16}, 17)));
+  absl::Status s = CreateStatus(many);
+  EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+      << s;
 }
 
 }  // namespace
