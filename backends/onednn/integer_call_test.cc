@@ -603,5 +603,67 @@ graph main(%x: u8[4,16], %xz: u8[]) -> (%y) opset 10 {
       << s;
 }
 
+// The same for a ConvInteger: strided, padded, dilated and grouped, so the
+// residual terms meet the padding (the zero point, a term of 0).
+TEST(IntegerCall, ConvIntegerWeightsOutsideS8RunAsResiduals) {
+  Tensor w = RandomInts(DType::kU8, {16, 8, 3, 3}, 18, 20, 240);  // groups 2
+  for (int64_t i : {0, 37, 100, 200, 287}) w.data<uint8_t>()[i] = i % 2 == 0 ? 255 : 0;
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,16,9,8], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 2, 1, 0]} : i32[2,16,5,6]
+}
+)", Lit(w));
+  if (Vnni()) {
+    for (uint32_t seed : {19u, 20u}) {
+      EXPECT_EQ(CheckAgainstReference(text, seed).call,
+                "conv[3x3 s2x1 g2 d1x2 p1,2/1,0 u8s8->s32 zp:run]+residuals[3]");
+    }
+  } else {
+    absl::Status s = CreateStatus(text);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+        << s;
+  }
+}
+
+// ResNet-18's shapes (jit_int8 kernels, not the small shapes' paths): the
+// 7x7 stride-2 stem and a 64-channel 3x3 conv, with and without residuals.
+TEST(IntegerCall, ConvIntegerRuntimeZeroPointAtResNetShapes) {
+  for (bool residuals : {false, true}) {
+    Tensor w = RandomInts(DType::kU8, {64, 64, 3, 3}, 18, 20, 240);
+    if (residuals) {
+      for (int64_t i : {0, 37, 100, 200, 287}) w.data<uint8_t>()[i] = 255;
+    }
+    const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,64,56,56], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[1, 1, 1, 1]} : i32[1,64,56,56]
+}
+)", Lit(w));
+    if (!Vnni()) {
+      EXPECT_TRUE(absl::IsUnimplemented(CreateStatus(text)));
+      continue;
+    }
+    EXPECT_EQ(CheckAgainstReference(text, 19).call,
+              residuals ? "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]+residuals[5]"
+                        : "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]");
+  }
+  Tensor w = RandomInts(DType::kU8, {64, 3, 7, 7}, 18, 20, 240);
+  for (int64_t i : {0, 37, 100}) w.data<uint8_t>()[i] = 255;
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,3,224,224], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[3, 3, 3, 3], strides=[2, 2]} : i32[1,64,112,112]
+}
+)", Lit(w));
+  if (Vnni()) {
+    EXPECT_EQ(CheckAgainstReference(text, 19).call,
+              "conv[7x7 s2 g1 p3 u8s8->s32 zp:run]+residuals[3]");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::onednn
