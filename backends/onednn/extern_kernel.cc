@@ -196,6 +196,27 @@ class Translator : public internal::KernelReader {
   bool integer_ = false;
 };
 
+// The few weights of a MatMulInteger or a 2-D ConvInteger whose difference d
+// from their zero point leaves s8: the call runs on clamp(d, -128, 127), and
+// Run adds the rest exactly in s32: dst[m, n] += (x[m, k] - x_zero_point) *
+// (d - clamp(d)) (A and dst row-major [rows, k] and [rows, n]), or for a conv
+// the same term at every output position whose input position is not padding
+// (padding is the zero point: its term is 0).
+struct WeightResiduals {
+  struct Entry {
+    int64_t k, n;  // a conv: n the output channel, k the index in [IC/g, KH, KW]
+    int32_t residual;
+  };
+  std::vector<Entry> entries;
+  int64_t rows = 0, k = 0, n = 0;
+  bool conv = false;
+  TensorSpec src, dst;  // a conv's activations (plain, maybe strided)
+  ConvParams params;
+  int64_t kh = 0, kw = 0, ic_per_group = 0, oc_per_group = 0;
+  int32_t src_zero_point = 0;  // a constant one (else the run-time value)
+  ir::DType src_dtype = ir::DType::kU8;
+};
+
 // The parts of the translation Create hands to OneDnnCall and keeps for Run.
 struct Translation {
   FusedCall call;
@@ -204,6 +225,13 @@ struct Translation {
   std::deque<Tensor> owned;  // scaled / reshaped constants (stable addresses)
   int src_input = -1;
   int weights_input = -1;  // runtime weights (MatMul)
+  // A run-time src zero point (one u8 / s8 element, IntegerCall::
+  // runtime_src_zero_point): Run reads it and hands it to the call.
+  int src_zero_point_input = -1;
+  ir::DType src_zero_point_dtype = ir::DType::kU8;
+  // MatMulInteger's constant weights minus their zero point where that
+  // leaves s8 (WeightResiduals): Run adds them to the s32 dst.
+  WeightResiduals residuals;
   // An s8 src the call runs as u8 (x + 128, see FlipS8SrcWithoutVnni): Run
   // flips it into a scratch copy first.
   bool flip_src = false;
@@ -471,14 +499,46 @@ absl::StatusOr<int32_t> ScalarZeroPoint(const Translator& tr, int64_t slot,
   return static_cast<int32_t>(v[0]);
 }
 
+// The src zero point of an integer call (node input `slot`): a constant
+// (one value), or one u8 / s8 element computed at run time (what
+// DynamicQuantizeLinear writes), which the call reads at each run as oneDNN's
+// run-time src zero point. A per-row zero point is refused, constant or not.
+absl::Status SrcZeroPoint(const Translator& tr, int64_t slot, const char* what,
+                          IntegerCall& q, Translation& t) {
+  if (!tr.Has(slot) || tr.Constant(slot) != nullptr) {
+    KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, slot, what));
+    return absl::OkStatus();
+  }
+  const Buffer& b = tr.InputBuffer(slot);
+  int64_t count = 1;
+  for (int64_t d : b.shape) count *= d;
+  if (count != 1) {
+    return tr.Unimplemented("a per-row run-time ", what, " (oneDNN takes one value)");
+  }
+  if (b.dtype != ir::DType::kU8 && b.dtype != ir::DType::kI8) {
+    return tr.Invalid(what, " is ", ir::DTypeName(b.dtype), ", not u8 or s8");
+  }
+  q.runtime_src_zero_point = true;
+  t.src_zero_point_input = tr.Input(slot);
+  t.src_zero_point_dtype = b.dtype;
+  return absl::OkStatus();
+}
+
 // oneDNN 2.6 takes s8 weights with a zero point of 0 only. The constant u8
 // or s8 weights minus their zero point (one value, or one per output channel
 // `channel_of(i)` of element i) become the s8 weights the call runs on,
 // which is exact when every difference fits in s8; otherwise Unimplemented
 // (naming why), and the node stays on the reference interpreter.
+//
+// With `residuals` (MatMulInteger with VNNI), differences outside s8 are
+// clamped and recorded in t.residuals (element indices) while they are at
+// most one in kMaxResidualFraction of the weights; Run adds them.
+constexpr int64_t kMaxResidualFraction = 256;
+
 template <typename ChannelOf>
 absl::Status ShiftWeightsToS8(const Translator& tr, const std::vector<double>& zero_points,
-                              int64_t channels, ChannelOf channel_of, Translation& t) {
+                              int64_t channels, ChannelOf channel_of, Translation& t,
+                              bool residuals = false) {
   const Tensor& w = *t.weights;
   if (zero_points.size() != 1 && static_cast<int64_t>(zero_points.size()) != channels) {
     return tr.Invalid(zero_points.size(), " weight zero points for ", channels,
@@ -492,6 +552,14 @@ absl::Status ShiftWeightsToS8(const Translator& tr, const std::vector<double>& z
   for (int64_t i = 0; i < w.num_elements(); ++i) {
     const double z = zero_points.size() == 1 ? zero_points[0] : zero_points[channel_of(i)];
     const double d = w.GetAsDouble(i) - z;
+    if ((d < -128 || d > 127) && residuals &&
+        static_cast<int64_t>(t.residuals.entries.size() + 1) * kMaxResidualFraction <=
+            w.num_elements()) {
+      const double clamped = std::clamp(d, -128.0, 127.0);
+      t.residuals.entries.push_back({i, 0, static_cast<int32_t>(d - clamped)});
+      out[i] = static_cast<int8_t>(clamped);
+      continue;
+    }
     if (d < -128 || d > 127) {
       return tr.Unimplemented(
           "weights minus their zero point do not fit in s8 (", w.GetAsDouble(i), " - ", z,
@@ -523,11 +591,11 @@ bool HasVnni() {
 // integer_call_test). The call runs an s8 src as u8 instead, exactly:
 // sum (x - z) * w = sum ((x + 128) - (z + 128)) * w, so Run feeds x + 128
 // (x ^ 0x80 bit for bit) and the src zero point becomes z + 128, which is
-// within [0, 255] for any s8 z.
+// within [0, 255] for any s8 z (a run-time z: Run adds the 128).
 void FlipS8SrcWithoutVnni(Translation& t, IntegerCall& q) {
   if (HasVnni() || t.call.src.dtype != ir::DType::kI8) return;
   t.call.src.dtype = ir::DType::kU8;
-  q.src_zero_point += 128;
+  if (!q.runtime_src_zero_point) q.src_zero_point += 128;
   t.flip_src = true;
 }
 
@@ -583,14 +651,36 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
   KILN_RETURN_IF_ERROR(TranslateConv(tr, /*transpose=*/false, tr.num_slots(), t, slots));
   FusedCall& c = t.call;
   IntegerCall q;
-  KILN_ASSIGN_OR_RETURN(q.src_zero_point,
-                        ScalarZeroPoint(tr, qlinear ? 2 : 2, "input zero point"));
+  KILN_RETURN_IF_ERROR(SrcZeroPoint(tr, 2, "input zero point", q, t));
   KILN_ASSIGN_OR_RETURN(std::vector<double> wzp,
                         QuantConstant(tr, qlinear ? 5 : 3, "weight zero point", 0));
   const int64_t oc = t.weights->shape()[0];
   const int64_t per_oc = t.weights->num_elements() / oc;
+  // Residuals: a 2-D conv with an s32 dst (no requantization) and VNNI.
+  // The activations stay plain (PreferredActivationBlocks).
+  const bool residuals = !qlinear && HasVnni() && c.dst.dtype == ir::DType::kI32 &&
+                         t.weights->shape().size() == 4 && c.post_ops.empty() &&
+                         !c.bias.has_value() && c.src.channel_block == 0 &&
+                         c.dst.channel_block == 0;
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(
-      tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t));
+      tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t, residuals));
+  if (!t.residuals.entries.empty()) {
+    WeightResiduals& r = t.residuals;
+    for (WeightResiduals::Entry& e : r.entries) {
+      e.n = e.k / per_oc;
+      e.k %= per_oc;
+    }
+    r.conv = true;
+    r.src = c.src;
+    r.dst = c.dst;
+    r.params = c.conv;
+    r.kh = t.weights->shape()[2];
+    r.kw = t.weights->shape()[3];
+    r.ic_per_group = t.weights->shape()[1];
+    r.oc_per_group = oc / c.conv.groups;
+    r.src_zero_point = q.src_zero_point;
+    r.src_dtype = c.src.dtype;
+  }
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, oc, q));
@@ -641,7 +731,7 @@ absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translat
   c.dst = Translator::Spec(tr.OutputBuffer());
   t.src_input = tr.Input(a_slot);
   IntegerCall q;
-  KILN_ASSIGN_OR_RETURN(q.src_zero_point, ScalarZeroPoint(tr, 2, "A's zero point"));
+  KILN_RETURN_IF_ERROR(SrcZeroPoint(tr, 2, "A's zero point", q, t));
   const int64_t n = bb.shape.back();
   if (runtime_b) {
     KILN_RETURN_IF_ERROR(TranslateRuntimeB(tr, b_slot, bzp_slot, q, t));
@@ -653,7 +743,24 @@ absl::Status TranslateIntegerMatMul(const Translator& tr, bool qlinear, Translat
   c.weights = TensorSpec{bb.dtype, bb.shape, {}};
   KILN_ASSIGN_OR_RETURN(std::vector<double> bzp,
                         QuantConstant(tr, bzp_slot, "B's zero point", 0));
-  KILN_RETURN_IF_ERROR(ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t));
+  // Residuals: only for an s32 dst (no requantization) on row-major
+  // operands, and with VNNI (without it the clamped weights overflow anyway).
+  const bool residuals = !qlinear && HasVnni() && c.src.strides.empty() &&
+                         c.dst.strides.empty() && c.dst.dtype == ir::DType::kI32;
+  KILN_RETURN_IF_ERROR(
+      ShiftWeightsToS8(tr, bzp, n, [n](int64_t i) { return i % n; }, t, residuals));
+  if (!t.residuals.entries.empty()) {
+    WeightResiduals& r = t.residuals;
+    for (WeightResiduals::Entry& e : r.entries) {
+      e.n = e.k % n;
+      e.k /= n;
+    }
+    r.k = bb.shape[0];
+    r.n = n;
+    r.rows = SpecExtent(c.src) / r.k;
+    r.src_zero_point = q.src_zero_point;
+    r.src_dtype = c.src.dtype;
+  }
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, n, q));
@@ -1078,6 +1185,66 @@ absl::Status TranslateKernel(Translator& tr, const Kernel& kernel, Translation& 
   return absl::OkStatus();
 }
 
+// dst[m, n] += (x[m, k] - zero_point) * residual for every residual and row.
+template <typename T>
+void AddResidualsOf(const WeightResiduals& r, const T* x, int32_t zero_point, int32_t* dst) {
+  for (int64_t m = 0; m < r.rows; ++m) {
+    const T* row = x + m * r.k;
+    int32_t* out = dst + m * r.n;
+    for (const WeightResiduals::Entry& e : r.entries) {
+      out[e.n] += (static_cast<int32_t>(row[e.k]) - zero_point) * e.residual;
+    }
+  }
+}
+
+// Element offset of logical [n, c, h, w] in a plain (maybe strided) activation.
+int64_t ActivationOffset(const std::vector<int64_t>& st, int64_t n, int64_t c, int64_t h,
+                         int64_t w) {
+  return n * st[0] + c * st[1] + h * st[2] + w * st[3];
+}
+
+template <typename T>
+void AddConvResidualsOf(const WeightResiduals& r, const T* x, int32_t zero_point,
+                        int32_t* dst) {
+  const ConvParams& p = r.params;
+  const int64_t ih_n = r.src.shape[2], iw_n = r.src.shape[3];
+  const int64_t oh_n = r.dst.shape[2], ow_n = r.dst.shape[3];
+  const std::vector<int64_t> xs = r.src.EffectiveStrides(), ys = r.dst.EffectiveStrides();
+  for (int64_t n = 0; n < r.dst.shape[0]; ++n) {
+    for (const WeightResiduals::Entry& e : r.entries) {
+      const int64_t ic = (e.n / r.oc_per_group) * r.ic_per_group + e.k / (r.kh * r.kw);
+      const int64_t kh = e.k / r.kw % r.kh, kw = e.k % r.kw;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const int64_t ih = oh * p.strides[0] - p.pads_begin[0] + kh * p.dilations[0];
+        if (ih < 0 || ih >= ih_n) continue;
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const int64_t iw = ow * p.strides[1] - p.pads_begin[1] + kw * p.dilations[1];
+          if (iw < 0 || iw >= iw_n) continue;
+          dst[ActivationOffset(ys, n, e.n, oh, ow)] +=
+              (static_cast<int32_t>(x[ActivationOffset(xs, n, ic, ih, iw)]) - zero_point) *
+              e.residual;
+        }
+      }
+    }
+  }
+}
+
+void AddResiduals(const WeightResiduals& r, const void* x, int32_t zero_point, int32_t* dst) {
+  if (r.conv) {
+    if (r.src_dtype == ir::DType::kU8) {
+      AddConvResidualsOf(r, static_cast<const uint8_t*>(x), zero_point, dst);
+    } else {
+      AddConvResidualsOf(r, static_cast<const int8_t*>(x), zero_point, dst);
+    }
+    return;
+  }
+  if (r.src_dtype == ir::DType::kU8) {
+    AddResidualsOf(r, static_cast<const uint8_t*>(x), zero_point, dst);
+  } else {
+    AddResidualsOf(r, static_cast<const int8_t*>(x), zero_point, dst);
+  }
+}
+
 }  // namespace
 
 struct OneDnnExternKernel::Impl {
@@ -1095,6 +1262,10 @@ struct OneDnnExternKernel::Impl {
   // over the src's extent here and passes it instead.
   bool flip_src = false;
   std::vector<uint8_t> flipped;
+  // A run-time src zero point (Translation::src_zero_point_input).
+  int src_zero_point_input = -1;
+  ir::DType src_zero_point_dtype = ir::DType::kU8;
+  WeightResiduals residuals;
   std::vector<PointerSource> binary;
   std::vector<const void*> binary_ptrs;
   std::optional<SumCopy> sum;
@@ -1172,6 +1343,9 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   impl->src_input = t.src_input;
   impl->weights_input = t.weights_input;
   impl->flip_src = t.flip_src;
+  impl->src_zero_point_input = t.src_zero_point_input;
+  impl->src_zero_point_dtype = t.src_zero_point_dtype;
+  impl->residuals = std::move(t.residuals);
   if (t.flip_src) impl->flipped.resize(static_cast<size_t>(SpecExtent(t.call.src)));
   impl->binary = std::move(t.binary);
   impl->binary_ptrs.assign(impl->binary.size(), nullptr);
@@ -1184,6 +1358,9 @@ absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> OneDnnExternKernel::Create(
   const FusedCall& fc = impl->call->call();
   info.op = KindName(fc.kind);
   info.call = fc.ToString();
+  if (!impl->residuals.entries.empty()) {
+    absl::StrAppend(&info.call, "+residuals[", impl->residuals.entries.size(), "]");
+  }
   for (const PostOp& p : fc.post_ops) info.post_ops.push_back(p.ToString());
   info.weight_layout = impl->call->weights_layout();
   info.src_layout = impl->call->src_layout();
@@ -1236,11 +1413,27 @@ absl::Status OneDnnExternKernel::Run(absl::Span<void* const> inputs,
     for (size_t i = 0; i < m.flipped.size(); ++i) m.flipped[i] = from[i] ^ 0x80;
     src = m.flipped.data();
   }
+  int32_t runtime_zero_point = 0;
+  if (m.src_zero_point_input >= 0) {
+    const void* z = inputs[m.src_zero_point_input];
+    runtime_zero_point = m.src_zero_point_dtype == ir::DType::kU8
+                             ? *static_cast<const uint8_t*>(z)
+                             : *static_cast<const int8_t*>(z);
+    // The src runs as x + 128 when flipped.
+    KILN_RETURN_IF_ERROR(
+        m.call->SetSrcZeroPoint(runtime_zero_point + (m.flip_src ? 128 : 0)));
+  }
   absl::Status s =
       m.weights_input >= 0
           ? m.call->Execute(src, inputs[m.weights_input], m.binary_ptrs, dst)
           : m.call->Execute(src, m.binary_ptrs, dst);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(m.where, ": ", s.message()));
+  if (!m.residuals.entries.empty()) {
+    AddResiduals(m.residuals, inputs[m.src_input],
+                 m.src_zero_point_input >= 0 ? runtime_zero_point
+                                             : m.residuals.src_zero_point,
+                 static_cast<int32_t*>(dst));
+  }
   return absl::OkStatus();
 }
 
@@ -1248,7 +1441,10 @@ bool OneDnnExternKernel::ReadsInput(size_t input) const {
   const Impl& m = *impl_;
   if (m.rnn != nullptr) return true;
   const int i = static_cast<int>(input);
-  if (i == m.src_input || i == m.weights_input || (m.sum && m.sum->input == i)) return true;
+  if (i == m.src_input || i == m.weights_input || i == m.src_zero_point_input ||
+      (m.sum && m.sum->input == i)) {
+    return true;
+  }
   return std::any_of(m.binary.begin(), m.binary.end(),
                      [i](const auto& b) { return b.input == i; });
 }
@@ -1265,8 +1461,11 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
   // Runtime weights come in the plain layout; the activations stay plain,
-  // as does an s8 src run as u8 (Run flips a plain copy).
-  if (t.weights_input >= 0 || t.flip_src) return ActivationBlocks{};
+  // as does an s8 src run as u8 (Run flips a plain copy) and a conv with
+  // weight residuals (Run adds them on plain activations).
+  if (t.weights_input >= 0 || t.flip_src || !t.residuals.entries.empty()) {
+    return ActivationBlocks{};
+  }
   absl::StatusOr<ActivationBlocks> blocks =
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());

@@ -307,7 +307,8 @@ std::string FusedCall::ToString() const {
     };
     s.insert(s.size() - 1, absl::StrCat(" ", short_name(src.dtype),
                                         short_name(weights.dtype), "->",
-                                        short_name(dst.dtype)));
+                                        short_name(dst.dtype),
+                                        integer->runtime_src_zero_point ? " zp:run" : ""));
   }
   if (bias.has_value()) absl::StrAppend(&s, "+bias");
   for (const PostOp& p : post_ops) absl::StrAppend(&s, "+", p.ToString());

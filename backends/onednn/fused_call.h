@@ -159,6 +159,10 @@ struct PostOp {
 // (oneDNN alone rounds scale * acc + zero point, whose f32 sum can round).
 struct IntegerCall {
   int32_t src_zero_point = 0;
+  // The src zero point is a run-time value (oneDNN's DNNL_RUNTIME_S32_VAL,
+  // given to OneDnnCall::SetSrcZeroPoint before each Execute; src_zero_point
+  // is then unused): what DynamicQuantizeLinear computes.
+  bool runtime_src_zero_point = false;
   // Nonzero only for runtime weights (oneDNN's common weights zero point).
   int32_t weights_zero_point = 0;
   // Empty: scale 1 (an s32 dst). One value: per tensor. dst channels (C of a

@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -534,6 +535,204 @@ graph main(%a: u8[1,2,12,32], %b: i8[1,2,32,10]) -> (%y) opset 10 {
   %y = MatMulInteger(%a, %b, %az, %bz) : i32[1,2,12,10]
 }
 )").call, "matmul[2*12x32x10 u8s8->s32]");
+}
+
+// The run-time src zero point DynamicQuantizeLinear computes (here a graph
+// input, a seeded value over the whole type): oneDNN's run-time src zero
+// point, read at each run. s32 results exactly, on every CPU for weights in
+// [-64, 64]; full-range weights (u8 minus their zero point) with VNNI only.
+TEST(IntegerCall, MatMulIntegerRuntimeSrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[3,5,40], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[3,5,24]
+}
+)", Lit(Weights7({40, 24}, 2)));
+  for (uint32_t seed : {7u, 8u, 9u}) {
+    const ExternKernelInfo info = CheckAgainstReference(text, seed);
+    EXPECT_EQ(info.call, "matmul[3*5x40x24 u8s8->s32 zp:run]");
+    EXPECT_EQ(info.precision, "int8");
+    EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+  }
+  // quantize_dynamic's defaults: u8 weights with a zero point (w - zp fits s8).
+  const std::string u8w = absl::Substitute(R"(
+graph main(%x: u8[7,64], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 131
+  %y = MatMulInteger(%x, %w, %xz, %wz) : i32[7,33]
+}
+)", Lit(RandomInts(DType::kU8, {64, 33}, 4, 3, 255)));
+  if (Vnni()) {
+    EXPECT_EQ(CheckAgainstReference(u8w, 5).call, "matmul[7x64x33 u8s8->s32 zp:run]");
+  } else {
+    absl::Status s = CreateStatus(u8w);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "saturating"))
+        << s;
+  }
+}
+
+// An s8 src with a run-time s8 zero point: without VNNI the call runs the src
+// as u8 and adds 128 to the zero point it reads.
+TEST(IntegerCall, MatMulIntegerRuntimeS8SrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: i8[6,20], %xz: i8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[6,9]
+}
+)", Lit(Weights7({20, 9}, 6)));
+  for (uint32_t seed : {3u, 4u}) {
+    EXPECT_EQ(CheckAgainstReference(text, seed).call,
+              Vnni() ? "matmul[6x20x9 s8s8->s32 zp:run]" : "matmul[6x20x9 u8s8->s32 zp:run]");
+  }
+}
+
+TEST(IntegerCall, RuntimePerRowSrcZeroPointIsRefused) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[4,6], %xz: u8[4]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[4,3]
+}
+)", Lit(Weights7({6, 3}, 8)));
+  absl::Status s = CreateStatus(text);
+  EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "per-row")) << s;
+}
+
+// ConvInteger with a run-time src zero point and padding (padded elements
+// are the zero point: oneDNN compensates them from the run-time value).
+TEST(IntegerCall, ConvIntegerRuntimeSrcZeroPoint) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,8,9,9], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = ConvInteger(%x, %w, %xz) {pads=[1, 1, 1, 1]} : i32[1,16,9,9]
+}
+)", Lit(Weights7({16, 8, 3, 3}, 3)));
+  for (uint32_t seed : {7u, 21u}) {
+    const ExternKernelInfo info = CheckAgainstReference(text, seed);
+    EXPECT_EQ(info.call, "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]");
+    EXPECT_EQ(info.precision, "int8");
+    EXPECT_FALSE(absl::StartsWith(info.impl, "ref")) << info.impl;
+  }
+  const std::string strided = absl::Substitute(R"(
+graph main(%x: u8[2,4,7,6], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 128
+  %y = ConvInteger(%x, %w, %xz, %wz) {strides=[2, 1], pads=[0, 1, 2, 0]} : i32[2,5,4,6]
+}
+)", Lit(RandomQuant(DType::kU8, {5, 4, 3, 2}, 12)));
+  if (Vnni()) {
+    CheckAgainstReference(strided, 13);
+  } else {
+    absl::Status s = CreateStatus(strided);
+    EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  }
+}
+
+// u8 weights (quantize_dynamic's default) whose difference from their zero
+// point leaves s8 in a few places: with VNNI the call runs on the clamped
+// weights and adds the residuals in s32, exactly; without VNNI it is refused.
+TEST(IntegerCall, MatMulIntegerWeightsOutsideS8RunAsResiduals) {
+  Tensor w = RandomInts(DType::kU8, {64, 33}, 14, 20, 240);
+  Tensor wz(DType::kU8, {33});
+  for (int n = 0; n < 33; ++n) wz.data<uint8_t>()[n] = n % 2 == 0 ? 120 : 140;
+  // 255 - 120 = 135 and 0 - 140 = -140 leave s8.
+  for (auto [k, n, v] : {std::tuple{3, 0, 255}, {10, 1, 0}, {63, 32, 255}, {0, 5, 0},
+                         {40, 7, 0}}) {
+    w.data<uint8_t>()[k * 33 + n] = static_cast<uint8_t>(v);
+  }
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,7,64], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant $1
+  %y = MatMulInteger(%x, %w, %xz, %wz) : i32[2,7,33]
+}
+)", Lit(w), Lit(wz));
+  if (Vnni()) {
+    for (uint32_t seed : {15u, 16u}) {
+      EXPECT_EQ(CheckAgainstReference(text, seed).call,
+                "matmul[2*7x64x33 u8s8->s32 zp:run]+residuals[5]");
+    }
+    // A constant src zero point takes the same path.
+    const std::string constant_zp = absl::StrReplaceAll(
+        text, {{", %xz: u8[])", ")"}, {"  %wz =", "  %xz = constant u8[] 201\n  %wz ="}});
+    EXPECT_EQ(CheckAgainstReference(constant_zp).call,
+              "matmul[2*7x64x33 u8s8->s32]+residuals[5]");
+  } else {
+    absl::Status s = CreateStatus(text);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+        << s;
+  }
+  // More than one weight in 256 outside s8: refused everywhere.
+  const std::string many = absl::Substitute(R"(
+graph main(%x: u8[4,16], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %y = MatMulInteger(%x, %w, %xz) : i32[4,16]
+}
+)", Lit(RandomQuant(DType::kU8, {16, 16}, 17)));
+  absl::Status s = CreateStatus(many);
+  EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+      << s;
+}
+
+// The same for a ConvInteger: strided, padded, dilated and grouped, so the
+// residual terms meet the padding (the zero point, a term of 0).
+TEST(IntegerCall, ConvIntegerWeightsOutsideS8RunAsResiduals) {
+  Tensor w = RandomInts(DType::kU8, {16, 8, 3, 3}, 18, 20, 240);  // groups 2
+  for (int64_t i : {0, 37, 100, 200, 287}) w.data<uint8_t>()[i] = i % 2 == 0 ? 255 : 0;
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[2,16,9,8], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 2, 1, 0]} : i32[2,16,5,6]
+}
+)", Lit(w));
+  if (Vnni()) {
+    for (uint32_t seed : {19u, 20u}) {
+      EXPECT_EQ(CheckAgainstReference(text, seed).call,
+                "conv[3x3 s2x1 g2 d1x2 p1,2/1,0 u8s8->s32 zp:run]+residuals[3]");
+    }
+  } else {
+    absl::Status s = CreateStatus(text);
+    EXPECT_TRUE(absl::IsUnimplemented(s) && absl::StrContains(s.message(), "do not fit in s8"))
+        << s;
+  }
+}
+
+// ResNet-18's shapes (jit_int8 kernels, not the small shapes' paths): the
+// 7x7 stride-2 stem and a 64-channel 3x3 conv, with and without residuals.
+TEST(IntegerCall, ConvIntegerRuntimeZeroPointAtResNetShapes) {
+  for (bool residuals : {false, true}) {
+    Tensor w = RandomInts(DType::kU8, {64, 64, 3, 3}, 18, 20, 240);
+    if (residuals) {
+      for (int64_t i : {0, 37, 100, 200, 287}) w.data<uint8_t>()[i] = 255;
+    }
+    const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,64,56,56], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[1, 1, 1, 1]} : i32[1,64,56,56]
+}
+)", Lit(w));
+    if (!Vnni()) {
+      EXPECT_TRUE(absl::IsUnimplemented(CreateStatus(text)));
+      continue;
+    }
+    EXPECT_EQ(CheckAgainstReference(text, 19).call,
+              residuals ? "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]+residuals[5]"
+                        : "conv[3x3 s1 g1 p1 u8s8->s32 zp:run]");
+  }
+  Tensor w = RandomInts(DType::kU8, {64, 3, 7, 7}, 18, 20, 240);
+  for (int64_t i : {0, 37, 100}) w.data<uint8_t>()[i] = 255;
+  const std::string text = absl::Substitute(R"(
+graph main(%x: u8[1,3,224,224], %xz: u8[]) -> (%y) opset 10 {
+  %w = constant $0
+  %wz = constant u8[] 126
+  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[3, 3, 3, 3], strides=[2, 2]} : i32[1,64,112,112]
+}
+)", Lit(w));
+  if (Vnni()) {
+    EXPECT_EQ(CheckAgainstReference(text, 19).call,
+              "conv[7x7 s2 g1 p3 u8s8->s32 zp:run]+residuals[3]");
+  }
 }
 
 }  // namespace

@@ -399,7 +399,11 @@ absl::Status CheckF32(const FusedCall& call) {
 void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
   if (!call.integer.has_value()) return;
   const IntegerCall& q = *call.integer;
-  if (q.src_zero_point != 0) attr->set_zero_points(DNNL_ARG_SRC, 0, {q.src_zero_point});
+  if (q.runtime_src_zero_point) {
+    attr->set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  } else if (q.src_zero_point != 0) {
+    attr->set_zero_points(DNNL_ARG_SRC, 0, {q.src_zero_point});
+  }
   if (q.weights_zero_point != 0) {
     attr->set_zero_points(DNNL_ARG_WEIGHTS, 0, {q.weights_zero_point});
   }
@@ -620,6 +624,9 @@ struct OneDnnCall::Impl {
   std::optional<dnnl::reorder> src_in, dst_in, dst_out;
   memory internal_src, internal_dst;
   bool runtime_weights = false;
+  // The run-time src zero point (IntegerCall::runtime_src_zero_point):
+  // SetSrcZeroPoint writes it here, the primitive reads it at execution.
+  int32_t src_zero_point = 0;
 
   ir::Tensor plain_weights;  // shares the caller's weights when not prepacked
   ir::Tensor bias;           // shares the caller's bias
@@ -1214,6 +1221,11 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     m.scratchpad_bytes = static_cast<int64_t>(scratch_md.get_size());
     m.scratchpad = memory(scratch_md, engine);
     m.args[DNNL_ARG_SCRATCHPAD] = m.scratchpad;
+    if (call.integer.has_value() && call.integer->runtime_src_zero_point) {
+      m.args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
+          memory({{1}, memory::data_type::s32, memory::format_tag::x}, engine,
+                 &m.src_zero_point);
+    }
 
     m.primitive = dnnl::primitive(pd);
     const int w_ndims = pd_w.data.ndims;
@@ -1445,6 +1457,15 @@ absl::Status OneDnnCall::Run(const void* src, const void* weights,
     return absl::InternalError(absl::StrCat("oneDNN call ", m.call.ToString(),
                                             " failed: ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status OneDnnCall::SetSrcZeroPoint(int32_t zero_point) {
+  if (!impl_->call.integer.has_value() || !impl_->call.integer->runtime_src_zero_point) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oneDNN call ", impl_->call.ToString(), ": has no run-time src zero point"));
+  }
+  impl_->src_zero_point = zero_point;
   return absl::OkStatus();
 }
 

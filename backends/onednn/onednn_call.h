@@ -165,6 +165,11 @@ class OneDnnCall {
   absl::Status Execute(const void* src, const void* weights,
                        absl::Span<const void* const> binary_operands, void* dst);
 
+  // The src zero point of an integer call created with a run-time one
+  // (IntegerCall::runtime_src_zero_point), read by the following Executes.
+  // InvalidArgument for any other call.
+  absl::Status SetSrcZeroPoint(int32_t zero_point);
+
   const FusedCall& call() const;
   // Whether the call computes in bf16 (OneDnnCallOptions::bf16 taken).
   bool bf16() const;
