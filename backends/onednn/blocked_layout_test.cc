@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/substitute.h"
 #include "backends/onednn/extern_kernel.h"
 #include "backends/onednn/layout_oracle.h"
@@ -459,57 +458,6 @@ graph main(%x: f32[1,3,12,12]) -> (%y) opset 13 {
       EXPECT_EQ(reorders[i], 0) << impls[i];
     }
     EXPECT_TRUE(impls[i].rfind("jit", 0) == 0 || impls[i].rfind("brg", 0) == 0) << impls[i];
-  }
-}
-
-// A ConvInteger whose u8 weights minus their zero point leave s8 in a few
-// places (residuals added after the call, on plain activations) keeps its
-// activations plain, whatever oneDNN would prefer.
-TEST(PreferredActivationBlocks, IntegerConvWithResidualsStaysPlain) {
-  const std::string isa = OneDnnCpuIsa();
-  if (isa.find("vnni") == std::string::npos && isa.find("amx") == std::string::npos &&
-      isa.find("bf16") == std::string::npos) {
-    GTEST_SKIP() << "oneDNN's int8 kernels on " << isa << " have no VNNI: no residuals";
-  }
-  Tensor w(DType::kU8, {16, 16, 3, 3});
-  std::mt19937 gen(41);
-  std::uniform_int_distribution<int> dist(20, 240);
-  for (int64_t i = 0; i < w.num_elements(); ++i) w.data<uint8_t>()[i] = dist(gen);
-  const std::string fits = ir::PrintTensor(w, ir::PrintOptions::Full());
-  for (int64_t i : {5, 300, 1001, 2303}) w.data<uint8_t>()[i] = 255;  // 255 - 120 > 127
-  const std::string leaves = ir::PrintTensor(w, ir::PrintOptions::Full());
-  for (const std::string& lit : {fits, leaves}) {
-    const std::string text = absl::Substitute(R"(
-graph main(%x: u8[2,16,8,8]) -> (%y) opset 13 {
-  %w = constant $0
-  %xz = constant u8[] 77
-  %wz = constant u8[] 120
-  %y = ConvInteger(%x, %w, %xz, %wz) {pads=[1, 1, 1, 1]} : i32[2,16,8,8]
-}
-)", lit);
-    absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
-    ASSERT_TRUE(g.ok()) << g.status();
-    absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*g);
-    ASSERT_TRUE(lp.ok()) << lp.status();
-    const ir::loop::Kernel* ext = nullptr;
-    for (const ir::loop::Kernel& k : lp->program.kernels) {
-      if (k.kind == ir::loop::Kernel::Kind::kExtern) ext = &k;
-    }
-    ASSERT_NE(ext, nullptr);
-    absl::StatusOr<ActivationBlocks> b =
-        PreferredActivationBlocks(lp->program, *ext, lp->constants, {});
-    ASSERT_TRUE(b.ok()) << b.status();
-    absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> call =
-        OneDnnExternKernel::Create(lp->program, *ext, lp->constants);
-    ASSERT_TRUE(call.ok()) << call.status();
-    if (lit == leaves) {
-      EXPECT_TRUE(absl::StrContains((*call)->info().call, "+residuals[4]"))
-          << (*call)->info().call;
-      EXPECT_EQ(b->src, 0);
-      EXPECT_EQ(b->dst, 0);
-    } else {
-      EXPECT_FALSE(absl::StrContains((*call)->info().call, "residuals"));
-    }
   }
 }
 

@@ -196,23 +196,17 @@ class Translator : public internal::KernelReader {
   bool integer_ = false;
 };
 
-// The few weights of a MatMulInteger or a 2-D ConvInteger whose difference d
-// from their zero point leaves s8: the call runs on clamp(d, -128, 127), and
-// Run adds the rest exactly in s32: dst[m, n] += (x[m, k] - x_zero_point) *
-// (d - clamp(d)) (A and dst row-major [rows, k] and [rows, n]), or for a conv
-// the same term at every output position whose input position is not padding
-// (padding is the zero point: its term is 0).
+// The few weights of a MatMulInteger whose difference d from their zero
+// point leaves s8: the call runs on clamp(d, -128, 127), and Run adds the
+// rest, dst[m, n] += (x[m, k] - x_zero_point) * (d - clamp(d)), exactly in
+// s32. A and dst are row-major [rows, k] and [rows, n].
 struct WeightResiduals {
   struct Entry {
-    int64_t k, n;  // a conv: n the output channel, k the index in [IC/g, KH, KW]
+    int64_t k, n;
     int32_t residual;
   };
   std::vector<Entry> entries;
   int64_t rows = 0, k = 0, n = 0;
-  bool conv = false;
-  TensorSpec src, dst;  // a conv's activations (plain, maybe strided)
-  ConvParams params;
-  int64_t kh = 0, kw = 0, ic_per_group = 0, oc_per_group = 0;
   int32_t src_zero_point = 0;  // a constant one (else the run-time value)
   ir::DType src_dtype = ir::DType::kU8;
 };
@@ -656,31 +650,8 @@ absl::Status TranslateIntegerConv(const Translator& tr, bool qlinear, Translatio
                         QuantConstant(tr, qlinear ? 5 : 3, "weight zero point", 0));
   const int64_t oc = t.weights->shape()[0];
   const int64_t per_oc = t.weights->num_elements() / oc;
-  // Residuals: a 2-D conv with an s32 dst (no requantization) and VNNI.
-  // The activations stay plain (PreferredActivationBlocks).
-  const bool residuals = !qlinear && HasVnni() && c.dst.dtype == ir::DType::kI32 &&
-                         t.weights->shape().size() == 4 && c.post_ops.empty() &&
-                         !c.bias.has_value() && c.src.channel_block == 0 &&
-                         c.dst.channel_block == 0;
   KILN_RETURN_IF_ERROR(ShiftWeightsToS8(
-      tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t, residuals));
-  if (!t.residuals.entries.empty()) {
-    WeightResiduals& r = t.residuals;
-    for (WeightResiduals::Entry& e : r.entries) {
-      e.n = e.k / per_oc;
-      e.k %= per_oc;
-    }
-    r.conv = true;
-    r.src = c.src;
-    r.dst = c.dst;
-    r.params = c.conv;
-    r.kh = t.weights->shape()[2];
-    r.kw = t.weights->shape()[3];
-    r.ic_per_group = t.weights->shape()[1];
-    r.oc_per_group = oc / c.conv.groups;
-    r.src_zero_point = q.src_zero_point;
-    r.src_dtype = c.src.dtype;
-  }
+      tr, wzp, oc, [per_oc](int64_t i) { return i / per_oc; }, t));
   FlipS8SrcWithoutVnni(t, q);
   KILN_RETURN_IF_ERROR(CheckExactOnThisCpu(tr, t));
   if (qlinear) KILN_RETURN_IF_ERROR(QLinearScales(tr, 1, 4, 6, 7, oc, q));
@@ -1197,47 +1168,7 @@ void AddResidualsOf(const WeightResiduals& r, const T* x, int32_t zero_point, in
   }
 }
 
-// Element offset of logical [n, c, h, w] in a plain (maybe strided) activation.
-int64_t ActivationOffset(const std::vector<int64_t>& st, int64_t n, int64_t c, int64_t h,
-                         int64_t w) {
-  return n * st[0] + c * st[1] + h * st[2] + w * st[3];
-}
-
-template <typename T>
-void AddConvResidualsOf(const WeightResiduals& r, const T* x, int32_t zero_point,
-                        int32_t* dst) {
-  const ConvParams& p = r.params;
-  const int64_t ih_n = r.src.shape[2], iw_n = r.src.shape[3];
-  const int64_t oh_n = r.dst.shape[2], ow_n = r.dst.shape[3];
-  const std::vector<int64_t> xs = r.src.EffectiveStrides(), ys = r.dst.EffectiveStrides();
-  for (int64_t n = 0; n < r.dst.shape[0]; ++n) {
-    for (const WeightResiduals::Entry& e : r.entries) {
-      const int64_t ic = (e.n / r.oc_per_group) * r.ic_per_group + e.k / (r.kh * r.kw);
-      const int64_t kh = e.k / r.kw % r.kh, kw = e.k % r.kw;
-      for (int64_t oh = 0; oh < oh_n; ++oh) {
-        const int64_t ih = oh * p.strides[0] - p.pads_begin[0] + kh * p.dilations[0];
-        if (ih < 0 || ih >= ih_n) continue;
-        for (int64_t ow = 0; ow < ow_n; ++ow) {
-          const int64_t iw = ow * p.strides[1] - p.pads_begin[1] + kw * p.dilations[1];
-          if (iw < 0 || iw >= iw_n) continue;
-          dst[ActivationOffset(ys, n, e.n, oh, ow)] +=
-              (static_cast<int32_t>(x[ActivationOffset(xs, n, ic, ih, iw)]) - zero_point) *
-              e.residual;
-        }
-      }
-    }
-  }
-}
-
 void AddResiduals(const WeightResiduals& r, const void* x, int32_t zero_point, int32_t* dst) {
-  if (r.conv) {
-    if (r.src_dtype == ir::DType::kU8) {
-      AddConvResidualsOf(r, static_cast<const uint8_t*>(x), zero_point, dst);
-    } else {
-      AddConvResidualsOf(r, static_cast<const int8_t*>(x), zero_point, dst);
-    }
-    return;
-  }
   if (r.src_dtype == ir::DType::kU8) {
     AddResidualsOf(r, static_cast<const uint8_t*>(x), zero_point, dst);
   } else {
@@ -1461,11 +1392,8 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
   Translation t;
   KILN_RETURN_IF_ERROR(TranslateKernel(tr, kernel, t));
   // Runtime weights come in the plain layout; the activations stay plain,
-  // as does an s8 src run as u8 (Run flips a plain copy) and a conv with
-  // weight residuals (Run adds them on plain activations).
-  if (t.weights_input >= 0 || t.flip_src || !t.residuals.entries.empty()) {
-    return ActivationBlocks{};
-  }
+  // as does an s8 src run as u8 (Run flips a plain copy).
+  if (t.weights_input >= 0 || t.flip_src) return ActivationBlocks{};
   absl::StatusOr<ActivationBlocks> blocks =
       OneDnnCall::PreferredActivationBlocks(t.call, options);
   if (!blocks.ok()) return tr.Annotate(blocks.status());
