@@ -82,7 +82,8 @@ absl::StatusOr<const IsaTable*> ChooseIsa(const Artifact& a, absl::string_view w
 absl::StatusOr<ir::DType> ParseDType(const json& j) {
   std::optional<ir::DType> d = ir::DTypeFromName(j.get<std::string>());
   if (!d.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", j.get<std::string>(), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown dtype '", EscapeForMessage(j.get<std::string>()), "'"));
   }
   return *d;
 }
@@ -362,7 +363,7 @@ absl::Status CheckNumbers(const Artifact& a, const json& desc) {
     }
     if (!fits) {
       return InternalError("AOT library '", EscapeForMessage(a.name), "': the description's '",
-                           EscapeForMessage(item.key), "' holds ", v.dump(),
+                           EscapeForMessage(item.key), "' holds ", EscapeForMessage(v.dump()),
                            ", which is not an integer in its field's range");
     }
   }
