@@ -285,6 +285,60 @@ graph main(%x: f32[1,3,12,12]) -> (%y) opset 17 {
   for (int r : reorders) EXPECT_EQ(r, 0);
 }
 
+// YOLOv8's C2f bottleneck: a conv with swish and then the residual add of a
+// Split output that a Concat also reads. oneDNN 2.6 takes an eltwise then a
+// sum only in its reference kernel on AVX2, so the call runs the sum as a
+// binary add; the layout oracle asks that form too, so the conv gets the
+// blocked layout of its neighbours instead of the plain one, where only the
+// gemm-based kernel (several times slower) takes it.
+TEST(BlockedCnn, SwishThenResidualOfSplitRunsBlocked) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,16,20,20]) -> (%y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %w4 = constant $3
+  %a = kiln.FusedConv(%x, %w1) {post_ops=["swish"], post_op_alphas=[1.0],
+      post_op_betas=[0.0], post_op_inputs=[-1], fused_nodes=["a"]} : f32[1,32,20,20]
+  %s0, %s1 = Split(%a) {axis=1} : f32[1,16,20,20], f32[1,16,20,20]
+  %m = kiln.FusedConv(%s1, %w2) {pads=[1, 1, 1, 1], post_ops=["swish"],
+      post_op_alphas=[1.0], post_op_betas=[0.0], post_op_inputs=[-1],
+      fused_nodes=["m"]} : f32[1,16,20,20]
+  %r = kiln.FusedConv(%m, %w3, %s1) {pads=[1, 1, 1, 1], post_ops=["swish", "sum"],
+      post_op_alphas=[1.0, 1.0], post_op_betas=[0.0, 0.0], post_op_inputs=[-1, 2],
+      fused_nodes=["r", "add"]} : f32[1,16,20,20]
+  %cat = Concat(%s0, %s1, %r) {axis=1} : f32[1,48,20,20]
+  %y = Conv(%cat, %w4) : f32[1,32,20,20]
+}
+)",
+                                            C({32, 16, 1, 1}, 11, 0.25f),
+                                            C({16, 16, 3, 3}, 12, 0.08f),
+                                            C({16, 16, 3, 3}, 13, 0.08f),
+                                            C({32, 48, 1, 1}, 14, 0.15f));
+  absl::StatusOr<ir::Graph> g = ir::ParseGraph(text);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<ir::loop::LoopModule> lp = lowering::LowerGraph(*g);
+  ASSERT_TRUE(lp.ok()) << lp.status();
+  passes::PropagateLayout pass(ConvLayoutOracle());
+  ASSERT_TRUE(pass.Run(&*lp).ok());
+  // The residual conv: blocked src and dst, no reorders, a direct kernel.
+  bool found = false;
+  for (const ir::loop::Kernel& k : lp->program.kernels) {
+    if (k.kind != ir::loop::Kernel::Kind::kExtern || k.call.inputs.size() != 3) continue;
+    found = true;
+    absl::StatusOr<std::unique_ptr<OneDnnExternKernel>> call =
+        OneDnnExternKernel::Create(lp->program, k, lp->constants);
+    ASSERT_TRUE(call.ok()) << call.status();
+    EXPECT_EQ((*call)->info().reorders_per_call, 0);
+    EXPECT_EQ((*call)->info().impl.find("gemm"), std::string::npos) << (*call)->info().impl;
+    EXPECT_NE(lp->program.buffers[k.call.outputs[0]].shape.size(), 4u)
+        << "the residual conv's dst stayed plain";
+  }
+  EXPECT_TRUE(found);
+  // And the program still computes the graph.
+  CheckOnOneDnn(text);
+}
+
 TEST(BlockedCnn, ConcatBetweenConvsMatchesReference) {
   const std::string text = absl::Substitute(R"(
 graph main(%x: f32[1,16,7,7]) -> (%y) opset 17 {

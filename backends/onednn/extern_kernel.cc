@@ -1396,6 +1396,16 @@ absl::StatusOr<ActivationBlocks> PreferredActivationBlocks(
   if (t.weights_input >= 0 || t.flip_src) return ActivationBlocks{};
   absl::StatusOr<ActivationBlocks> blocks =
       OneDnnCall::PreferredActivationBlocks(t.call, options);
+  // Create's fallback, asked the same way: a sum that no optimized kernel
+  // takes (oneDNN 2.6 on AVX2 takes an eltwise then a sum only in its
+  // reference kernel) runs as a binary add of its operand, which jit:avx2
+  // takes on blocked layouts. Without asking, the conv stays plain and runs
+  // on the gemm-based kernel (x64:gemm:jit, 3-10x slower at these shapes).
+  if ((!blocks.ok() || blocks->dst == 0) && SumAsBinaryAdd(t)) {
+    absl::StatusOr<ActivationBlocks> binary =
+        OneDnnCall::PreferredActivationBlocks(t.call, options);
+    if (binary.ok() && binary->dst != 0) return *binary;
+  }
   if (!blocks.ok()) return tr.Annotate(blocks.status());
   return *blocks;
 }

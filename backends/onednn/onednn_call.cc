@@ -1368,13 +1368,28 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       if (tag == Tag::undef) continue;
       const memory::desc src_blocked(user_src.dims(), user_src.data_type(), tag);
       const memory::desc dst_blocked(user_dst.dims(), user_dst.data_type(), tag);
+      // A binary operand of the dst's shape (a residual add) shares the
+      // dst's layout: propagate-layout keeps the pair in one layout. Asked
+      // with a plain operand, the blocked kernels refuse and only the gemm
+      // kernel remains (on AVX2, 3-10x slower at these shapes).
+      std::vector<memory::desc> laid_out_operands;
+      for (const PostOp& p : call.post_ops) {
+        if (!p.is_binary()) continue;
+        laid_out_operands.push_back(
+            p.operand.shape == call.dst.shape
+                ? memory::desc(ToDims(p.operand.shape), DnnlType(p.operand.dtype), tag)
+                : StridedDesc(p.operand, call.dst.shape.size()));
+      }
+      std::vector<std::pair<int, memory::desc>> blocked_binary;
+      const dnnl::primitive_attr blocked_attr =
+          CallAttr(call, &blocked_binary, &laid_out_operands);
       for (const bool src_too : {true, false}) {
         const int64_t src_block = src_too ? block : 0;
         if (blocks.dst != 0 && src_block == blocks.src && block == blocks.dst) continue;
         try {
           const dnnl::primitive_desc bd =
               MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md,
-                                b, dst_blocked, attr);
+                                b, dst_blocked, blocked_attr);
           if (!optimized(bd)) continue;
           if (best_isa.empty()) best_isa = isa(bd);
           if (blocks.dst == 0) {
