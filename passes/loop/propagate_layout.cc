@@ -480,12 +480,170 @@ int64_t KernelLayoutCost(const LoopProgram& p,
   return *slower ? ConvMacs(kernel, p) / kSlowerMacsPerReorderedElement : 0;
 }
 
+
+// A conv with a residual (a sum or full-size binary operand, which shares
+// the dst's layout) that writes a graph output directly: the output must
+// stay plain, so the operand stays plain too, and so does everything tied
+// to it; oneDNN then has no direct kernel for the call (AVX2: the
+// gemm-based conv takes the full-size add element by element, 10x slower
+// at isnet's 64 x 512 x 512 stage outputs). Such a conv writes an
+// intermediate copy of the output instead, and a loop kernel right after
+// it copies that into the output; readers of the output read the copy.
+// propagate-layout can then block the copy, and the copy kernel is the
+// boundary reorder; where the copy stays plain, UndoPlainRedirects puts
+// things back as they were. Convs without a residual need none of this:
+// the library reorders a plain dst inside the call at the same cost.
+struct OutputRedirect {
+  size_t conv = 0;        // the conv's kernel index (after the insertions)
+  int32_t output = -1;    // the graph output buffer
+  int32_t copy = -1;      // the intermediate the conv now writes
+};
+
+// Whether extern conv `k` has a post-op operand that shares its dst's
+// layout (ChooseBlocked's `same` pairs).
+bool HasResidualOperand(const Kernel& k, const LoopProgram& p) {
+  const std::vector<int64_t> slots = IntsAttr(k, kAttrInputSlots);
+  const std::vector<int64_t> operand_slots = IntsAttr(k, "post_op_inputs");
+  const std::vector<std::string> post_ops = StringListAttr(k, "post_ops");
+  if (slots.size() != k.call.inputs.size() || k.call.outputs.size() != 1) return false;
+  for (size_t j = 0; j < k.call.inputs.size(); ++j) {
+    auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
+    const size_t op_index = it - operand_slots.begin();
+    if (slots[j] == 0 || it == operand_slots.end() || op_index >= post_ops.size()) continue;
+    const std::string& kind = post_ops[op_index];
+    const bool full = p.buffers[k.call.inputs[j]].shape == p.buffers[k.call.outputs[0]].shape;
+    if (kind == "sum" || ((kind == "add" || kind == "sub" || kind == "mul") && full)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+IndexExpr RowMajorIndex(const Shape& shape) {
+  IndexExpr e = ir::loop::Const(0);
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    e = e + ir::loop::Var(static_cast<int>(d)) * stride;
+    stride *= shape[d];
+  }
+  return ir::loop::Simplify(e, shape);
+}
+
+void ReplaceBuffer(Kernel* k, int32_t from, int32_t to, bool reads_only) {
+  if (k->kind == Kernel::Kind::kExtern) {
+    for (int32_t& b : k->call.inputs) b = b == from ? to : b;
+    if (!reads_only) {
+      for (int32_t& b : k->call.outputs) b = b == from ? to : b;
+    }
+    return;
+  }
+  for (Op& op : k->body) {
+    if (op.buffer == from && (op.is_load() || !reads_only)) op.buffer = to;
+  }
+}
+
+std::vector<OutputRedirect> RedirectConvOutputs(ir::loop::LoopModule* lp) {
+  LoopProgram& p = lp->program;
+  std::vector<OutputRedirect> out;
+  std::vector<Kernel> kernels;
+  kernels.reserve(p.kernels.size());
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    kernels.push_back(std::move(p.kernels[k]));
+    Kernel& conv = kernels.back();
+    if (conv.kind != Kernel::Kind::kExtern || !IsConvOp(conv.call.op) ||
+        conv.call.outputs.size() != 1) {
+      continue;
+    }
+    const int32_t output = conv.call.outputs[0];
+    const Buffer& buf = p.buffers[output];
+    if (!HasResidualOperand(conv, p)) continue;
+    if (buf.kind != BufferKind::kOutput || buf.dtype != ir::DType::kF32 ||
+        buf.shape.size() < 3 || buf.shape.size() > 5 || !buf.IsRowMajor() ||
+        ir::NumElements(buf.shape) <= 0 ||
+        std::find(conv.call.inputs.begin(), conv.call.inputs.end(), output) !=
+            conv.call.inputs.end()) {
+      continue;
+    }
+    const Shape shape = buf.shape;
+    const int32_t copy = p.AddBuffer(absl::StrCat(buf.name, "_conv"), buf.dtype, shape,
+                                     BufferKind::kIntermediate);
+    conv.call.outputs[0] = copy;
+    Kernel c;
+    c.name = absl::StrCat(conv.name, "_output");
+    c.description = "copy to output";
+    c.kind = Kernel::Kind::kLoop;
+    c.ranges = shape;
+    c.ops = conv.ops;
+    Op load;
+    load.code = OpCode::kLoad;
+    load.dtype = ir::DType::kF32;
+    load.buffer = copy;
+    load.index = RowMajorIndex(shape);
+    Op store;
+    store.code = OpCode::kStore;
+    store.dtype = ir::DType::kInvalid;
+    store.args = {0};
+    store.buffer = output;
+    store.index = load.index;
+    c.body = {load, store};
+    out.push_back({kernels.size() - 1, output, copy});
+    kernels.push_back(std::move(c));
+    // Later readers of the output read the copy.
+    for (size_t r = k + 1; r < p.kernels.size(); ++r) {
+      ReplaceBuffer(&p.kernels[r], output, copy, /*reads_only=*/true);
+    }
+  }
+  p.kernels = std::move(kernels);
+  return out;
+}
+
+// Puts back the redirects whose copy stays plain, and renumbers the copies
+// that stay (appended after the program's buffers) so no buffer is unused.
+// `block_of` is per buffer and is renumbered with them.
+void UndoPlainRedirects(LoopProgram* p, const std::vector<OutputRedirect>& redirects,
+                        int32_t first_copy, std::vector<int64_t>* block_of) {
+  if (redirects.empty()) return;
+  std::vector<char> drop_kernel(p->kernels.size(), 0);
+  std::vector<int32_t> renumber(p->buffers.size(), -1);
+  std::vector<Buffer> kept;
+  for (const OutputRedirect& r : redirects) {
+    if ((*block_of)[r.copy] != 0) {
+      renumber[r.copy] = first_copy + static_cast<int32_t>(kept.size());
+      kept.push_back(p->buffers[r.copy]);
+      continue;
+    }
+    drop_kernel[r.conv + 1] = 1;
+    for (Kernel& k : p->kernels) ReplaceBuffer(&k, r.copy, r.output, /*reads_only=*/false);
+  }
+  std::vector<Kernel> kernels;
+  for (size_t k = 0; k < p->kernels.size(); ++k) {
+    if (drop_kernel[k]) continue;
+    Kernel& kernel = p->kernels[k];
+    for (const OutputRedirect& r : redirects) {
+      if (renumber[r.copy] >= 0 && renumber[r.copy] != r.copy) {
+        ReplaceBuffer(&kernel, r.copy, renumber[r.copy], /*reads_only=*/false);
+      }
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  p->kernels = std::move(kernels);
+  std::vector<int64_t> blocks(block_of->begin(), block_of->begin() + first_copy);
+  for (const OutputRedirect& r : redirects) {
+    if (renumber[r.copy] >= 0) blocks.push_back((*block_of)[r.copy]);
+  }
+  p->buffers.resize(first_copy);
+  for (Buffer& b : kept) p->buffers.push_back(std::move(b));
+  *block_of = std::move(blocks);
+}
+
 }  // namespace
 
 absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
   if (!oracle_) return false;
   LoopProgram& p = lp->program;
-  const int32_t nb = static_cast<int32_t>(p.buffers.size());
+  const int32_t first_copy = static_cast<int32_t>(p.buffers.size());
+  const std::vector<OutputRedirect> redirects = RedirectConvOutputs(lp);
+  const int32_t nb_all = static_cast<int32_t>(p.buffers.size());
 
   // What the library wants for each conv; how many convs prefer each block.
   std::vector<std::optional<ConvLayout>> wants(p.kernels.size());
@@ -509,7 +667,11 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
       f32_channels_last = true;
     }
   }
-  if (votes.empty()) return false;
+  if (votes.empty()) {
+    std::vector<int64_t> none(nb_all, 0);
+    UndoPlainRedirects(&p, redirects, first_copy, &none);
+    return false;
+  }
   // Candidate blocks in order of preference: the one most convs prefer,
   // then the widest. E.g. on AVX-512 hosts convs prefer nChw16c, but a
   // RegNet's grouped convs (8 channels a group) run optimized only on
@@ -530,11 +692,11 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
   // ShuffleNet the channel shuffle keeps its activations plain, which cuts
   // the program into regions that want different blocks (the 24-channel
   // stem takes 8, the 464 -> 1024 conv before the classifier 16).
-  std::vector<char> candidate(nb, 0);
+  std::vector<char> candidate(nb_all, 0);
   for (const std::vector<char>& c : chosen) {
-    for (int32_t i = 0; i < nb; ++i) candidate[i] |= c[i];
+    for (int32_t i = 0; i < nb_all; ++i) candidate[i] |= c[i];
   }
-  std::vector<int32_t> parent(nb);
+  std::vector<int32_t> parent(nb_all);
   std::iota(parent.begin(), parent.end(), 0);
   std::vector<int32_t> region_of_kernel(p.kernels.size(), -1);
   for (size_t k = 0; k < p.kernels.size(); ++k) {
@@ -556,13 +718,15 @@ absl::StatusOr<bool> PropagateLayout::Run(ir::loop::LoopModule* lp) {
       cost[c] += KernelLayoutCost(p, wants, k, chosen[c], order[c]);
     }
   }
-  std::vector<int64_t> block_of(nb, 0);
-  for (int32_t i = 0; i < nb; ++i) {
+  std::vector<int64_t> block_of(nb_all, 0);
+  for (int32_t i = 0; i < nb_all; ++i) {
     if (!candidate[i]) continue;
     const std::vector<int64_t>& cost = region_cost[Find(parent, i)];
     const size_t best = std::min_element(cost.begin(), cost.end()) - cost.begin();
     if (chosen[best][i]) block_of[i] = order[best];
   }
+  UndoPlainRedirects(&p, redirects, first_copy, &block_of);
+  const int32_t nb = static_cast<int32_t>(p.buffers.size());
   std::vector<char> blocked(nb, 0);
   for (int32_t i = 0; i < nb; ++i) blocked[i] = block_of[i] != 0;
   if (std::none_of(blocked.begin(), blocked.end(), [](char c) { return c != 0; })) {

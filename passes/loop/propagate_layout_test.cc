@@ -212,6 +212,70 @@ graph main(%x: f32[1,8,6,6]) -> (%y) opset 17 {
   EXPECT_TRUE(s.ok()) << s << "\n" << out;
 }
 
+// A residual conv that writes a graph output (isnet's stage outputs, also
+// read by the next stage): it writes a blocked copy, a loop kernel copies
+// that into the plain output, and the next conv reads the copy, so the
+// residual operand %a stays blocked too. Without the copy the output's
+// plain layout would pull %a, and the conv's dst, plain.
+TEST(PropagateLayout, ResidualConvIntoAGraphOutputWritesABlockedCopy) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,6,6]) -> (%s, %y) opset 17 {
+  %w1 = constant $0
+  %w2 = constant $1
+  %w3 = constant $2
+  %a = kiln.FusedConv(%x, %w1) {pads=[1, 1, 1, 1], post_ops=["relu"], post_op_alphas=[0.0],
+      post_op_betas=[0.0], post_op_inputs=[-1], fused_nodes=["c1", "r1"]} : f32[1,16,6,6]
+  %s = kiln.FusedConv(%a, %w2, %a) {pads=[1, 1, 1, 1], post_ops=["relu", "sum"],
+      post_op_alphas=[0.0, 1.0], post_op_betas=[0.0, 0.0], post_op_inputs=[-1, 2],
+      fused_nodes=["c2", "r2", "add"]} : f32[1,16,6,6]
+  %y = Conv(%s, %w3) {pads=[1, 1, 1, 1]} : f32[1,16,6,6]
+}
+)",
+                                            Const({16, 8, 3, 3}, 21), Const({16, 16, 3, 3}, 22),
+                                            Const({16, 16, 3, 3}, 23));
+  ir::loop::LoopModule lp = CheckPass(text, Oracle(8), true);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  absl::Status s = kiln::testing::RunFileCheck(out, R"(
+    CHECK: buffer %a: f32[1,2,6,6,8] intermediate
+    CHECK: buffer %s: f32[1,16,6,6] output
+    CHECK: buffer %s_conv: f32[1,2,6,6,8] intermediate
+    CHECK: call "kiln.FusedConv"(%a, %w2, %a) -> (%s_conv)
+    CHECK-SAME: kiln_blocked_inputs=[16, 0, 16], kiln_blocked_outputs=[16]
+    CHECK: kernel {{.*}}_output "copy to output [layout reorder]"
+    CHECK: load %s_conv
+    CHECK: store %s[
+    CHECK: call "onnx.Conv"(%s_conv, %w3) -> (%y)
+  )");
+  EXPECT_TRUE(s.ok()) << s << "\n" << out;
+}
+
+// The same program with nothing blocked (no conv wants a block): the copy
+// is undone and the program is as lowering left it.
+TEST(PropagateLayout, UnblockedResidualOutputKeepsNoCopy) {
+  const std::string text = absl::Substitute(R"(
+graph main(%x: f32[1,8,6,6]) -> (%s) opset 17 {
+  %w2 = constant $0
+  %s = kiln.FusedConv(%x, %w2, %x) {pads=[1, 1, 1, 1], post_ops=["relu", "sum"],
+      post_op_alphas=[0.0, 1.0], post_op_betas=[0.0, 0.0], post_op_inputs=[-1, 2],
+      fused_nodes=["c2", "r2", "add"]} : f32[1,8,6,6]
+}
+)",
+                                            Const({8, 8, 3, 3}, 24));
+  ConvLayoutOracle plain = [](const ir::loop::LoopModule&,
+                              const ir::loop::Kernel&) -> absl::StatusOr<ConvLayout> {
+    return ConvLayout{0, 0};
+  };
+  ir::loop::LoopModule lp = CheckPass(text, plain, false);
+  const std::string out = ir::loop::PrintProgram(lp.program);
+  EXPECT_EQ(lp.program.kernels.size(), 1u) << out;
+  EXPECT_EQ(out.find("_conv:"), std::string::npos) << out;
+  // And with a block wanted but the graph input operand plain (so the
+  // conv's dst must stay plain): the copy is undone too.
+  ir::loop::LoopModule lp8 = CheckPass(text, Oracle(8), false);
+  EXPECT_EQ(lp8.program.kernels.size(), 1u) << ir::loop::PrintProgram(lp8.program);
+  EXPECT_EQ(lp8.program.buffers.size(), lp.program.buffers.size());
+}
+
 // The golden form of a small chain: buffers, the split channel loop (b
 // lanes innermost) and physical indexing, the boundary kernel's tag.
 TEST(PropagateLayout, GoldenText) {
