@@ -3,6 +3,7 @@
 #include "backends/onednn/onednn_call.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <numeric>
@@ -421,6 +422,38 @@ void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
 // The call's primitive attributes: its post-ops (binary operands as
 // BuildPostOps gives them), a user-managed scratchpad, and an integer call's
 // zero points and output scales.
+// Explicit padding. oneDNN 2.6's direct AVX2 conv kernel refuses left
+// padding wider than its register block (an 11x11 conv with pad 5, a 3x39
+// one with pad 19, a dilated 3x3 with pad 4), leaving the gemm-based kernel,
+// 3-4x slower at small channel counts (benchmarks/results/
+// 2026-12-03-vm-amd-avx2-pathologies.md). The same conv without padding on
+// a zero-bordered copy of its src is one the direct kernel takes: the call
+// copies its src into the interior of a buffer it owns (the border is
+// zeroed once and never written) and runs the unpadded conv on it.
+bool HasPadding(const FusedCall& call, const ConvParams& conv) {
+  if (call.kind != CallKind::kConv || call.integer.has_value()) return false;
+  auto positive = [](int64_t p) { return p > 0; };
+  return std::any_of(conv.pads_begin.begin(), conv.pads_begin.end(), positive) ||
+         std::any_of(conv.pads_end.begin(), conv.pads_end.end(), positive);
+}
+
+ConvParams Unpadded(const ConvParams& conv) {
+  ConvParams u = conv;
+  std::fill(u.pads_begin.begin(), u.pads_begin.end(), 0);
+  std::fill(u.pads_end.begin(), u.pads_end.end(), 0);
+  return u;
+}
+
+// `src` with its spatial dims grown by the conv's padding, in layout `tag`
+// (`any` when undef).
+memory::desc PaddedSrcDesc(const memory::desc& src, const ConvParams& conv, Tag tag) {
+  Dims dims = src.dims();
+  for (size_t i = 0; i < conv.pads_begin.size() && 2 + i < dims.size(); ++i) {
+    dims[2 + i] += conv.pads_begin[i] + conv.pads_end[i];
+  }
+  return memory::desc(dims, src.data_type(), tag == Tag::undef ? Tag::any : tag);
+}
+
 dnnl::primitive_attr CallAttr(const FusedCall& call,
                               std::vector<std::pair<int, memory::desc>>* binary_args,
                               const std::vector<memory::desc>* operand_mds = nullptr) {
@@ -623,6 +656,10 @@ struct OneDnnCall::Impl {
   // When the primitive runs on other activation layouts.
   std::optional<dnnl::reorder> src_in, dst_in, dst_out;
   memory internal_src, internal_dst;
+  // What src_in writes: internal_src, or with explicit padding
+  // (ExplicitlyPadded) the interior of internal_src, whose border stays 0.
+  memory src_in_target;
+  bool explicit_padding = false;
   bool runtime_weights = false;
   // The run-time src zero point (IntegerCall::runtime_src_zero_point):
   // SetSrcZeroPoint writes it here, the primitive reads it at execution.
@@ -1160,6 +1197,26 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
           ": Winograd needs an f32 3x3 stride-1 undilated ungrouped conv with "
           "prepacked weights"));
     }
+    if (!forced && !m.as_conv && options.any_activation_layout && !direct(pd) &&
+        HasPadding(call, conv)) {
+      // Explicit padding (HasPadding): the unpadded conv on the caller's dst
+      // layout, else on oneDNN's own.
+      const ConvParams unpadded = Unpadded(conv);
+      const memory::desc padded_src = PaddedSrcDesc(pd_user_src, conv, Tag::undef);
+      for (const memory::desc& d : {pd_user_dst, AnyDesc(pd_user_dst)}) {
+        try {
+          dnnl::primitive_desc p =
+              MakePrimitiveDesc(call, unpadded, padded_src, w_md, b, d, attr);
+          if (direct(p)) {
+            pd = p;
+            m.explicit_padding = true;
+            break;
+          }
+        } catch (const dnnl::error&) {
+          // No kernel on this dst layout either.
+        }
+      }
+    }
     const memory::desc pd_src = pd.query_md(dnnl::query::src_md, 0);
     const memory::desc pd_dst = pd.query_md(dnnl::query::dst_md, 0);
     const memory::desc pd_w = pd.query_md(dnnl::query::weights_md, 0);
@@ -1190,11 +1247,22 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     // Activations: the caller's buffers, or internal ones behind reorders.
     m.user_src = memory(user_src_md, engine, DNNL_MEMORY_NONE);
     m.user_dst = memory(user_dst_md, engine, DNNL_MEMORY_NONE);
-    if (SamePhysicalLayout(pd_src, user_src_md)) {
+    if (m.explicit_padding) {
+      m.internal_src = memory(pd_src, engine);
+      std::memset(m.internal_src.get_data_handle(), 0, pd_src.get_size());
+      Dims offsets(user_src_md.dims().size(), 0);
+      for (size_t i = 0; i < conv.pads_begin.size(); ++i) offsets[2 + i] = conv.pads_begin[i];
+      m.src_in_target = memory(pd_src.submemory_desc(user_src_md.dims(), offsets), engine,
+                               m.internal_src.get_data_handle());
+      m.src_in = dnnl::reorder(m.user_src, m.src_in_target);
+      m.args[DNNL_ARG_SRC] = m.internal_src;
+      ++m.reorders_per_call;
+    } else if (SamePhysicalLayout(pd_src, user_src_md)) {
       m.user_src = memory(pd_src, engine, DNNL_MEMORY_NONE);
       m.args[DNNL_ARG_SRC] = m.user_src;
     } else {
       m.internal_src = memory(pd_src, engine);
+      m.src_in_target = m.internal_src;
       m.src_in = dnnl::reorder(m.user_src, m.internal_src);
       m.args[DNNL_ARG_SRC] = m.internal_src;
       ++m.reorders_per_call;
@@ -1234,8 +1302,9 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
         LayoutString(pd_src, DimLetters(call, false, pd_src.data.ndims, m.as_conv));
     m.dst_layout =
         LayoutString(pd_dst, DimLetters(call, false, pd_dst.data.ndims, m.as_conv));
-    m.impl_name = m.as_conv ? absl::StrCat(pd.impl_info_str(), " (as 1x1 conv)")
-                            : pd.impl_info_str();
+    m.impl_name = m.as_conv            ? absl::StrCat(pd.impl_info_str(), " (as 1x1 conv)")
+                  : m.explicit_padding ? absl::StrCat(pd.impl_info_str(), " (src padded)")
+                                       : pd.impl_info_str();
   } catch (const dnnl::error& e) {
     return CreateError(call, e);
   } catch (const std::bad_alloc&) {
@@ -1321,13 +1390,33 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
         bf16 ? WithType(StridedDesc(call.src), DT::bf16) : StridedDesc(call.src);
     const memory::desc user_dst =
         bf16 ? WithType(StridedDesc(call.dst), DT::bf16) : StridedDesc(call.dst);
-    const dnnl::primitive_desc pd = MakePrimitiveDesc(
+    dnnl::primitive_desc pd = MakePrimitiveDesc(
         call, conv, AnyDesc(user_src), w_md, b, AnyDesc(user_dst), attr);
     // Create takes this descriptor first only when it is an optimized kernel.
     auto optimized = [](const dnnl::primitive_desc& d) {
       const std::string impl = d.impl_info_str();
       return IsOptimizedImpl(impl);
     };
+    // Create's explicit padding (HasPadding): where only the unpadded conv
+    // on a padded copy of the src has an optimized kernel, the layouts are
+    // that kernel's (the copy converts any src layout).
+    const bool pad = HasPadding(call, conv);
+    const ConvParams unpadded = Unpadded(conv);
+    auto padded = [&](const memory::desc& dst, const dnnl::primitive_attr& a)
+        -> std::optional<dnnl::primitive_desc> {
+      if (!pad) return std::nullopt;
+      try {
+        dnnl::primitive_desc p = MakePrimitiveDesc(
+            call, unpadded, PaddedSrcDesc(user_src, conv, Tag::undef), w_md, b, dst, a);
+        if (optimized(p)) return p;
+      } catch (const dnnl::error&) {
+        // Not with this dst layout either.
+      }
+      return std::nullopt;
+    };
+    if (!optimized(pd)) {
+      if (std::optional<dnnl::primitive_desc> p = padded(AnyDesc(user_dst), attr)) pd = *p;
+    }
     // The ISA of a kernel: "avx512_core" of "jit_1x1:avx512_core".
     auto isa = [](const dnnl::primitive_desc& d) {
       const std::string impl = d.impl_info_str();
@@ -1387,16 +1476,21 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
         const int64_t src_block = src_too ? block : 0;
         if (blocks.dst != 0 && src_block == blocks.src && block == blocks.dst) continue;
         try {
-          const dnnl::primitive_desc bd =
-              MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md,
-                                b, dst_blocked, blocked_attr);
-          if (!optimized(bd)) continue;
-          if (best_isa.empty()) best_isa = isa(bd);
+          std::optional<dnnl::primitive_desc> bd;
+          try {
+            bd = MakePrimitiveDesc(call, conv, src_too ? src_blocked : user_src, w_md, b,
+                                   dst_blocked, blocked_attr);
+          } catch (const dnnl::error&) {
+            // Perhaps explicitly padded.
+          }
+          if (!bd || !optimized(*bd)) bd = padded(dst_blocked, blocked_attr);
+          if (!bd || !optimized(*bd)) continue;
+          if (best_isa.empty()) best_isa = isa(*bd);
           if (blocks.dst == 0) {
             blocks.src = src_block;
             blocks.dst = block;
           } else {
-            blocks.also.push_back({src_block, block, isa(bd) != best_isa});
+            blocks.also.push_back({src_block, block, isa(*bd) != best_isa});
           }
         } catch (const dnnl::error&) {
           // No kernel for this combination; try the next.
@@ -1459,7 +1553,7 @@ absl::Status OneDnnCall::Run(const void* src, const void* weights,
       m.args[m.binary_arg_keys[i]].set_data_handle(
           const_cast<void*>(binary_operands[i]));
     }
-    if (m.src_in) m.src_in->execute(stream, m.user_src, m.internal_src);
+    if (m.src_in) m.src_in->execute(stream, m.user_src, m.src_in_target);
     if (m.dst_in) m.dst_in->execute(stream, m.user_dst, m.internal_dst);
     m.primitive.execute(stream, m.args);
     if (m.dst_out) m.dst_out->execute(stream, m.internal_dst, m.user_dst);

@@ -451,6 +451,51 @@ TEST(OneDnnCallConv, Winograd3x3AtLargeOutputsByRule) {
   EXPECT_EQ(RunBlocked16(one, o, &call).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// Wide padding: oneDNN 2.6's direct AVX2 kernel refuses a left pad wider
+// than its register block (rivagan's 11x11 convs with pad 5, basic-pitch's
+// 3x39 with pad 19, a dilated 3x3 with pad 4); the call then pads a copy of
+// its src explicitly and runs the unpadded conv on a direct kernel, never
+// the gemm-based one. Checked against the reference interpreter with a
+// sum, on the caller's layout and on nChw16c buffers.
+TEST(OneDnnCallConv, WidePaddingRunsOnADirectKernel) {
+  Case wide = ConvCase({{1, 8, 20, 24}, 16, {11, 11}, Params({1, 1}, {5, 5}, {5, 5})},
+                       {PostOp::Tanh()}, 92);
+  Case strip = ConvCase({{1, 8, 12, 50}, 8, {3, 39}, Params({1, 1}, {1, 19}, {1, 19})},
+                        {PostOp::Sum(), PostOp::Relu()}, 93);
+  AddPostOpData(strip, 94);
+  Case dilated = ConvCase(
+      {{1, 16, 18, 18}, 16, {3, 3}, Params({1, 1}, {4, 4}, {4, 4}, 1, {4, 4})},
+      {PostOp::Relu()}, 95);
+  Case asymmetric = ConvCase({{1, 8, 16, 16}, 8, {7, 7}, Params({2, 2}, {4, 2}, {2, 4})},
+                             {}, 96);
+  for (const Case* c : {&wide, &strip, &dilated, &asymmetric}) {
+    SCOPED_TRACE(c->call.ToString());
+    Check(*c);
+    const Tensor want = Reference(*c);
+    std::unique_ptr<OneDnnCall> call;
+    absl::StatusOr<Tensor> got = RunOneDnn(*c, OneDnnCallOptions{}, &call);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear(want, got->data<float>(), call->impl_name());
+    EXPECT_FALSE(absl::StrContains(call->impl_name(), "gemm") ||
+                 absl::StartsWith(call->impl_name(), "ref"))
+        << call->impl_name();
+    // Again on the same call, after a src of large values: the padded
+    // copy's border stays zero.
+    Tensor big = c->src;
+    for (int64_t i = 0; i < big.num_elements(); ++i) big.data<float>()[i] = 1e3f;
+    Tensor dst(DType::kF32, c->call.dst.shape);
+    std::vector<const void*> operands;
+    for (const Tensor& t : c->operands) operands.push_back(t.raw_data());
+    ASSERT_TRUE(call->Execute(big.raw_data(), operands, dst.raw_data()).ok());
+    if (c->residual) std::memcpy(dst.raw_data(), c->residual->raw_data(), dst.byte_size());
+    ASSERT_TRUE(call->Execute(c->src.raw_data(), operands, dst.raw_data()).ok());
+    ExpectNear(want, dst.data<float>(), call->impl_name());
+    absl::StatusOr<Tensor> blocked = RunBlocked16(*c, OneDnnCallOptions{}, &call);
+    ASSERT_TRUE(blocked.ok()) << blocked.status();
+    ExpectNear(want, blocked->data<float>(), call->impl_name());
+  }
+}
+
 TEST(OneDnnCallConv, ScaledSum) {
   Case c = ConvCase({{1, 8, 6, 6}, 8, {1, 1}, Params({1, 1}, {0, 0}, {0, 0})},
                     {PostOp::Sum(0.5f)}, 85);
