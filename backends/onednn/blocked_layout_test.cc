@@ -103,7 +103,9 @@ absl::StatusOr<Tensor> ToLayout(const Tensor& t, int64_t block) {
 }
 
 // Every layout PreferredActivationBlocks reports (the preferred one and the
-// alternatives) gets an optimized kernel with no reorder from Create, with
+// alternatives) gets an optimized kernel with no reorder from Create (a conv
+// that needs explicit padding pays its src copy: OneDnnCallConv.
+// WidePaddingRunsOnADirectKernel), with
 // the same result as the call on plain buffers; an alternative is marked
 // slower exactly when its kernel's ISA differs from the preferred one's.
 // A 1x1 conv, a grouped conv with 8 channels a group (RegNet) and a

@@ -1483,7 +1483,10 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
           } catch (const dnnl::error&) {
             // Perhaps explicitly padded.
           }
-          if (!bd || !optimized(*bd)) bd = padded(dst_blocked, blocked_attr);
+          // Explicitly padded only with the src in the dst's block: the
+          // padded copy converts any src, but a plain src is the layout a
+          // kernel that needs no copy runs on.
+          if ((!bd || !optimized(*bd)) && src_too) bd = padded(dst_blocked, blocked_attr);
           if (!bd || !optimized(*bd)) continue;
           if (best_isa.empty()) best_isa = isa(*bd);
           if (blocks.dst == 0) {
