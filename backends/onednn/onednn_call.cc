@@ -419,9 +419,6 @@ void SetIntegerAttrs(const FusedCall& call, dnnl::primitive_attr* attr) {
   }
 }
 
-// The call's primitive attributes: its post-ops (binary operands as
-// BuildPostOps gives them), a user-managed scratchpad, and an integer call's
-// zero points and output scales.
 // Explicit padding. oneDNN 2.6's direct AVX2 conv kernel refuses left
 // padding wider than its register block (an 11x11 conv with pad 5, a 3x39
 // one with pad 19, a dilated 3x3 with pad 4), leaving the gemm-based kernel,
@@ -444,16 +441,18 @@ ConvParams Unpadded(const ConvParams& conv) {
   return u;
 }
 
-// `src` with its spatial dims grown by the conv's padding, in layout `tag`
-// (`any` when undef).
-memory::desc PaddedSrcDesc(const memory::desc& src, const ConvParams& conv, Tag tag) {
+// `src` with its spatial dims grown by the conv's padding, layout `any`.
+memory::desc PaddedSrcDesc(const memory::desc& src, const ConvParams& conv) {
   Dims dims = src.dims();
   for (size_t i = 0; i < conv.pads_begin.size() && 2 + i < dims.size(); ++i) {
     dims[2 + i] += conv.pads_begin[i] + conv.pads_end[i];
   }
-  return memory::desc(dims, src.data_type(), tag == Tag::undef ? Tag::any : tag);
+  return memory::desc(dims, src.data_type(), Tag::any);
 }
 
+// The call's primitive attributes: its post-ops (binary operands as
+// BuildPostOps gives them), a user-managed scratchpad, and an integer call's
+// zero points and output scales.
 dnnl::primitive_attr CallAttr(const FusedCall& call,
                               std::vector<std::pair<int, memory::desc>>* binary_args,
                               const std::vector<memory::desc>* operand_mds = nullptr) {
@@ -657,7 +656,7 @@ struct OneDnnCall::Impl {
   std::optional<dnnl::reorder> src_in, dst_in, dst_out;
   memory internal_src, internal_dst;
   // What src_in writes: internal_src, or with explicit padding
-  // (ExplicitlyPadded) the interior of internal_src, whose border stays 0.
+  // (HasPadding) the interior of internal_src, whose border stays 0.
   memory src_in_target;
   bool explicit_padding = false;
   bool runtime_weights = false;
@@ -1202,7 +1201,7 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       // Explicit padding (HasPadding): the unpadded conv on the caller's dst
       // layout, else on oneDNN's own.
       const ConvParams unpadded = Unpadded(conv);
-      const memory::desc padded_src = PaddedSrcDesc(pd_user_src, conv, Tag::undef);
+      const memory::desc padded_src = PaddedSrcDesc(pd_user_src, conv);
       for (const memory::desc& d : {pd_user_dst, AnyDesc(pd_user_dst)}) {
         try {
           dnnl::primitive_desc p =
@@ -1407,7 +1406,7 @@ absl::StatusOr<ActivationBlocks> OneDnnCall::PreferredActivationBlocks(
       if (!pad) return std::nullopt;
       try {
         dnnl::primitive_desc p = MakePrimitiveDesc(
-            call, unpadded, PaddedSrcDesc(user_src, conv, Tag::undef), w_md, b, dst, a);
+            call, unpadded, PaddedSrcDesc(user_src, conv), w_md, b, dst, a);
         if (optimized(p)) return p;
       } catch (const dnnl::error&) {
         // Not with this dst layout either.

@@ -314,6 +314,28 @@ int64_t ConvMacs(const Kernel& k, const LoopProgram& p) {
   return 0;
 }
 
+// Per input of extern `k`, whether it is a post-op operand that shares the
+// dst's layout (a sum, or a full-size add/sub/mul: oneDNN reads it in the
+// dst's layout); the src and every other input are 0. Empty when the
+// kernel's slots do not describe its inputs.
+std::vector<char> SharesDstLayout(const Kernel& k, const LoopProgram& p) {
+  const std::vector<int64_t> slots = IntsAttr(k, kAttrInputSlots);
+  if (slots.size() != k.call.inputs.size() || k.call.outputs.size() != 1) return {};
+  const std::vector<int64_t> operand_slots = IntsAttr(k, "post_op_inputs");
+  const std::vector<std::string> post_ops = StringListAttr(k, "post_ops");
+  const Shape& dst = p.buffers[k.call.outputs[0]].shape;
+  std::vector<char> same(slots.size(), 0);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
+    const size_t op_index = it - operand_slots.begin();
+    if (slots[j] == 0 || it == operand_slots.end() || op_index >= post_ops.size()) continue;
+    const std::string& kind = post_ops[op_index];
+    const bool full = p.buffers[k.call.inputs[j]].shape == dst;
+    same[j] = kind == "sum" || ((kind == "add" || kind == "sub" || kind == "mul") && full);
+  }
+  return same;
+}
+
 // The buffers that can live blocked by `b` (see PropagateLayout).
 std::vector<char> ChooseBlocked(const ir::loop::LoopModule& lp,
                                 const std::vector<std::optional<ConvLayout>>& wants,
@@ -349,23 +371,12 @@ std::vector<char> ChooseBlocked(const ir::loop::LoopModule& lp,
       continue;
     }
     const int32_t dst = kernel.call.outputs[0];
-    const std::vector<int64_t> operand_slots = IntsAttr(kernel, "post_op_inputs");
-    const std::vector<std::string> post_ops = StringListAttr(kernel, "post_ops");
+    const std::vector<char> shares = SharesDstLayout(kernel, p);
     for (size_t j = 0; j < kernel.call.inputs.size(); ++j) {
       const int32_t buf = kernel.call.inputs[j];
       if (slots[j] == 0) {
         if (*src_block != b) blocked[buf] = 0;
-        continue;
-      }
-      auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
-      const size_t op_index = it - operand_slots.begin();
-      if (it == operand_slots.end() || op_index >= post_ops.size()) {
-        blocked[buf] = 0;
-        continue;
-      }
-      const std::string& kind = post_ops[op_index];
-      const bool full = p.buffers[buf].shape == p.buffers[dst].shape;
-      if (kind == "sum" || ((kind == "add" || kind == "sub" || kind == "mul") && full)) {
+      } else if (shares[j]) {
         same.emplace_back(buf, dst);
       } else {
         blocked[buf] = 0;
@@ -480,7 +491,6 @@ int64_t KernelLayoutCost(const LoopProgram& p,
   return *slower ? ConvMacs(kernel, p) / kSlowerMacsPerReorderedElement : 0;
 }
 
-
 // A conv with a residual (a sum or full-size binary operand, which shares
 // the dst's layout) that writes a graph output directly: the output must
 // stay plain, so the operand stays plain too, and so does everything tied
@@ -498,26 +508,6 @@ struct OutputRedirect {
   int32_t output = -1;    // the graph output buffer
   int32_t copy = -1;      // the intermediate the conv now writes
 };
-
-// Whether extern conv `k` has a post-op operand that shares its dst's
-// layout (ChooseBlocked's `same` pairs).
-bool HasResidualOperand(const Kernel& k, const LoopProgram& p) {
-  const std::vector<int64_t> slots = IntsAttr(k, kAttrInputSlots);
-  const std::vector<int64_t> operand_slots = IntsAttr(k, "post_op_inputs");
-  const std::vector<std::string> post_ops = StringListAttr(k, "post_ops");
-  if (slots.size() != k.call.inputs.size() || k.call.outputs.size() != 1) return false;
-  for (size_t j = 0; j < k.call.inputs.size(); ++j) {
-    auto it = std::find(operand_slots.begin(), operand_slots.end(), slots[j]);
-    const size_t op_index = it - operand_slots.begin();
-    if (slots[j] == 0 || it == operand_slots.end() || op_index >= post_ops.size()) continue;
-    const std::string& kind = post_ops[op_index];
-    const bool full = p.buffers[k.call.inputs[j]].shape == p.buffers[k.call.outputs[0]].shape;
-    if (kind == "sum" || ((kind == "add" || kind == "sub" || kind == "mul") && full)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 IndexExpr RowMajorIndex(const Shape& shape) {
   IndexExpr e = ir::loop::Const(0);
@@ -556,7 +546,8 @@ std::vector<OutputRedirect> RedirectConvOutputs(ir::loop::LoopModule* lp) {
     }
     const int32_t output = conv.call.outputs[0];
     const Buffer& buf = p.buffers[output];
-    if (!HasResidualOperand(conv, p)) continue;
+    const std::vector<char> shares = SharesDstLayout(conv, p);
+    if (std::none_of(shares.begin(), shares.end(), [](char c) { return c != 0; })) continue;
     if (buf.kind != BufferKind::kOutput || buf.dtype != ir::DType::kF32 ||
         buf.shape.size() < 3 || buf.shape.size() > 5 || !buf.IsRowMajor() ||
         ir::NumElements(buf.shape) <= 0 ||
