@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/onednn/engine.h"
+#include "backends/onednn/winograd.h"
 #include "ir/status_macros.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -675,6 +676,13 @@ struct OneDnnCall::Impl {
   int reorders_per_call = 0;
   bool as_conv = false;  // a linear layer run as a 1x1 conv (LinearAsConv)
   bool bf16 = false;     // src and weights in bf16 (OneDnnCallOptions::bf16)
+
+  // kiln's own Winograd conv (winograd.h) where oneDNN has none: it reads
+  // winograd_src and writes winograd_out, and `primitive` is then a binary
+  // add of the bias (or zeros) with the call's post-ops into the dst.
+  std::unique_ptr<WinogradConv> winograd;
+  memory winograd_src, winograd_out;
+  std::vector<float> zero_bias;
 };
 
 OneDnnCall::OneDnnCall(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -912,12 +920,9 @@ std::optional<FusedCall> DropUnitSpatialDims(const FusedCall& call) {
 
 namespace {
 
-// Whether a conv may run on oneDNN's Winograd kernel (F(2x2, 3x3) on
-// AVX-512): 2-D, 3x3, stride 1, undilated, ungrouped. Under kRule also an
-// output of at least kWinogradMinOutputPixels, where it measured faster than
-// the direct kernel (docs/decisions/0076).
-bool WinogradCandidate(const FusedCall& call, const ConvParams& conv,
-                       OneDnnCallOptions::ConvAlgorithm algorithm) {
+// Whether a conv may run on a Winograd F(2x2, 3x3) kernel (oneDNN's on
+// AVX-512, kiln's elsewhere): 2-D, 3x3, stride 1, undilated, ungrouped.
+bool WinogradShape3x3(const FusedCall& call, const ConvParams& conv) {
   if (call.kind != CallKind::kConv || call.weights.shape.size() != 4 ||
       call.dst.shape.size() != 4 || conv.groups != 1) {
     return false;
@@ -927,10 +932,68 @@ bool WinogradCandidate(const FusedCall& call, const ConvParams& conv,
       return false;
     }
   }
-  if (algorithm == OneDnnCallOptions::ConvAlgorithm::kWinograd) return true;
-  return call.dst.shape[2] * call.dst.shape[3] >= kWinogradMinOutputPixels &&
-         call.weights.shape[0] >= kWinogradMinChannels &&
-         call.weights.shape[1] >= kWinogradMinChannels;
+  return true;
+}
+
+// kRule's bounds: output pixels and the fewer of in/out channels from which
+// each Winograd kernel measured faster than the direct one
+// (docs/decisions/0076, 0080).
+bool WinogradByRule(const FusedCall& call, int64_t min_pixels, int64_t min_channels) {
+  return call.dst.shape[2] * call.dst.shape[3] >= min_pixels &&
+         std::min(call.weights.shape[0], call.weights.shape[1]) >= min_channels;
+}
+
+// How kiln's Winograd conv (winograd.h) reads and writes an activation
+// descriptor: channels-last, or channel-blocked by 8 or 16; nullopt for
+// any other layout.
+std::optional<WinogradShape> WinogradLayout(const memory::desc& md) {
+  WinogradShape s;
+  if (md.dims().size() != 4 || md.data_type() != DT::f32) return std::nullopt;
+  const int64_t block = ChannelBlockOf(md);
+  if (block == 8 || block == 16) {
+    s.block = block;
+  } else if (md == memory::desc(md.dims(), DT::f32, Tag::nhwc)) {
+    s.channels_last = true;
+    s.block = 8;
+  } else {
+    return std::nullopt;
+  }
+  return s;
+}
+
+// The bias-and-post-ops primitive for running `pd`'s conv (a Winograd
+// candidate on a direct kernel) on kiln's Winograd conv instead
+// (winograd.h, docs/decisions/0080), when that applies: src and dst in one
+// layout kiln's conv takes (WinogradLayout) whose block divides both
+// channel counts, padding of at most 2 in front, and a oneDNN binary
+// primitive other than the reference one that adds the bias and applies the
+// call's post-ops.
+std::optional<dnnl::binary::primitive_desc> KilnWinogradPost(
+    const FusedCall& call, const ConvParams& conv, const dnnl::primitive_desc& pd,
+    const dnnl::primitive_attr& attr) {
+  const memory::desc src = pd.query_md(dnnl::query::src_md, 0);
+  const memory::desc dst = pd.query_md(dnnl::query::dst_md, 0);
+  const std::optional<WinogradShape> in = WinogradLayout(src);
+  const std::optional<WinogradShape> out = WinogradLayout(dst);
+  if (!in || !out || in->block != out->block || in->channels_last != out->channels_last ||
+      src.dims()[1] % in->block != 0 || dst.dims()[1] % in->block != 0 ||
+      conv.pads_begin[0] > 2 || conv.pads_begin[1] > 2 || call.integer.has_value()) {
+    return std::nullopt;
+  }
+  try {
+    // The bias as a [1, C, 1, 1] tensor laid out like the dst (the same
+    // bytes as plain, C being a multiple of the block): oneDNN 2.6's jit
+    // binary kernel takes a per-channel operand only so.
+    const memory::desc bias4({1, dst.dims()[1], 1, 1}, DT::f32,
+                             out->channels_last ? Tag::nhwc : ChannelBlockedTag(4, out->block));
+    dnnl::binary::primitive_desc post(
+        dnnl::binary::desc(dnnl::algorithm::binary_add, dst, bias4, dst), attr,
+        CpuEngine());
+    if (!IsOptimizedImpl(post.impl_info_str())) return std::nullopt;
+    return post;
+  } catch (const dnnl::error&) {
+    return std::nullopt;  // A post-op the binary primitive does not take.
+  }
 }
 
 }  // namespace
@@ -1160,20 +1223,24 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       }
     }
     using Algo = OneDnnCallOptions::ConvAlgorithm;
+    std::optional<dnnl::binary::primitive_desc> winograd_post;
     if (options.conv_algorithm != Algo::kDirect && !m.as_conv && prepack && !m.bf16 &&
-        f32_activations && WinogradCandidate(call, conv, options.conv_algorithm)) {
-      // On the activation layouts already chosen, so the choice never adds a
-      // reorder (oneDNN's Winograd kernels run on nChw16c only).
-      try {
-        dnnl::primitive_desc w = MakePrimitiveDesc(
-            call, conv, pd.query_md(dnnl::query::src_md, 0), w_md, b,
-            pd.query_md(dnnl::query::dst_md, 0), attr, /*winograd=*/true);
-        if (direct(w)) pd = w;
-      } catch (const dnnl::error&) {
-        // No Winograd kernel on these layouts: keep the direct one.
+        f32_activations && WinogradShape3x3(call, conv)) {
+      const bool asked = options.conv_algorithm == Algo::kWinograd;
+      auto is_wino = [&] { return absl::StrContains(pd.impl_info_str(), "wino"); };
+      if (asked || WinogradByRule(call, kWinogradMinOutputPixels, kWinogradMinChannels)) {
+        // On the activation layouts already chosen, so the choice never adds
+        // a reorder (oneDNN's Winograd kernels run on nChw16c only).
+        try {
+          dnnl::primitive_desc w = MakePrimitiveDesc(
+              call, conv, pd.query_md(dnnl::query::src_md, 0), w_md, b,
+              pd.query_md(dnnl::query::dst_md, 0), attr, /*winograd=*/true);
+          if (direct(w)) pd = w;
+        } catch (const dnnl::error&) {
+          // No Winograd kernel on these layouts: keep the direct one.
+        }
       }
-      if (options.conv_algorithm == Algo::kWinograd &&
-          !absl::StrContains(pd.impl_info_str(), "wino")) {
+      if (asked && !is_wino()) {
         // Asked for: on oneDNN's own activation layouts, behind reorders.
         try {
           dnnl::primitive_desc w =
@@ -1184,10 +1251,15 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
           // No Winograd kernel for this call on this CPU.
         }
       }
-      if (options.conv_algorithm == Algo::kWinograd &&
-          !absl::StrContains(pd.impl_info_str(), "wino")) {
+      // Where oneDNN has none (AVX2), kiln's own on the same layouts.
+      if (!is_wino() && direct(pd) &&
+          (asked ||
+           WinogradByRule(call, kKilnWinogradMinOutputPixels, kKilnWinogradMinChannels))) {
+        winograd_post = KilnWinogradPost(call, conv, pd, attr);
+      }
+      if (asked && !is_wino() && !winograd_post) {
         return absl::UnimplementedError(absl::StrCat(
-            "oneDNN has no Winograd kernel for ", call.ToString(), " on ",
+            "neither oneDNN nor kiln has a Winograd kernel for ", call.ToString(), " on ",
             pd.impl_info_str(), "'s activation layouts"));
       }
     } else if (options.conv_algorithm == Algo::kWinograd) {
@@ -1221,7 +1293,22 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
     const memory::desc pd_w = pd.query_md(dnnl::query::weights_md, 0);
 
     // Weights: prepacked once, or the caller's (shared, not copied).
-    if (impl->runtime_weights) {
+    if (winograd_post) {
+      WinogradShape shape = *WinogradLayout(pd_src);
+      shape.batch = pd_src.dims()[0];
+      shape.in_channels = pd_src.dims()[1];
+      shape.out_channels = pd_dst.dims()[1];
+      shape.in_h = pd_src.dims()[2];
+      shape.in_w = pd_src.dims()[3];
+      shape.out_h = pd_dst.dims()[2];
+      shape.out_w = pd_dst.dims()[3];
+      shape.pad_top = conv.pads_begin[0];
+      shape.pad_left = conv.pads_begin[1];
+      KILN_ASSIGN_OR_RETURN(
+          m.winograd,
+          WinogradConv::Create(shape, static_cast<const float*>(weights->raw_data())));
+      m.prepacked_bytes = m.winograd->weights_bytes();
+    } else if (impl->runtime_weights) {
       m.user_weights = memory(user_w_md, engine, DNNL_MEMORY_NONE);
       m.args[DNNL_ARG_WEIGHTS] = m.user_weights;
     } else if (prepack) {
@@ -1284,7 +1371,27 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
       m.binary_arg_keys.push_back(key);
       m.args[key] = memory(md, engine, DNNL_MEMORY_NONE);
     }
-    const memory::desc scratch_md = pd.scratchpad_desc();
+    if (m.winograd) {
+      // The conv's src and dst stay where they are; the binary primitive
+      // reads the Winograd result and the bias and writes the dst.
+      m.winograd_src = m.args[DNNL_ARG_SRC];
+      m.winograd_out = memory(pd_dst, engine);
+      const int64_t oc = pd_dst.dims()[1];
+      const memory::desc bias4 = winograd_post->src_desc(1);
+      void* bias_data = const_cast<void*>(std::as_const(m.bias).raw_data());
+      if (!bias) {
+        m.zero_bias.assign(static_cast<size_t>(oc), 0.f);
+        bias_data = m.zero_bias.data();
+      }
+      m.args.erase(DNNL_ARG_SRC);
+      m.args.erase(DNNL_ARG_WEIGHTS);
+      m.args.erase(DNNL_ARG_BIAS);
+      m.args[DNNL_ARG_SRC_0] = m.winograd_out;
+      m.args[DNNL_ARG_SRC_1] = memory(bias4, engine, bias_data);
+    }
+    const dnnl::primitive_desc_base& run_pd =
+        m.winograd ? static_cast<const dnnl::primitive_desc_base&>(*winograd_post) : pd;
+    const memory::desc scratch_md = run_pd.scratchpad_desc();
     m.scratchpad_bytes = static_cast<int64_t>(scratch_md.get_size());
     m.scratchpad = memory(scratch_md, engine);
     m.args[DNNL_ARG_SCRATCHPAD] = m.scratchpad;
@@ -1294,14 +1401,19 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
                  &m.src_zero_point);
     }
 
-    m.primitive = dnnl::primitive(pd);
+    m.primitive = m.winograd ? dnnl::primitive(dnnl::binary(*winograd_post))
+                             : dnnl::primitive(pd);
     const int w_ndims = pd_w.data.ndims;
-    m.weights_layout = LayoutString(pd_w, DimLetters(call, true, w_ndims, m.as_conv));
+    m.weights_layout = m.winograd ? "winograd_2x3[16][I][O]"
+                                  : LayoutString(pd_w, DimLetters(call, true, w_ndims, m.as_conv));
     m.src_layout =
         LayoutString(pd_src, DimLetters(call, false, pd_src.data.ndims, m.as_conv));
     m.dst_layout =
         LayoutString(pd_dst, DimLetters(call, false, pd_dst.data.ndims, m.as_conv));
-    m.impl_name = m.as_conv            ? absl::StrCat(pd.impl_info_str(), " (as 1x1 conv)")
+    m.impl_name = m.winograd ? absl::StrCat("kiln:wino_2x3 (", m.winograd->matmul_impl(),
+                                            " matmul, ", winograd_post->impl_info_str(),
+                                            " post-ops)")
+                  : m.as_conv        ? absl::StrCat(pd.impl_info_str(), " (as 1x1 conv)")
                   : m.explicit_padding ? absl::StrCat(pd.impl_info_str(), " (src padded)")
                                        : pd.impl_info_str();
   } catch (const dnnl::error& e) {
@@ -1557,6 +1669,11 @@ absl::Status OneDnnCall::Run(const void* src, const void* weights,
     }
     if (m.src_in) m.src_in->execute(stream, m.user_src, m.src_in_target);
     if (m.dst_in) m.dst_in->execute(stream, m.user_dst, m.internal_dst);
+    if (m.winograd) {
+      stream.wait();
+      m.winograd->Run(static_cast<const float*>(m.winograd_src.get_data_handle()),
+                      static_cast<float*>(m.winograd_out.get_data_handle()));
+    }
     m.primitive.execute(stream, m.args);
     if (m.dst_out) m.dst_out->execute(stream, m.internal_dst, m.user_dst);
     stream.wait();

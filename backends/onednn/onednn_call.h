@@ -80,9 +80,10 @@ struct OneDnnCallOptions {
   // The algorithm of an f32 Conv with prepacked weights: kRule takes
   // oneDNN's Winograd kernel for a 3x3 stride-1 undilated ungrouped conv with
   // at least kWinogradMinOutputPixels output pixels when oneDNN has one on
-  // the activation layouts chosen above (AVX-512), else the direct kernel;
+  // the activation layouts chosen above (AVX-512); where it has none, kiln's
+  // own (winograd.h) within kKilnWinograd* bounds; else the direct kernel.
   // kDirect never Winograd; kWinograd Winograd for any such conv, or
-  // Unimplemented. Ignored for other kinds (docs/decisions/0076).
+  // Unimplemented. Ignored for other kinds (docs/decisions/0076, 0080).
   enum class ConvAlgorithm { kRule, kDirect, kWinograd };
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kRule;
 };
@@ -95,6 +96,14 @@ struct OneDnnCallOptions {
 // slower.
 inline constexpr int64_t kWinogradMinOutputPixels = 28 * 28;
 inline constexpr int64_t kWinogradMinChannels = 64;
+// The same for kiln's own F(2x2, 3x3) conv (backends/onednn/winograd.h),
+// which kRule takes where oneDNN has no Winograd kernel (AVX2), on
+// channels-last or 8/16-channel-blocked activations whose block divides
+// both channel counts: 1.3-2.3x faster than oneDNN's direct jit:avx2 kernel
+// at 1 thread from 48 channels at 52x52 to 512 at 7x7, 1.0-2x at 2
+// (winograd_benchmark; docs/decisions/0080).
+inline constexpr int64_t kKilnWinogradMinOutputPixels = 7 * 7;
+inline constexpr int64_t kKilnWinogradMinChannels = 48;
 
 // "rule", "caller", "any", "nhwc", "blocked8", "blocked16"; and back
 // (InvalidArgument for anything else).
