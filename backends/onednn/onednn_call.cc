@@ -935,6 +935,14 @@ bool WinogradShape3x3(const FusedCall& call, const ConvParams& conv) {
   return true;
 }
 
+// Whether oneDNN 2.6 has Winograd kernels on this CPU under its ISA cap
+// (avx512_core and above; its cpu_isa values nest as bit masks).
+bool OneDnnHasWinograd() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & core) == core;
+}
+
 // kRule's bounds: output pixels and the fewer of in/out channels from which
 // each Winograd kernel measured faster than the direct one
 // (docs/decisions/0076, 0080).
@@ -1251,10 +1259,12 @@ absl::StatusOr<std::unique_ptr<OneDnnCall>> OneDnnCall::Create(
           // No Winograd kernel for this call on this CPU.
         }
       }
-      // Where oneDNN has none (AVX2), kiln's own on the same layouts.
+      // Where oneDNN has none (AVX2), kiln's own on the same layouts; by
+      // rule only on CPUs without oneDNN's (it was measured on AVX2 only).
       if (!is_wino() && direct(pd) &&
           (asked ||
-           WinogradByRule(call, kKilnWinogradMinOutputPixels, kKilnWinogradMinChannels))) {
+           (!OneDnnHasWinograd() &&
+            WinogradByRule(call, kKilnWinogradMinOutputPixels, kKilnWinogradMinChannels)))) {
         winograd_post = KilnWinogradPost(call, conv, pd, attr);
       }
       if (asked && !is_wino() && !winograd_post) {

@@ -97,7 +97,7 @@ struct OneDnnCallOptions {
 inline constexpr int64_t kWinogradMinOutputPixels = 28 * 28;
 inline constexpr int64_t kWinogradMinChannels = 64;
 // The same for kiln's own F(2x2, 3x3) conv (backends/onednn/winograd.h),
-// which kRule takes where oneDNN has no Winograd kernel (AVX2), on
+// which kRule takes on CPUs where oneDNN has no Winograd kernel (AVX2), on
 // channels-last or 8/16-channel-blocked activations whose block divides
 // both channel counts: 1.3-2.3x faster than oneDNN's direct jit:avx2 kernel
 // at 1 thread from 48 channels at 52x52 to 512 at 7x7, 1.0-2x at 2
