@@ -266,13 +266,14 @@ absl::StatusOr<std::unique_ptr<WinogradConv>> WinogradConv::Create(
   // transform reads M from cache; at least one tile row.
   const int64_t row_bytes = 16 * a.tiles_w * (a.ic + a.oc) * 4;
   // Then as many chunks as that gives, rounded up to a multiple of the
-  // thread count at creation, of balanced sizes.
+  // thread count at creation (so a small conv still uses every thread), of
+  // balanced sizes.
   const int64_t min_rows = (kMinChunkTiles + a.tiles_w - 1) / a.tiles_w;
   const int64_t target_rows =
       std::clamp<int64_t>(std::max(kChunkBytes / row_bytes, min_rows), 1, impl->total_rows);
   int64_t chunks = (impl->total_rows + target_rows - 1) / target_rows;
   const int64_t threads = NumThreads();
-  if (chunks > 1) chunks = std::min((chunks + threads - 1) / threads * threads, impl->total_rows);
+  chunks = std::min((chunks + threads - 1) / threads * threads, impl->total_rows);
   const int64_t chunk_rows = (impl->total_rows + chunks - 1) / chunks;
   const int64_t tail_rows = impl->total_rows % chunk_rows;
 

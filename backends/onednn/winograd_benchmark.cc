@@ -105,7 +105,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (const auto& [ic, oc, hw] : std::vector<std::tuple<int, int, int>>{
              {64, 64, 56}, {128, 128, 28}, {256, 256, 14}, {512, 512, 7},
-             {96, 96, 52}, {96, 96, 26}, {48, 48, 52}, {192, 192, 13}}) {
+             {96, 96, 52}, {96, 96, 26}, {48, 48, 52}, {192, 192, 13},
+             {64, 64, 20}, {128, 128, 10}, {64, 64, 40}, {256, 256, 7}}) {
       for (int alg : {0, 1}) b->Args({ic, oc, hw, alg, threads});
     }
   }
