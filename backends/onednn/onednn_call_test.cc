@@ -450,6 +450,34 @@ TEST(OneDnnCallConv, Winograd3x3AtLargeOutputsByRule) {
   EXPECT_EQ(RunBlocked16(one, o, &call).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// A wide-padded conv to few channels with a full-size operand (rivagan's
+// last conv: 32->3 11x11, tanh, then + the input frame), its src blocked by
+// the caller and its dst plain: the direct kernel takes it on a padded src
+// and a blocked dst only with the operand in the dst's layout, so the call
+// reorders the operand per call, reading it afresh each time.
+TEST(OneDnnCallConv, WidePaddingWithAFullSizeOperandRunsOnADirectKernel) {
+  Case c = ConvCase({{1, 32, 20, 20}, 3, {11, 11}, Params({1, 1}, {5, 5}, {5, 5})},
+                    {PostOp::Tanh(), PostOp::Add(Spec({1, 3, 20, 20}))}, 97);
+  AddPostOpData(c, 98);
+  Check(c);
+  c.call.src.channel_block = 8;
+  absl::StatusOr<Tensor> src8 = ir::loop::ToBlocked(c.src, 8);
+  ASSERT_TRUE(src8.ok()) << src8.status();
+  absl::StatusOr<std::unique_ptr<OneDnnCall>> call =
+      OneDnnCall::Create(c.call, &*c.weights, &*c.bias);
+  ASSERT_TRUE(call.ok()) << call.status();
+  const std::string impl = (*call)->impl_name();
+  EXPECT_FALSE(absl::StrContains(impl, "gemm") || absl::StartsWith(impl, "ref")) << impl;
+  for (uint32_t round = 0; round < 2; ++round) {
+    if (round == 1) c.operands[0] = Random({1, 3, 20, 20}, 99);
+    const Tensor want = Reference(c);
+    Tensor dst(DType::kF32, c.call.dst.shape);
+    const void* operand = c.operands[0].raw_data();
+    ASSERT_TRUE((*call)->Execute(src8->raw_data(), {&operand, 1}, dst.raw_data()).ok());
+    ExpectNear(want, dst.data<float>(), impl);
+  }
+}
+
 // Wide padding: oneDNN 2.6's direct AVX2 kernel refuses a left pad wider
 // than its register block (rivagan's 11x11 convs with pad 5, basic-pitch's
 // 3x39 with pad 19, a dilated 3x3 with pad 4); the call then pads a copy of
